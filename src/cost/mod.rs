@@ -1,0 +1,42 @@
+//! Step-time models: how long one scheduler iteration takes.
+//!
+//! The scheduler asks for the duration of a decode step (given the batch size and the KV tokens
+//! attended) or of a prefill batch (given the tokens computed). Models are behind one small
+//! trait so that the roofline model can join the linear one.
+
+pub mod linear;
+
+use crate::scenario::StepTimeSpec;
+use crate::time::SimDuration;
+
+/// The cost of one scheduler iteration.
+pub trait StepTimeModel: Send + Sync {
+    /// Duration of one decode step of `batch` requests (≥ 1) attending `kv_tokens` tokens in
+    /// total (the batch's context lengths after this step's slot was allocated). At least 1 ns.
+    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration;
+
+    /// Duration of one prefill (extend) batch of `seqs` requests computing `extend_tokens` new
+    /// tokens in total. At least 1 ns.
+    fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration;
+
+    /// Total duration of `steps` consecutive decode steps of a constant `batch`, the first
+    /// attending `kv_first` tokens and each later one `batch` more. Must equal the sum of
+    /// [`decode`](Self::decode) over those steps exactly; the default adds them one by one.
+    fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
+        let mut total = SimDuration::ZERO;
+        for i in 0..steps {
+            total = total + self.decode(batch, kv_first + batch * i);
+        }
+        total
+    }
+
+    /// A one-line description for reports.
+    fn describe(&self) -> String;
+}
+
+/// Build the model a scenario asks for.
+pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
+    match spec {
+        StepTimeSpec::Linear(l) => Box::new(linear::Linear::new(l.clone())),
+    }
+}

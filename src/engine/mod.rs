@@ -1,0 +1,265 @@
+//! The simulator: the one owner of all mutable state, and the event loop.
+//!
+//! [`run`] builds the client, the scheduler and the recorder from a scenario and advances
+//! simulated time from event to event until every request is answered or `run.max_sim_s` is
+//! reached. It is deterministic: the same scenario and seed give the same result, bit for bit.
+
+pub mod events;
+
+use crate::cost;
+use crate::metrics::{Recorder, RunResult, StopReason};
+use crate::request::{Phase, Request, Requests};
+use crate::rng::{Seeds, Stream, StreamName};
+use crate::scenario::Scenario;
+use crate::scheduler::sglang::Sglang;
+use crate::scheduler::{Outbox, Scheduler};
+use crate::time::SimTime;
+use crate::workload::client::{Client, ClientAction};
+use events::{EventKind, EventQueue};
+
+/// Options that change what is recorded, never what is simulated.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Keep the engine's log lines (for `server.log`).
+    pub keep_log: bool,
+    /// Time-series point budget.
+    pub max_points: usize,
+    /// Keep a record of every answered request (memory grows with the run).
+    pub keep_requests: bool,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            keep_log: false,
+            max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
+            keep_requests: false,
+        }
+    }
+}
+
+/// A run that could not finish.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The server is idle with requests waiting that it can never admit.
+    #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
+    Stuck {
+        /// When it stopped.
+        at_s: f64,
+        /// Requests waiting.
+        waiting: u64,
+        /// The scheduler's explanation.
+        reason: String,
+    },
+}
+
+struct Simulator<'s> {
+    scenario: &'s Scenario,
+    now: SimTime,
+    events: EventQueue,
+    client: Client,
+    scheduler: Box<dyn Scheduler>,
+    requests: Requests,
+    recorder: Recorder,
+    prompt_rng: Stream,
+    output_rng: Stream,
+    busy: bool,
+    outbox: Outbox,
+}
+
+/// Simulate a scenario.
+pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError> {
+    let seeds = Seeds::new(scenario.seed);
+    let step_time = cost::from_spec(&scenario.engine.step_time);
+    let context_len = scenario.model.as_ref().and_then(|m| m.context_len);
+    let mut sglang = Sglang::new(
+        &scenario.engine,
+        context_len,
+        step_time,
+        seeds.stream(StreamName::SchedulePolicy),
+    );
+    sglang.set_verbose_log(opts.keep_log);
+    let mut recorder = Recorder::new(
+        scenario.run.window,
+        scenario.run.timeseries_interval,
+        opts.max_points,
+        scenario.run.observe_at.clone(),
+        scenario.engine.kv_capacity_tokens,
+        opts.keep_log,
+    );
+    recorder.keep_requests(opts.keep_requests);
+    let sim = Simulator {
+        scenario,
+        now: SimTime::ZERO,
+        events: EventQueue::default(),
+        client: Client::new(
+            scenario.client.clone(),
+            scenario.workload.requests,
+            seeds.stream(StreamName::Arrivals),
+        ),
+        scheduler: Box::new(sglang),
+        requests: Requests::default(),
+        recorder,
+        prompt_rng: seeds.stream(StreamName::PromptTokens),
+        output_rng: seeds.stream(StreamName::OutputTokens),
+        busy: false,
+        outbox: Outbox::default(),
+    };
+    sim.run_loop()
+}
+
+impl Simulator<'_> {
+    fn run_loop(mut self) -> Result<RunResult, SimError> {
+        let mut actions = Vec::new();
+        self.client.start(&mut actions);
+        self.handle_actions(&mut actions);
+        let max_sim = self.scenario.run.max_sim.map(|d| SimTime::ZERO + d);
+        let stop = loop {
+            if !self.busy {
+                self.start_batch(&mut actions);
+            }
+            self.sync_state();
+            let Some(next) = self.events.peek_time() else {
+                break StopReason::AllAnswered;
+            };
+            if let Some(limit) = max_sim {
+                if next > limit {
+                    self.recorder.advance_to(limit);
+                    self.now = limit;
+                    break StopReason::MaxSimTime;
+                }
+            }
+            self.recorder.advance_to(next);
+            debug_assert!(next >= self.now, "invariant: the clock never goes back");
+            self.now = next;
+            while self.events.peek_time() == Some(next) {
+                let ev = self.events.pop().expect("invariant: peeked event exists");
+                match ev.kind {
+                    EventKind::StepEnd => self.end_batch(&mut actions),
+                    EventKind::ClientWake => self.client.on_wake(&mut actions),
+                    EventKind::Arrival => self.client.on_arrival(self.now, &mut actions),
+                }
+                self.handle_actions(&mut actions);
+            }
+        };
+        if stop == StopReason::AllAnswered && !self.requests.is_empty() {
+            let waiting = self.scheduler.state().queued;
+            let reason = self
+                .scheduler
+                .stuck_reason(&self.requests)
+                .unwrap_or_else(|| "no request can be scheduled".to_string());
+            return Err(SimError::Stuck {
+                at_s: self.now.as_secs_f64(),
+                waiting,
+                reason,
+            });
+        }
+        let counters = self.scheduler.counters();
+        Ok(self.recorder.finish(self.now, stop, counters))
+    }
+
+    fn sync_state(&mut self) {
+        let state = self.scheduler.state();
+        self.recorder
+            .set_state(self.now, state, self.client.in_flight());
+    }
+
+    fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
+        self.outbox.clear();
+        if let Some(d) = self
+            .scheduler
+            .start_next(self.now, &mut self.requests, &mut self.outbox)
+        {
+            self.events.push(self.now + d, EventKind::StepEnd);
+            self.busy = true;
+        }
+        self.drain_outbox_logs();
+        // A retraction that aborts a request answers it at once.
+        self.answer_finished(actions);
+        self.handle_actions(actions);
+    }
+
+    fn end_batch(&mut self, actions: &mut Vec<ClientAction>) {
+        self.busy = false;
+        self.outbox.clear();
+        self.scheduler
+            .finish_current(self.now, &mut self.requests, &mut self.outbox);
+        self.recorder.on_generated(self.outbox.generated_tokens);
+        self.drain_outbox_logs();
+        self.answer_finished(actions);
+    }
+
+    fn drain_outbox_logs(&mut self) {
+        for rec in &self.outbox.log {
+            self.recorder.on_log(rec);
+        }
+        self.outbox.log.clear();
+    }
+
+    fn answer_finished(&mut self, actions: &mut Vec<ClientAction>) {
+        let finished = std::mem::take(&mut self.outbox.finished);
+        for &id in &finished {
+            let r = self.requests.remove(id);
+            match r.phase {
+                Phase::Finished => self.recorder.on_completion(self.now, &r),
+                _ => self.recorder.on_rejection(self.now, &r),
+            }
+            self.client.on_response(self.now, actions);
+        }
+        self.outbox.finished = finished;
+        self.outbox.finished.clear();
+    }
+
+    fn handle_actions(&mut self, actions: &mut Vec<ClientAction>) {
+        // Sending can answer at once (a rejection), which can send again: work through a queue.
+        let mut i = 0;
+        while i < actions.len() {
+            match actions[i] {
+                ClientAction::Send { seq, ready_at } => self.send(seq, ready_at, actions),
+                ClientAction::WakeAt(t) => self.events.push(t, EventKind::ClientWake),
+                ClientAction::ArriveAt(t) => self.events.push(t, EventKind::Arrival),
+            }
+            i += 1;
+        }
+        actions.clear();
+    }
+
+    fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
+        let w = &self.scenario.workload;
+        let prompt = w.prompt_tokens.sample(&mut self.prompt_rng);
+        let natural = w.output_tokens.sample(&mut self.output_rng);
+        let asked = w.max_new_tokens.unwrap_or(u32::MAX);
+        // With ignore_eos the request runs to what it asks for; the bench clients ask for the
+        // sampled length (`sglang.bench_serving`, `vllm bench serve`), capped by max_new_tokens.
+        let (max_new, target) = if w.ignore_eos {
+            let n = natural.min(asked);
+            (n, n)
+        } else {
+            (asked, natural.min(asked))
+        };
+        let id = self.requests.insert(Request {
+            seq,
+            prompt_tokens: prompt,
+            max_new_tokens: max_new,
+            target_output_tokens: target,
+            ignore_eos: w.ignore_eos,
+            ready_at,
+            sent_at: self.now,
+            admitted_at: None,
+            first_token_at: None,
+            out_tokens: 0,
+            retractions: 0,
+            phase: Phase::Waiting,
+        });
+        self.recorder.on_send(self.now);
+        if self
+            .scheduler
+            .arrive(self.now, id, &mut self.requests)
+            .is_err()
+        {
+            let r = self.requests.remove(id);
+            self.recorder.on_rejection(self.now, &r);
+            self.client.on_response(self.now, actions);
+        }
+    }
+}

@@ -1,0 +1,410 @@
+//! The recorder: fed by the simulator as the run goes, it keeps constant-size running totals,
+//! a bounded time series and the observation snapshots.
+//!
+//! The server state is piecewise constant between events, so its time integrals are exact. The
+//! time series starts at `run.timeseries_interval_s` and, whenever it would exceed its point
+//! budget, drops every other point and doubles its spacing: the points it keeps carry cumulative
+//! totals, so nothing measured is lost, only resolution.
+
+use std::collections::VecDeque;
+
+use super::{
+    DecodeLogStats, Latencies, RequestRecord, RunResult, Sample, StopReason, TimeAverages, Totals,
+};
+use crate::metrics::Distribution;
+use crate::request::Request;
+use crate::scheduler::{LogRecord, SchedulerCounters, ServerState};
+use crate::time::{SimDuration, SimTime, NS_PER_S};
+
+/// Default time-series point budget.
+pub const DEFAULT_MAX_POINTS: usize = 4096;
+
+/// The recorder. See the module docs.
+#[derive(Debug)]
+pub struct Recorder {
+    // State as of `last_t` and its integrals up to `last_t` (ns × count).
+    last_t: SimTime,
+    state: ServerState,
+    in_flight: u64,
+    int_running: u128,
+    int_queued: u128,
+    int_kv: u128,
+    int_in_flight: u128,
+
+    // Cumulative counters.
+    completed: u64,
+    rejected: u64,
+    sent: u64,
+    generated_tokens: u64,
+    output_tokens: u64,
+    prompt_tokens: u64,
+    sum_e2e_ns: u128,
+    first_completion: Option<SimTime>,
+    last_send: Option<SimTime>,
+
+    // Client window.
+    window: SimDuration,
+    window_completions: VecDeque<SimTime>,
+
+    // Server log view.
+    last_gen_tok_per_s: f64,
+    decode_lines: u64,
+    sum_gen_tok_per_s: f64,
+    decode_tokens_logged: u64,
+    last_decode_line_at: SimTime,
+    keep_log: bool,
+    log: Vec<LogRecord>,
+    keep_requests: bool,
+    requests: Vec<RequestRecord>,
+
+    // Time series and observations.
+    interval: SimDuration,
+    next_sample: SimTime,
+    max_points: usize,
+    samples: Vec<Sample>,
+    observe_at: Vec<SimTime>,
+    next_obs: usize,
+    observations: Vec<Sample>,
+
+    latency: Latencies,
+    output_dist: Distribution,
+    prompt_dist: Distribution,
+}
+
+impl Recorder {
+    /// A recorder with this window, initial time-series spacing, point budget (at least 4) and
+    /// observation times (sorted). With `keep_log` the engine's log lines are kept.
+    pub fn new(
+        window: SimDuration,
+        interval: SimDuration,
+        max_points: usize,
+        observe_at: Vec<SimTime>,
+        kv_capacity_tokens: u64,
+        keep_log: bool,
+    ) -> Self {
+        Recorder {
+            last_t: SimTime::ZERO,
+            state: ServerState {
+                kv_capacity_tokens,
+                ..ServerState::default()
+            },
+            in_flight: 0,
+            int_running: 0,
+            int_queued: 0,
+            int_kv: 0,
+            int_in_flight: 0,
+            completed: 0,
+            rejected: 0,
+            sent: 0,
+            generated_tokens: 0,
+            output_tokens: 0,
+            prompt_tokens: 0,
+            sum_e2e_ns: 0,
+            first_completion: None,
+            last_send: None,
+            window,
+            window_completions: VecDeque::new(),
+            last_gen_tok_per_s: 0.0,
+            decode_lines: 0,
+            sum_gen_tok_per_s: 0.0,
+            decode_tokens_logged: 0,
+            last_decode_line_at: SimTime::ZERO,
+            keep_log,
+            log: Vec::new(),
+            keep_requests: false,
+            requests: Vec::new(),
+            interval: SimDuration::from_ns(interval.as_ns().max(1)),
+            next_sample: SimTime::ZERO,
+            max_points: max_points.max(4),
+            samples: Vec::new(),
+            observe_at,
+            next_obs: 0,
+            observations: Vec::new(),
+            latency: Latencies::default(),
+            output_dist: Distribution::default(),
+            prompt_dist: Distribution::default(),
+        }
+    }
+
+    /// Keep a record of every answered request.
+    pub fn keep_requests(&mut self, on: bool) {
+        self.keep_requests = on;
+    }
+
+    fn record(&mut self, now: SimTime, r: &Request, completed: bool) {
+        if self.keep_requests {
+            self.requests.push(RequestRecord {
+                seq: r.seq,
+                prompt_tokens: r.prompt_tokens,
+                output_tokens: r.out_tokens,
+                ready_ns: r.ready_at.as_ns(),
+                sent_ns: r.sent_at.as_ns(),
+                admitted_ns: r.admitted_at.map(SimTime::as_ns),
+                first_token_ns: r.first_token_at.map(SimTime::as_ns),
+                done_ns: now.as_ns(),
+                retractions: r.retractions,
+                completed,
+            });
+        }
+    }
+
+    fn integrate_to(&mut self, t: SimTime) {
+        let dt = u128::from((t - self.last_t).as_ns());
+        if dt > 0 {
+            self.int_running += dt * u128::from(self.state.running);
+            self.int_queued += dt * u128::from(self.state.queued);
+            self.int_kv += dt * u128::from(self.state.kv_used_tokens);
+            self.int_in_flight += dt * u128::from(self.in_flight);
+            self.last_t = t;
+        }
+    }
+
+    /// The server state changed at `now` (call after every batch of same-time events).
+    pub fn set_state(&mut self, now: SimTime, state: ServerState, in_flight: u64) {
+        self.integrate_to(now);
+        self.state = state;
+        self.in_flight = in_flight;
+    }
+
+    /// Emit every time-series point and observation strictly before `t` (the next event time).
+    pub fn advance_to(&mut self, t: SimTime) {
+        loop {
+            let obs = self
+                .observe_at
+                .get(self.next_obs)
+                .copied()
+                .filter(|&o| o < t);
+            let sample = Some(self.next_sample).filter(|&s| s < t);
+            match (obs, sample) {
+                (Some(o), s) if s.is_none_or(|s| o <= s) => {
+                    let snap = self.snapshot(o);
+                    self.observations.push(snap);
+                    self.next_obs += 1;
+                }
+                (_, Some(s)) => {
+                    let snap = self.snapshot(s);
+                    self.push_sample(snap);
+                    self.next_sample = s + self.interval;
+                }
+                _ => break,
+            }
+        }
+    }
+
+    fn push_sample(&mut self, s: Sample) {
+        self.samples.push(s);
+        if self.samples.len() >= self.max_points {
+            // Keep the points at even multiples of the spacing; double it.
+            let mut i = 0;
+            self.samples.retain(|_| {
+                let keep = i % 2 == 0;
+                i += 1;
+                keep
+            });
+            self.interval = SimDuration::from_ns(self.interval.as_ns().saturating_mul(2));
+            let last = SimTime::from_ns((self.samples.len() as u64 - 1) * self.interval.as_ns());
+            self.next_sample = last + self.interval;
+        }
+    }
+
+    /// Drop completions that left the window `(at − window, at]`.
+    fn prune_window(&mut self, at: SimTime) {
+        if let Some(cutoff) = at.as_ns().checked_sub(self.window.as_ns()) {
+            while self
+                .window_completions
+                .front()
+                .is_some_and(|c| c.as_ns() <= cutoff)
+            {
+                self.window_completions.pop_front();
+            }
+        }
+    }
+
+    fn snapshot(&mut self, at: SimTime) -> Sample {
+        self.prune_window(at);
+        // Every recorded completion happened at or before `at` (points are emitted in order).
+        let in_window = self.window_completions.len() as f64;
+        let dt = u128::from(at.saturating_since(self.last_t).as_ns());
+        let ns_to_s = |x: u128| x as f64 / NS_PER_S as f64;
+        let t_s = at.as_secs_f64();
+        Sample {
+            t_s,
+            running: self.state.running,
+            queued: self.state.queued,
+            kv_used_tokens: self.state.kv_used_tokens,
+            token_usage: self.state.kv_used_tokens as f64 / self.state.kv_capacity_tokens as f64,
+            gen_tok_per_s: self.last_gen_tok_per_s,
+            completed: self.completed,
+            lifetime_req_per_s: if t_s > 0.0 {
+                self.completed as f64 / t_s
+            } else {
+                0.0
+            },
+            window_req_per_s: in_window / self.window.as_secs_f64(),
+            in_flight: self.in_flight,
+            generated_tokens: self.generated_tokens,
+            sum_e2e_s: ns_to_s(self.sum_e2e_ns),
+            in_flight_integral_s: ns_to_s(self.int_in_flight + dt * u128::from(self.in_flight)),
+            running_integral_s: ns_to_s(self.int_running + dt * u128::from(self.state.running)),
+            queued_integral_s: ns_to_s(self.int_queued + dt * u128::from(self.state.queued)),
+            kv_integral_token_s: ns_to_s(self.int_kv + dt * u128::from(self.state.kv_used_tokens)),
+        }
+    }
+
+    /// A request was sent at `now`.
+    pub fn on_send(&mut self, now: SimTime) {
+        self.sent += 1;
+        self.last_send = Some(now);
+    }
+
+    /// Output tokens were generated.
+    pub fn on_generated(&mut self, tokens: u64) {
+        self.generated_tokens += tokens;
+    }
+
+    /// A request's full response reached the client at `now`.
+    pub fn on_completion(&mut self, now: SimTime, r: &Request) {
+        self.record(now, r, true);
+        self.completed += 1;
+        self.first_completion.get_or_insert(now);
+        self.window_completions.push_back(now);
+        self.prune_window(now);
+        let e2e = now - r.sent_at;
+        self.sum_e2e_ns += u128::from(e2e.as_ns());
+        self.output_tokens += u64::from(r.out_tokens);
+        self.prompt_tokens += u64::from(r.prompt_tokens);
+        self.output_dist.add(f64::from(r.out_tokens));
+        self.prompt_dist.add(f64::from(r.prompt_tokens));
+        let first = r
+            .first_token_at
+            .expect("invariant: a completed request has a first token");
+        let ttft = first - r.sent_at;
+        self.latency.ttft_ms.add(ttft.as_ms_f64());
+        self.latency.e2e_ms.add(e2e.as_ms_f64());
+        if r.out_tokens > 1 {
+            self.latency
+                .tpot_ms
+                .add((e2e.as_ms_f64() - ttft.as_ms_f64()) / f64::from(r.out_tokens - 1));
+        }
+        let admitted = r
+            .admitted_at
+            .expect("invariant: a completed request was admitted");
+        self.latency
+            .queue_ms
+            .add((admitted - r.sent_at).as_ms_f64());
+        self.latency
+            .client_wait_ms
+            .add((r.sent_at - r.ready_at).as_ms_f64());
+    }
+
+    /// The server refused or aborted a request.
+    pub fn on_rejection(&mut self, now: SimTime, r: &Request) {
+        self.record(now, r, false);
+        self.rejected += 1;
+    }
+
+    /// The engine printed a log line.
+    pub fn on_log(&mut self, rec: &LogRecord) {
+        if let LogRecord::Decode {
+            at, gen_tok_per_s, ..
+        } = rec
+        {
+            self.decode_lines += 1;
+            self.sum_gen_tok_per_s += gen_tok_per_s;
+            self.last_gen_tok_per_s = *gen_tok_per_s;
+            self.decode_tokens_logged += (gen_tok_per_s
+                * at.saturating_since(self.last_decode_line_at).as_secs_f64())
+            .round() as u64;
+            self.last_decode_line_at = *at;
+        }
+        if self.keep_log {
+            self.log.push(rec.clone());
+        }
+    }
+
+    /// The run ended at `end`: emit the remaining points and build the result.
+    pub fn finish(
+        mut self,
+        end: SimTime,
+        stop: StopReason,
+        counters: SchedulerCounters,
+    ) -> RunResult {
+        // Points up to and including `end`.
+        self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
+        // Observations after the end see the idle system.
+        self.integrate_to(end);
+        while self.next_obs < self.observe_at.len() {
+            let o = self.observe_at[self.next_obs];
+            let snap = self.snapshot(o);
+            self.observations.push(snap);
+            self.next_obs += 1;
+        }
+        if self
+            .samples
+            .last()
+            .is_none_or(|s| s.t_s < end.as_secs_f64())
+        {
+            let snap = self.snapshot(end);
+            self.samples.push(snap);
+        }
+        let end_s = end.as_secs_f64();
+        let avg = |x: u128| {
+            if end.as_ns() == 0 {
+                0.0
+            } else {
+                x as f64 / end.as_ns() as f64
+            }
+        };
+        let cap = self.state.kv_capacity_tokens as f64;
+        let lines_until_s = self.last_decode_line_at.as_secs_f64();
+        RunResult {
+            kv_capacity_tokens: self.state.kv_capacity_tokens,
+            totals: Totals {
+                requests_sent: self.sent,
+                requests_completed: self.completed,
+                requests_rejected: self.rejected,
+                output_tokens: self.output_tokens,
+                generated_tokens: self.generated_tokens,
+                prompt_tokens: self.prompt_tokens,
+                sim_duration_s: end_s,
+                retractions: counters.retractions,
+                retraction_events: counters.retraction_events,
+                prefill_batches: counters.prefill_batches,
+                decode_steps: counters.decode_steps,
+            },
+            time_avg: TimeAverages {
+                running: avg(self.int_running),
+                queued: avg(self.int_queued),
+                kv_used_tokens: avg(self.int_kv),
+                token_usage: avg(self.int_kv) / cap,
+                in_flight: avg(self.int_in_flight),
+            },
+            decode_log: DecodeLogStats {
+                lines: self.decode_lines,
+                gen_tok_per_s_mean: if self.decode_lines > 0 {
+                    self.sum_gen_tok_per_s / self.decode_lines as f64
+                } else {
+                    0.0
+                },
+                gen_tok_per_s_time_weighted: if lines_until_s > 0.0 {
+                    self.decode_tokens_logged as f64 / lines_until_s
+                } else {
+                    0.0
+                },
+            },
+            sample_interval_s: self.interval.as_secs_f64(),
+            samples: self.samples,
+            observations: self.observations,
+            latency: self.latency,
+            output_tokens: self.output_dist,
+            prompt_tokens: self.prompt_dist,
+            first_completion_s: self.first_completion.map(SimTime::as_secs_f64),
+            last_send_s: self.last_send.map(SimTime::as_secs_f64),
+            stop,
+            counters,
+            log: self.log,
+            window_s: self.window.as_secs_f64(),
+            requests: self.requests,
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! The summary JSON (the contract of `shared/spec/product.md`, plus more keys).
+
+use serde::Serialize;
+
+use crate::analysis::{Analysis, Convergence, SteadyState};
+use crate::metrics::latency::Stats;
+use crate::metrics::{RunResult, Sample, StopReason, Totals};
+use crate::scenario::{ClientSpec, Scenario};
+
+/// The summary of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// servesim's version.
+    pub servesim_version: &'static str,
+    /// Which scenario.
+    pub scenario: ScenarioInfo,
+    /// The KV pool (`max_total_num_tokens`).
+    pub kv_capacity_tokens: u64,
+    /// Where it came from (`given`).
+    pub kv_capacity_source: &'static str,
+    /// Engine settings that shape the result.
+    pub engine: EngineInfo,
+    /// The client.
+    pub client: ClientInfo,
+    /// The workload as sampled.
+    pub workload: WorkloadInfo,
+    /// Totals.
+    pub totals: TotalsOut,
+    /// The server's view over the whole run.
+    pub server: ServerView,
+    /// The steady state.
+    pub steady_state: SteadyState,
+    /// The client's lifetime view at the end of the run.
+    pub lifetime: Lifetime,
+    /// One per `run.observe_at_s`.
+    pub observations: Vec<Observation>,
+    /// Convergence of the lifetime average.
+    pub convergence: Convergence,
+    /// Latency statistics, milliseconds.
+    pub latency: LatencyOut,
+    /// What the model simplifies.
+    pub simplifications: Vec<&'static str>,
+}
+
+/// `scenario`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ScenarioInfo {
+    /// Name.
+    pub name: String,
+    /// Seed.
+    pub seed: u64,
+    /// Description.
+    pub description: Option<String>,
+}
+
+/// `engine`.
+#[derive(Clone, Debug, Serialize)]
+pub struct EngineInfo {
+    /// `sglang`.
+    pub kind: &'static str,
+    /// Policy.
+    pub schedule_policy: &'static str,
+    /// Page size.
+    pub page_size: u32,
+    /// Slot limit after SGLang's cap.
+    pub max_running_requests: u32,
+    /// Chunk size, or -1.
+    pub chunked_prefill_size: i64,
+    /// Prefill token budget.
+    pub max_prefill_tokens: u32,
+    /// Decode steps between Decode log lines.
+    pub decode_log_interval: u32,
+    /// Step-time model.
+    pub step_time: String,
+}
+
+/// `client`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientInfo {
+    /// `closed`, `poisson` or `gamma`.
+    pub mode: &'static str,
+    /// Concurrency limit, if any.
+    pub concurrency: Option<u32>,
+    /// Open-loop rate.
+    pub rate_per_s: Option<f64>,
+    /// The windowed rate's window, seconds.
+    pub window_s: f64,
+}
+
+/// `workload`.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadInfo {
+    /// Requests planned.
+    pub requests: u64,
+    /// Prompt distribution.
+    pub prompt_tokens: String,
+    /// Output distribution.
+    pub output_tokens: String,
+    /// Mean prompt tokens of the completed requests.
+    pub mean_prompt_tokens: f64,
+    /// Mean output tokens of the completed requests.
+    pub mean_output_tokens: f64,
+    /// `max_tokens` asked for (null when omitted).
+    pub max_new_tokens: Option<u32>,
+    /// `ignore_eos`.
+    pub ignore_eos: bool,
+}
+
+/// `totals`.
+#[derive(Clone, Debug, Serialize)]
+pub struct TotalsOut {
+    #[serde(flatten)]
+    /// The totals.
+    pub totals: Totals,
+    /// Why the run stopped.
+    pub stop_reason: StopReason,
+}
+
+/// `server`.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServerView {
+    /// Time-averaged running requests.
+    pub mean_running: f64,
+    /// Time-averaged queued requests.
+    pub mean_queued: f64,
+    /// Time-averaged token usage.
+    pub mean_token_usage: f64,
+    /// Mean of the Decode lines' `gen throughput`.
+    pub gen_tok_per_s_mean: f64,
+    /// Decode lines printed.
+    pub decode_log_lines: u64,
+}
+
+/// `lifetime`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Lifetime {
+    /// Completed ÷ run duration.
+    pub req_per_s: f64,
+    /// `req_per_s × mean output tokens`: the case study's "effective tok/s".
+    pub effective_tok_per_s: f64,
+}
+
+/// One observation row.
+#[derive(Clone, Debug, Serialize)]
+pub struct Observation {
+    /// When.
+    pub t_s: f64,
+    /// Client lifetime rate.
+    pub lifetime_req_per_s: f64,
+    /// Client windowed rate.
+    pub window_req_per_s: f64,
+    /// Server `gen throughput` of the latest Decode line.
+    pub gen_tok_per_s: f64,
+    /// Server running.
+    pub running: u64,
+    /// Server queued.
+    pub queued: u64,
+    /// Server token usage.
+    pub token_usage: f64,
+    /// Responses so far.
+    pub completed: u64,
+    /// Lifetime rate × the run's mean output tokens (the dataset average, as the case study
+    /// multiplied).
+    pub effective_tok_per_s: f64,
+}
+
+/// `latency`.
+#[derive(Clone, Debug, Serialize)]
+pub struct LatencyOut {
+    /// Time to first token.
+    pub ttft_ms: Stats,
+    /// Time per output token after the first.
+    pub tpot_ms: Stats,
+    /// End to end.
+    pub e2e_ms: Stats,
+    /// Waiting in the server's queue before first admission.
+    pub queue_ms: Stats,
+    /// Waiting for a client concurrency slot.
+    pub client_wait_ms: Stats,
+}
+
+fn observation(s: &Sample, mean_out: f64) -> Observation {
+    Observation {
+        t_s: s.t_s,
+        lifetime_req_per_s: s.lifetime_req_per_s,
+        window_req_per_s: s.window_req_per_s,
+        gen_tok_per_s: s.gen_tok_per_s,
+        running: s.running,
+        queued: s.queued,
+        token_usage: s.token_usage,
+        completed: s.completed,
+        effective_tok_per_s: s.lifetime_req_per_s * mean_out,
+    }
+}
+
+/// Build the summary.
+pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
+    let mean_out = r.output_tokens.mean();
+    let dur = r.totals.sim_duration_s;
+    let lifetime = if dur > 0.0 {
+        r.totals.requests_completed as f64 / dur
+    } else {
+        0.0
+    };
+    let e = &sc.engine;
+    let (mode, rate) = match &sc.client {
+        ClientSpec::Closed { .. } => ("closed", None),
+        ClientSpec::Poisson { rate_per_s, .. } => ("poisson", Some(*rate_per_s)),
+        ClientSpec::Gamma { rate_per_s, .. } => ("gamma", Some(*rate_per_s)),
+    };
+    Summary {
+        servesim_version: env!("CARGO_PKG_VERSION"),
+        scenario: ScenarioInfo {
+            name: sc.name.clone(),
+            seed: sc.seed,
+            description: sc.description.clone(),
+        },
+        kv_capacity_tokens: r.kv_capacity_tokens,
+        kv_capacity_source: "given",
+        engine: EngineInfo {
+            kind: "sglang",
+            schedule_policy: e.schedule_policy.as_str(),
+            page_size: e.page_size,
+            max_running_requests: e.max_running_requests,
+            chunked_prefill_size: e.chunked_prefill_size.map_or(-1, i64::from),
+            max_prefill_tokens: e.max_prefill_tokens,
+            decode_log_interval: e.decode_log_interval,
+            step_time: crate::cost::from_spec(&e.step_time).describe(),
+        },
+        client: ClientInfo {
+            mode,
+            concurrency: sc.client.concurrency(),
+            rate_per_s: rate,
+            window_s: r.window_s,
+        },
+        workload: WorkloadInfo {
+            requests: sc.workload.requests,
+            prompt_tokens: sc.workload.prompt_tokens.describe(),
+            output_tokens: sc.workload.output_tokens.describe(),
+            mean_prompt_tokens: r.prompt_tokens.mean(),
+            mean_output_tokens: mean_out,
+            max_new_tokens: sc.workload.max_new_tokens,
+            ignore_eos: sc.workload.ignore_eos,
+        },
+        totals: TotalsOut {
+            totals: r.totals.clone(),
+            stop_reason: r.stop,
+        },
+        server: ServerView {
+            mean_running: r.time_avg.running,
+            mean_queued: r.time_avg.queued,
+            mean_token_usage: r.time_avg.token_usage,
+            gen_tok_per_s_mean: r.decode_log.gen_tok_per_s_mean,
+            decode_log_lines: r.decode_log.lines,
+        },
+        steady_state: a.steady.clone(),
+        lifetime: Lifetime {
+            req_per_s: lifetime,
+            effective_tok_per_s: lifetime * mean_out,
+        },
+        observations: r
+            .observations
+            .iter()
+            .map(|o| observation(o, mean_out))
+            .collect(),
+        convergence: a.convergence.clone(),
+        latency: LatencyOut {
+            ttft_ms: r.latency.ttft_ms.stats(),
+            tpot_ms: r.latency.tpot_ms.stats(),
+            e2e_ms: r.latency.e2e_ms.stats(),
+            queue_ms: r.latency.queue_ms.stats(),
+            client_wait_ms: r.latency.client_wait_ms.stats(),
+        },
+        simplifications: super::SIMPLIFICATIONS.to_vec(),
+    }
+}
+
+/// The summary as pretty JSON with a trailing newline.
+pub fn to_json(s: &Summary) -> String {
+    let mut out = serde_json::to_string_pretty(s).expect("invariant: the summary serialises");
+    out.push('\n');
+    out
+}

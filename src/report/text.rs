@@ -1,0 +1,231 @@
+//! The human report printed by `servesim run`.
+
+use std::fmt::Write;
+
+use super::Summary;
+use crate::metrics::latency::Stats;
+use crate::metrics::StopReason;
+
+/// Thousands separators for integers.
+pub fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn secs(s: f64) -> String {
+    if s >= 3600.0 {
+        format!("{s:.0} s ({:.1} h)", s / 3600.0)
+    } else if s >= 120.0 {
+        format!("{s:.0} s ({:.1} min)", s / 60.0)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+fn stats_row(out: &mut String, name: &str, s: &Stats) {
+    let _ = writeln!(
+        out,
+        "  {name:<20} {:>12.1} {:>12.1} {:>12.1} {:>12.1}",
+        s.mean, s.p50, s.p90, s.p99
+    );
+}
+
+/// The report text.
+pub fn render(s: &Summary, source_name: &str) -> String {
+    let mut o = String::new();
+    let w = &mut o;
+    let _ = writeln!(w, "servesim {} — {}", s.servesim_version, s.scenario.name);
+    let _ = writeln!(w, "scenario {source_name}, seed {}", s.scenario.seed);
+    let conc = s
+        .client
+        .concurrency
+        .map_or(String::new(), |c| format!(", concurrency {c}"));
+    let rate = s
+        .client
+        .rate_per_s
+        .map_or(String::new(), |r| format!(", {r} req/s"));
+    let _ = writeln!(
+        w,
+        "engine {} ({}), KV pool {} tokens ({}), client {}{conc}{rate}",
+        s.engine.kind,
+        s.engine.schedule_policy,
+        thousands(s.kv_capacity_tokens),
+        s.kv_capacity_source,
+        s.client.mode
+    );
+    let _ = writeln!(
+        w,
+        "workload {} requests; prompts {}; responses {}",
+        thousands(s.workload.requests),
+        s.workload.prompt_tokens,
+        s.workload.output_tokens
+    );
+    let _ = writeln!(w, "step time {}", s.engine.step_time);
+
+    let _ = writeln!(w);
+    let _ = writeln!(w, "The three views");
+    if s.observations.is_empty() {
+        let _ = writeln!(
+            w,
+            "  (no observation times: set run.observe_at_s = [ … ] to snapshot the views)"
+        );
+    } else {
+        let _ = writeln!(
+            w,
+            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+            "", "server", "", "token", "gen", "client", "client", "effective"
+        );
+        let _ = writeln!(
+            w,
+            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+            "t (s)", "running", "queued", "usage", "tok/s", "lifetime", "window", "tok/s"
+        );
+        let _ = writeln!(
+            w,
+            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+            "", "", "", "", "", "req/s", "req/s", ""
+        );
+        for ob in &s.observations {
+            let _ = writeln!(
+                w,
+                "  {:>8.0} │ {:>7} {:>7} {:>6.2} {:>9.1} │ {:>10.3} {:>10.3} {:>10.1}",
+                ob.t_s,
+                ob.running,
+                ob.queued,
+                ob.token_usage,
+                ob.gen_tok_per_s,
+                ob.lifetime_req_per_s,
+                ob.window_req_per_s,
+                ob.effective_tok_per_s
+            );
+        }
+        let _ = writeln!(
+            w,
+            "  server: SGLang's Decode log line (gen tok/s over the last {} decode steps); \
+             client lifetime: completed ÷ t; window: the last {:.0} s",
+            s.engine.decode_log_interval, s.client.window_s
+        );
+    }
+
+    let st = &s.steady_state;
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Steady state (t = {:.0} … {:.0} s: warm-up cut by MSER-5, drain from the last send)",
+        st.start_s, st.end_s
+    );
+    let _ = writeln!(
+        w,
+        "  {:.4} req/s, 95 % CI [{:.4}, {:.4}] ({} batch means); {:.1} output tok/s",
+        st.req_per_s,
+        st.req_per_s_ci95[0],
+        st.req_per_s_ci95[1],
+        st.ci_batches,
+        st.output_tok_per_s
+    );
+    let _ = writeln!(
+        w,
+        "  cross-checks: Little's law L/W = {:.1} / {:.1} s = {:.4} req/s; \
+         tok/s ÷ mean output = {:.4} req/s",
+        st.little_l_requests, st.little_w_s, st.little_law_req_per_s, st.tokens_req_per_s
+    );
+    let _ = writeln!(
+        w,
+        "  server in the window: {:.1} running, {:.1} queued, token usage {:.2}",
+        st.mean_running, st.mean_queued, st.mean_token_usage
+    );
+    if let Some(n) = &st.note {
+        let _ = writeln!(w, "  note: {n}");
+    }
+
+    let _ = writeln!(w);
+    let c = &s.convergence;
+    let _ = writeln!(
+        w,
+        "Lifetime average at the end: {:.4} req/s ({:.1} effective tok/s = req/s × {:.0} mean output tokens)",
+        s.lifetime.req_per_s, s.lifetime.effective_tok_per_s, s.workload.mean_output_tokens
+    );
+    match c.lifetime_within_5pct_at_s {
+        Some(t) => {
+            let _ = writeln!(
+                w,
+                "  it stays within 5 % of the steady rate from t = {} (measured); \
+                 start-up deficit {:.0} s, so 20 × deficit = {}",
+                secs(t),
+                c.deficit_s,
+                secs(c.estimated_s)
+            );
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "  it is not within 5 % of the steady rate before the drain; start-up deficit \
+                 {:.0} s, so it would be after about 20 × deficit = {}",
+                c.deficit_s,
+                secs(c.estimated_s)
+            );
+        }
+    }
+
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Server over the whole run: {:.1} running, {:.1} queued, token usage {:.2}, \
+         mean gen throughput {:.1} tok/s ({} Decode lines)",
+        s.server.mean_running,
+        s.server.mean_queued,
+        s.server.mean_token_usage,
+        s.server.gen_tok_per_s_mean,
+        s.server.decode_log_lines
+    );
+
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Latency (ms)          {:>12} {:>12} {:>12} {:>12}",
+        "mean", "p50", "p90", "p99"
+    );
+    stats_row(w, "TTFT", &s.latency.ttft_ms);
+    stats_row(w, "TPOT", &s.latency.tpot_ms);
+    stats_row(w, "E2E", &s.latency.e2e_ms);
+    stats_row(w, "server queue", &s.latency.queue_ms);
+    stats_row(w, "client slot wait", &s.latency.client_wait_ms);
+    let _ = writeln!(
+        w,
+        "  TTFT, TPOT and E2E count from the send, after the client slot (as bench_serving); \
+         slot wait is apart"
+    );
+
+    let t = &s.totals.totals;
+    let _ = writeln!(w);
+    let stop = match s.totals.stop_reason {
+        StopReason::AllAnswered => "every request answered",
+        StopReason::MaxSimTime => "stopped at run.max_sim_s",
+    };
+    let _ = writeln!(
+        w,
+        "Totals: {} completed, {} rejected, {} output tokens in {} ({stop}); \
+         {} retractions in {} events; {} prefill batches, {} decode steps",
+        thousands(t.requests_completed),
+        thousands(t.requests_rejected),
+        thousands(t.output_tokens),
+        secs(t.sim_duration_s),
+        thousands(t.retractions),
+        thousands(t.retraction_events),
+        thousands(t.prefill_batches),
+        thousands(t.decode_steps)
+    );
+    let _ = writeln!(w);
+    let _ = writeln!(w, "Simplified (see the README):");
+    for x in &s.simplifications {
+        let _ = writeln!(w, "  - {x}");
+    }
+    o
+}

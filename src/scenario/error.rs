@@ -1,0 +1,117 @@
+//! Scenario problems: what is wrong, where (key path, line and column or `--set`), the bad
+//! value, and how to fix it. All problems of a scenario are collected and reported together.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use super::tree::{line_col, Origin};
+
+/// Where a problem is, as shown to the user.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Line and column in the scenario file (both from 1).
+    Line {
+        /// Line, from 1.
+        line: usize,
+        /// Column in characters, from 1.
+        column: usize,
+    },
+    /// A command-line override.
+    Set(String),
+    /// Nowhere in particular (e.g. a missing key in a missing table).
+    None,
+}
+
+impl Location {
+    /// Resolve an origin against the scenario text.
+    pub fn from_origin(origin: &Origin, text: &str) -> Self {
+        match origin {
+            Origin::File(r) => {
+                let (line, column) = line_col(text, r.start);
+                Location::Line { line, column }
+            }
+            Origin::Override(s) => Location::Set(s.clone()),
+            Origin::Unknown => Location::None,
+        }
+    }
+}
+
+/// One thing wrong with a scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    /// Dotted key path (`client.concurrency`); empty for a syntax error.
+    pub key_path: String,
+    /// Where it is.
+    pub location: Location,
+    /// What is wrong, in lowercase, without the key or value.
+    pub message: String,
+    /// The offending value as written, if there is one.
+    pub value: Option<String>,
+    /// How to fix it.
+    pub hint: Option<String>,
+}
+
+/// A scenario with one or more problems. Nothing was simulated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioError {
+    /// The scenario's name as given on the command line (or `<built-in …>`).
+    pub source_name: String,
+    /// Every problem found, in file order where known.
+    pub problems: Vec<Problem>,
+}
+
+impl ScenarioError {
+    /// One line per problem: `file:line:col: key = value: message`.
+    pub fn problem_line(&self, p: &Problem) -> String {
+        let place = match &p.location {
+            Location::Line { line, column } => format!("{}:{line}:{column}: ", self.source_name),
+            Location::Set(s) => format!("--set {s}: "),
+            Location::None => format!("{}: ", self.source_name),
+        };
+        let what = match (&p.key_path.is_empty(), &p.value) {
+            (true, _) => String::new(),
+            (false, Some(v)) => format!("{} = {v}: ", p.key_path),
+            (false, None) => format!("{}: ", p.key_path),
+        };
+        format!("{place}{what}{}", p.message)
+    }
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "scenario `{}` is invalid ({n} problem{})",
+            self.source_name,
+            if n == 1 { "" } else { "s" }
+        )
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+/// Everything that can go wrong when loading a scenario.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read scenario `{}`", path.display())]
+    Read {
+        /// The path given.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not UTF-8.
+    #[error("scenario `{}` is not UTF-8 text (first bad byte at offset {offset})", path.display())]
+    NotUtf8 {
+        /// The path given.
+        path: PathBuf,
+        /// Byte offset of the first invalid byte.
+        offset: usize,
+    },
+    /// The text was read but the scenario is invalid.
+    #[error(transparent)]
+    Invalid(#[from] ScenarioError),
+}

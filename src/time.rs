@@ -1,0 +1,144 @@
+//! Simulated time: integer nanoseconds.
+//!
+//! Every instant and duration inside the simulator is an integer number of nanoseconds, so sums
+//! are exact and runs are reproducible bit for bit. Floating-point seconds appear only at the
+//! edges: when a scenario is read and when a report is written.
+
+use std::fmt;
+use std::ops::{Add, AddAssign, Sub};
+
+/// Nanoseconds in one second.
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+/// An instant of simulated time, in nanoseconds since the start of the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimTime(u64);
+
+/// A span of simulated time, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SimDuration(u64);
+
+impl SimTime {
+    /// The start of every run.
+    pub const ZERO: SimTime = SimTime(0);
+    /// The latest representable instant (about 584 years).
+    pub const MAX: SimTime = SimTime(u64::MAX);
+
+    /// An instant from integer nanoseconds.
+    pub const fn from_ns(ns: u64) -> Self {
+        SimTime(ns)
+    }
+    /// Integer nanoseconds since the start of the run.
+    pub const fn as_ns(self) -> u64 {
+        self.0
+    }
+    /// Seconds since the start, for reports only.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / NS_PER_S as f64
+    }
+    /// An instant from seconds, rounded to the nearest nanosecond. `None` if negative, not finite
+    /// or beyond the representable range.
+    pub fn from_secs_f64(s: f64) -> Option<Self> {
+        SimDuration::from_secs_f64(s).map(|d| SimTime(d.0))
+    }
+    /// Time elapsed since `earlier` (zero if `earlier` is later).
+    pub fn saturating_since(self, earlier: SimTime) -> SimDuration {
+        SimDuration(self.0.saturating_sub(earlier.0))
+    }
+}
+
+impl SimDuration {
+    /// No time at all.
+    pub const ZERO: SimDuration = SimDuration(0);
+
+    /// A duration from integer nanoseconds.
+    pub const fn from_ns(ns: u64) -> Self {
+        SimDuration(ns)
+    }
+    /// Integer nanoseconds.
+    pub const fn as_ns(self) -> u64 {
+        self.0
+    }
+    /// Seconds, for reports only.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / NS_PER_S as f64
+    }
+    /// Milliseconds, for reports only.
+    pub fn as_ms_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+    /// A duration from seconds, rounded to the nearest nanosecond. `None` if negative, not
+    /// finite or longer than about 584 years.
+    pub fn from_secs_f64(s: f64) -> Option<Self> {
+        if !s.is_finite() || s < 0.0 {
+            return None;
+        }
+        let ns = (s * NS_PER_S as f64).round();
+        if ns >= u64::MAX as f64 {
+            return None;
+        }
+        Some(SimDuration(ns as u64))
+    }
+}
+
+impl Add<SimDuration> for SimTime {
+    type Output = SimTime;
+    /// Saturates at [`SimTime::MAX`] rather than wrapping.
+    fn add(self, d: SimDuration) -> SimTime {
+        SimTime(self.0.saturating_add(d.0))
+    }
+}
+
+impl AddAssign<SimDuration> for SimTime {
+    fn add_assign(&mut self, d: SimDuration) {
+        *self = *self + d;
+    }
+}
+
+impl Sub<SimTime> for SimTime {
+    type Output = SimDuration;
+    /// Panics in debug builds if `other` is later than `self` (the clock never goes back).
+    fn sub(self, other: SimTime) -> SimDuration {
+        debug_assert!(
+            self.0 >= other.0,
+            "invariant: time difference must not be negative"
+        );
+        SimDuration(self.0.saturating_sub(other.0))
+    }
+}
+
+impl Add for SimDuration {
+    type Output = SimDuration;
+    fn add(self, o: SimDuration) -> SimDuration {
+        SimDuration(self.0.saturating_add(o.0))
+    }
+}
+
+impl fmt::Display for SimTime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3} s", self.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_round_to_the_nearest_nanosecond() {
+        assert_eq!(
+            SimDuration::from_secs_f64(1.5).unwrap().as_ns(),
+            1_500_000_000
+        );
+        assert_eq!(SimDuration::from_secs_f64(1e-9 * 0.6).unwrap().as_ns(), 1);
+        assert_eq!(SimDuration::from_secs_f64(-1.0), None);
+        assert_eq!(SimDuration::from_secs_f64(f64::NAN), None);
+        assert_eq!(SimDuration::from_secs_f64(f64::INFINITY), None);
+        assert_eq!(SimDuration::from_secs_f64(1e30), None);
+    }
+
+    #[test]
+    fn adding_saturates_instead_of_wrapping() {
+        assert_eq!(SimTime::MAX + SimDuration::from_ns(5), SimTime::MAX);
+    }
+}

@@ -1,0 +1,197 @@
+//! The client: when requests are sent.
+//!
+//! * `closed` — the case study's asyncio pipeline: a semaphore of `concurrency` slots over a job
+//!   whose prompts all exist at t = 0. Every slot fires at t = 0; each response releases its slot,
+//!   which (after `think_time`) sends the next request.
+//! * `poisson` — open loop, exponential gaps, first request at t = 0
+//!   (`sglang.bench_serving`'s `get_request`).
+//! * `gamma` — open loop, gamma gaps with shape `burstiness` and mean `1/rate`
+//!   (`vllm bench serve --burstiness`), first request after the first gap. vLLM also rescales
+//!   the gaps so the last request lands exactly at `n / rate`; servesim does not (the rescaling
+//!   only matters for small `n`).
+//!
+//! Open-loop modes may also have a concurrency cap (`--max-concurrency`): requests that arrive
+//! while every slot is busy wait in the client, and that wait is reported as client slot wait.
+
+use std::collections::VecDeque;
+
+use rand_distr::{Distribution, Exp, Gamma};
+
+use crate::rng::Stream;
+use crate::scenario::ClientSpec;
+use crate::time::{SimDuration, SimTime};
+
+/// What the client asks the simulator to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClientAction {
+    /// Send the next request now; it became ready at `ready_at` (for the slot-wait metric).
+    Send {
+        /// Send order, from 0.
+        seq: u64,
+        /// When the request was ready to be sent.
+        ready_at: SimTime,
+    },
+    /// Call [`Client::on_wake`] at this time (a think time ends).
+    WakeAt(SimTime),
+    /// Call [`Client::on_arrival`] at this time (the next open-loop arrival).
+    ArriveAt(SimTime),
+}
+
+/// The client's state. Owned by the simulator; it never sees the server.
+#[derive(Debug)]
+pub struct Client {
+    spec: ClientSpec,
+    total: u64,
+    /// Requests handed to the simulator to send.
+    sent: u64,
+    /// Open loop: requests that have arrived (sent or waiting for a slot).
+    arrived: u64,
+    in_flight: u64,
+    /// Open loop with a cap: arrival times of requests waiting for a slot.
+    backlog: VecDeque<SimTime>,
+    /// Closed loop: slots that are thinking and will send when woken.
+    thinking_slots: u64,
+    /// Open loop: when the next request arrives.
+    next_arrival_at: SimTime,
+    rng: Stream,
+}
+
+impl Client {
+    /// A client for `total` requests. `rng` is the "arrivals" stream.
+    pub fn new(spec: ClientSpec, total: u64, rng: Stream) -> Self {
+        Client {
+            spec,
+            total,
+            sent: 0,
+            arrived: 0,
+            in_flight: 0,
+            backlog: VecDeque::new(),
+            thinking_slots: 0,
+            next_arrival_at: SimTime::ZERO,
+            rng,
+        }
+    }
+
+    /// Requests sent so far.
+    pub fn sent(&self) -> u64 {
+        self.sent
+    }
+
+    /// Requests sent and not yet answered.
+    pub fn in_flight(&self) -> u64 {
+        self.in_flight
+    }
+
+    /// Requests that have not been sent yet (including those waiting for a slot).
+    pub fn remaining(&self) -> u64 {
+        self.total - self.sent
+    }
+
+    fn cap(&self) -> u64 {
+        self.spec.concurrency().map_or(u64::MAX, u64::from)
+    }
+
+    fn send(&mut self, ready_at: SimTime, out: &mut Vec<ClientAction>) {
+        out.push(ClientAction::Send {
+            seq: self.sent,
+            ready_at,
+        });
+        self.sent += 1;
+        self.in_flight += 1;
+    }
+
+    /// What happens at t = 0.
+    pub fn start(&mut self, out: &mut Vec<ClientAction>) {
+        match self.spec {
+            ClientSpec::Closed { concurrency, .. } => {
+                let n = u64::from(concurrency).min(self.total);
+                for _ in 0..n {
+                    self.send(SimTime::ZERO, out);
+                }
+            }
+            ClientSpec::Poisson { .. } => {
+                if self.total > 0 {
+                    out.push(ClientAction::ArriveAt(SimTime::ZERO));
+                }
+            }
+            ClientSpec::Gamma { .. } => {
+                if self.total > 0 {
+                    let gap = self.gap();
+                    self.next_arrival_at = SimTime::ZERO + gap;
+                    out.push(ClientAction::ArriveAt(self.next_arrival_at));
+                }
+            }
+        }
+    }
+
+    fn gap(&mut self) -> SimDuration {
+        let secs = match self.spec {
+            ClientSpec::Poisson { rate_per_s, .. } => Exp::new(rate_per_s)
+                .expect("invariant: validated rate")
+                .sample(&mut self.rng),
+            ClientSpec::Gamma {
+                rate_per_s,
+                burstiness,
+                ..
+            } => Gamma::new(burstiness, 1.0 / (rate_per_s * burstiness))
+                .expect("invariant: validated gamma arrival parameters")
+                .sample(&mut self.rng),
+            ClientSpec::Closed { .. } => 0.0,
+        };
+        SimDuration::from_secs_f64(secs).unwrap_or(SimDuration::from_ns(u64::MAX / 4))
+    }
+
+    /// An open-loop arrival at `now`.
+    pub fn on_arrival(&mut self, now: SimTime, out: &mut Vec<ClientAction>) {
+        self.arrived += 1;
+        if self.in_flight < self.cap() {
+            self.send(now, out);
+        } else {
+            self.backlog.push_back(now);
+        }
+        if self.arrived < self.total {
+            let gap = self.gap();
+            self.next_arrival_at = now + gap;
+            out.push(ClientAction::ArriveAt(self.next_arrival_at));
+        }
+    }
+
+    /// A response (completion or rejection) reached the client at `now`.
+    pub fn on_response(&mut self, now: SimTime, out: &mut Vec<ClientAction>) {
+        debug_assert!(
+            self.in_flight > 0,
+            "invariant: a response needs a request in flight"
+        );
+        self.in_flight -= 1;
+        match self.spec {
+            ClientSpec::Closed { think_time, .. } => {
+                // Slots still thinking count as busy, so compare sent with total only.
+                if self.sent + self.thinking() < self.total {
+                    if think_time == SimDuration::ZERO {
+                        self.send(SimTime::ZERO, out);
+                    } else {
+                        self.thinking_slots += 1;
+                        out.push(ClientAction::WakeAt(now + think_time));
+                    }
+                }
+            }
+            _ => {
+                if let Some(ready_at) = self.backlog.pop_front() {
+                    self.send(ready_at, out);
+                }
+            }
+        }
+    }
+
+    fn thinking(&self) -> u64 {
+        self.thinking_slots
+    }
+
+    /// A think time ended: the slot sends its next request.
+    pub fn on_wake(&mut self, out: &mut Vec<ClientAction>) {
+        self.thinking_slots -= 1;
+        if self.sent < self.total {
+            self.send(SimTime::ZERO, out);
+        }
+    }
+}

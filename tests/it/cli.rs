@@ -1,0 +1,237 @@
+//! The command line, end to end.
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+
+use crate::root;
+
+fn servesim() -> Command {
+    let mut c = Command::cargo_bin("servesim").unwrap();
+    c.current_dir(root());
+    c
+}
+
+#[test]
+fn run_without_a_scenario_prints_the_three_views_for_b2() {
+    servesim()
+        .args(["run", "--set", "workload.requests=400"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("The three views"))
+        .stdout(predicate::str::contains("Steady state"))
+        .stdout(predicate::str::contains("95 % CI"));
+}
+
+#[test]
+fn run_json_has_every_key_of_the_summary_contract() {
+    let out = servesim()
+        .args([
+            "run",
+            "scenarios/case-study-b2.toml",
+            "--json",
+            "--set",
+            "workload.requests=400",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let need: &[(&str, &[&str])] = &[
+        (
+            "",
+            &[
+                "scenario",
+                "kv_capacity_tokens",
+                "totals",
+                "server",
+                "steady_state",
+                "lifetime",
+                "observations",
+                "convergence",
+                "latency",
+            ],
+        ),
+        ("scenario", &["name", "seed"]),
+        (
+            "totals",
+            &[
+                "requests_completed",
+                "output_tokens",
+                "sim_duration_s",
+                "retractions",
+            ],
+        ),
+        (
+            "server",
+            &[
+                "mean_running",
+                "mean_queued",
+                "mean_token_usage",
+                "gen_tok_per_s_mean",
+            ],
+        ),
+        (
+            "steady_state",
+            &[
+                "req_per_s",
+                "req_per_s_ci95",
+                "output_tok_per_s",
+                "start_s",
+                "end_s",
+                "little_law_req_per_s",
+            ],
+        ),
+        ("lifetime", &["req_per_s"]),
+        ("convergence", &["lifetime_within_5pct_at_s", "estimated_s"]),
+        ("latency", &["ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"]),
+    ];
+    for (section, keys) in need {
+        let obj = if section.is_empty() { &j } else { &j[section] };
+        for k in *keys {
+            assert!(obj.get(k).is_some(), "missing {section}.{k}");
+        }
+    }
+    for stats in ["ttft_ms", "tpot_ms", "e2e_ms", "queue_ms"] {
+        for k in ["mean", "p50", "p90", "p99"] {
+            assert!(j["latency"][stats][k].is_number(), "latency.{stats}.{k}");
+        }
+    }
+    for o in j["observations"].as_array().unwrap() {
+        for k in [
+            "t_s",
+            "lifetime_req_per_s",
+            "window_req_per_s",
+            "gen_tok_per_s",
+            "running",
+            "queued",
+            "token_usage",
+        ] {
+            assert!(o.get(k).is_some(), "observation lacks {k}");
+        }
+    }
+    assert_eq!(
+        j["steady_state"]["req_per_s_ci95"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn run_out_writes_summary_timeseries_and_a_parseable_server_log() {
+    let dir = tempfile::tempdir().unwrap();
+    servesim()
+        .args(["run", "--set", "workload.requests=300", "--out"])
+        .arg(dir.path())
+        .assert()
+        .success();
+    let summary = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+    assert!(serde_json::from_str::<serde_json::Value>(&summary).is_ok());
+    let csv = std::fs::read_to_string(dir.path().join("timeseries.csv")).unwrap();
+    assert!(csv.starts_with(
+        "t_s,running,queued,kv_used_tokens,token_usage,gen_tok_per_s,completed,lifetime_req_per_s,window_req_per_s"
+    ));
+    assert!(csv.lines().count() > 10);
+    let log = std::fs::read_to_string(dir.path().join("server.log")).unwrap();
+    let batch = regex::Regex::new(r"(Prefill|Decode) batch[.,]").unwrap();
+    let decode = regex::Regex::new(
+        r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] Decode batch, #running-req: (\d+), #token: (\d+), token usage: (\d\.\d\d), cuda graph: (True|False), gen throughput \(token/s\): (\d+\.\d\d), #queue-req: (\d+)$",
+    )
+    .unwrap();
+    let prefill = regex::Regex::new(
+        r"^\[[^\]]+\] Prefill batch, #new-seq: \d+, #new-token: \d+, #cached-token: \d+, token usage: \d\.\d\d, #running-req: \d+, #queue-req: \d+, #pending-token: \d+, cuda graph: (True|False), input throughput \(token/s\): \d+\.\d\d$",
+    )
+    .unwrap();
+    let (mut d, mut p) = (0, 0);
+    for line in log.lines() {
+        if batch.is_match(line) {
+            if line.contains("Decode") {
+                assert!(decode.is_match(line), "bad decode line: {line}");
+                d += 1;
+            } else {
+                assert!(prefill.is_match(line), "bad prefill line: {line}");
+                p += 1;
+            }
+        } else {
+            assert!(
+                line.contains("KV cache pool is full. Retract requests."),
+                "unexpected line: {line}"
+            );
+        }
+    }
+    assert!(d > 10 && p > 10);
+}
+
+#[test]
+fn a_malformed_scenario_exits_2_naming_every_bad_key_and_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    std::fs::write(
+        &path,
+        "name = \"bad\"\n[engine]\nkv_capacity_tokens = 1000\n[workload]\nrequests = 10\nprompt_tokens = { dist = \"constant\", value = 5 }\noutput_tokens = { dist = \"lognormal\", mean = 5 }\n[client]\nconcurency = 4\n",
+    )
+    .unwrap();
+    servesim()
+        .arg("run")
+        .arg(&path)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("error: scenario"))
+        .stderr(predicate::str::contains(
+            "bad.toml:9:1: client.concurency: unknown key in [client]",
+        ))
+        .stderr(predicate::str::contains(
+            "hint: did you mean `client.concurrency`?",
+        ))
+        .stderr(predicate::str::contains(
+            "workload.output_tokens.cv: required key is missing",
+        ))
+        .stderr(predicate::str::contains(":7:17:"))
+        .stderr(predicate::str::contains("panicked").not());
+}
+
+#[test]
+fn a_bad_set_is_reported_like_a_bad_key() {
+    servesim()
+        .args([
+            "run",
+            "--set",
+            "client.concurrency=0",
+            "--set",
+            "engine.schedule_policy=lifo",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "--set client.concurrency=0: client.concurrency = 0: must be at least 1",
+        ))
+        .stderr(predicate::str::contains(
+            "engine.schedule_policy = \"lifo\": unknown value",
+        ))
+        .stderr(predicate::str::contains("did you mean \"lof\"?"));
+}
+
+#[test]
+fn check_accepts_the_built_in_scenarios() {
+    servesim()
+        .args([
+            "check",
+            "scenarios/case-study-b2.toml",
+            "scenarios/case-study-b1.toml",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ok: scenarios/case-study-b2.toml"));
+}
+
+#[test]
+fn a_missing_file_exits_2() {
+    servesim()
+        .args(["run", "no/such/file.toml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "error: cannot read scenario `no/such/file.toml`",
+        ));
+}

@@ -1,0 +1,182 @@
+//! Tiny scenarios whose every time is computed by hand in the comments.
+
+use servesim::scheduler::LogRecord;
+
+use crate::{run, scenario};
+
+/// Step costs used below: decode 10 ms + 1 ms per request (+ `kv_ns` per KV token);
+/// prefill 5 ms + 10 µs per token.
+fn base(kv_tokens: u64, extra: &str, kv_ns: f64) -> String {
+    format!(
+        r#"
+name = "hand"
+[engine]
+kv_capacity_tokens = {kv_tokens}
+{extra}
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 1.0
+decode_per_kv_token_ns = {kv_ns}
+prefill_base_ms = 5.0
+prefill_per_token_us = 10.0
+"#
+    )
+}
+
+#[test]
+fn one_request_has_exact_ttft_tpot_and_e2e() {
+    let text = base(10_000, "", 1.0)
+        + r#"
+[workload]
+requests = 1
+prompt_tokens = { dist = "constant", value = 100 }
+output_tokens = { dist = "constant", value = 5 }
+[client]
+concurrency = 1
+"#;
+    let r = run(&scenario(&text));
+    let req = &r.requests[0];
+    // Prefill of 100 tokens: 5 ms + 100 × 10 µs = 6 ms, and it yields the first token.
+    assert_eq!(req.first_token_ns, Some(6_000_000));
+    // Four decode steps of one request attending 101, 102, 103, 104 KV tokens at 1 ns each:
+    // 4 × 11 ms + 410 ns.
+    assert_eq!(req.done_ns, 6_000_000 + 44_000_000 + 410);
+    assert_eq!(req.output_tokens, 5);
+    let tpot = r.latency.tpot_ms.stats().mean;
+    assert!((tpot - (44.000410 / 4.0)).abs() < 1e-9, "tpot {tpot}");
+    assert_eq!(r.totals.decode_steps, 4);
+    assert_eq!(r.totals.generated_tokens, 5);
+}
+
+#[test]
+fn two_requests_and_a_small_pool_retract_in_the_documented_order() {
+    // Pool of 100 tokens; both prompts are 10 tokens, both responses 60 tokens, max_new 100
+    // (capped by SGLang to 88, see below).
+    // clip_max_new_tokens = 20 makes each new request reserve 10 + 1 (page) + 20 = 31 tokens,
+    // so both are admitted at t = 0 in one prefill batch of 20 tokens (5.2 ms).
+    let text = base(100, "clip_max_new_tokens = 20", 0.0)
+        + r#"
+[workload]
+requests = 2
+prompt_tokens = { dist = "constant", value = 10 }
+output_tokens = { dist = "constant", value = 60 }
+max_new_tokens = 100
+[client]
+concurrency = 2
+"#;
+    let r = run(&scenario(&text));
+    let by_seq = |s: u64| r.requests.iter().find(|q| q.seq == s).unwrap().clone();
+    let (a, b) = (by_seq(0), by_seq(1));
+    assert_eq!(a.first_token_ns, Some(5_200_000));
+    assert_eq!(b.first_token_ns, Some(5_200_000));
+    // 40 decode steps of 2 requests (12 ms each) fill the pool: 2 × (10 + 41 − 1) = 100.
+    // Step 41 needs 2 slots: retract. Equal generated counts and prompts, so the later one in
+    // batch order (B) goes. A continues alone: steps 41..59 at 11 ms.
+    // A: 5.2 + 480 + 19 × 11 = 694.2 ms.
+    assert_eq!(a.done_ns, 694_200_000);
+    assert_eq!(a.retractions, 0);
+    // B waits (its 51-token re-prefill + 20 + 1 does not fit beside A), then is re-prefilled
+    // when A leaves: 5 ms + 51 × 10 µs = 5.51 ms, then 18 decode steps of 11 ms.
+    assert_eq!(b.done_ns, 694_200_000 + 5_510_000 + 18 * 11_000_000);
+    assert_eq!(b.retractions, 1);
+    assert_eq!((a.output_tokens, b.output_tokens), (60, 60));
+    assert_eq!(r.totals.retractions, 1);
+    assert_eq!(r.totals.generated_tokens, 120);
+    // The retraction re-estimates the ratio over the request that stays:
+    // (41 generated + 20) / (max_new + 1), where SGLang has capped max_new at
+    // max_req_len − input − 1 = (100 − 1) − 10 − 1 = 88.
+    let retract = r
+        .log
+        .iter()
+        .find_map(|l| match l {
+            LogRecord::Retract {
+                at,
+                retracted,
+                ratio_after,
+                ..
+            } => Some((*at, *retracted, *ratio_after)),
+            _ => None,
+        })
+        .expect("one retraction");
+    assert_eq!(retract.0.as_ns(), 485_200_000);
+    assert_eq!(retract.1, 1);
+    assert!((retract.2 - 61.0 / 89.0).abs() < 1e-12);
+}
+
+#[test]
+fn a_long_prompt_is_chunked_and_its_chunks_run_back_to_back() {
+    let text = base(100_000, "chunked_prefill_size = 8192", 0.0)
+        + r#"
+[workload]
+requests = 1
+prompt_tokens = { dist = "constant", value = 20000 }
+output_tokens = { dist = "constant", value = 2 }
+[client]
+concurrency = 1
+"#;
+    let r = run(&scenario(&text));
+    // Chunks of 8192, 8192 and 3616 tokens: (5 + 81.92) + (5 + 81.92) + (5 + 36.16) = 215 ms;
+    // the last chunk yields the first token; then one decode step of 11 ms.
+    let q = &r.requests[0];
+    assert_eq!(r.totals.prefill_batches, 3);
+    assert_eq!(q.first_token_ns, Some(215_000_000));
+    assert_eq!(q.done_ns, 226_000_000);
+    let prefill_tokens: Vec<u64> = r
+        .log
+        .iter()
+        .filter_map(|l| match l {
+            LogRecord::Prefill { new_token, .. } => Some(*new_token),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(prefill_tokens, vec![8192, 8192, 3616]);
+}
+
+#[test]
+fn a_prompt_too_long_for_the_pool_is_refused_and_counted() {
+    // max_req_len = pool − 1 = 999; prompts of 999 − 5 = 994 tokens or more are refused.
+    let text = base(1000, "", 0.0)
+        + r#"
+[workload]
+requests = 3
+prompt_tokens = { dist = "constant", value = 994 }
+output_tokens = { dist = "constant", value = 2 }
+[client]
+concurrency = 1
+"#;
+    let r = run(&scenario(&text));
+    assert_eq!(r.totals.requests_rejected, 3);
+    assert_eq!(r.totals.requests_completed, 0);
+    assert!(r.requests.iter().all(|q| !q.completed && q.done_ns == 0));
+}
+
+#[test]
+fn decode_log_lines_come_every_interval_with_the_windowed_throughput() {
+    let text = base(10_000, "decode_log_interval = 2", 0.0)
+        + r#"
+[workload]
+requests = 1
+prompt_tokens = { dist = "constant", value = 100 }
+output_tokens = { dist = "constant", value = 6 }
+[client]
+concurrency = 1
+"#;
+    let r = run(&scenario(&text));
+    let lines: Vec<(u64, f64)> = r
+        .log
+        .iter()
+        .filter_map(|l| match l {
+            LogRecord::Decode {
+                at, gen_tok_per_s, ..
+            } => Some((at.as_ns(), *gen_tok_per_s)),
+            _ => None,
+        })
+        .collect();
+    // Prefill 6 ms, then decode steps of 11 ms: lines after steps 2 and 4 (28 ms and 50 ms).
+    // The first window runs from t = 0 and includes the prefill: 2 tokens / 28 ms.
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0].0, 28_000_000);
+    assert!((lines[0].1 - 2.0 / 0.028).abs() < 1e-9);
+    assert_eq!(lines[1].0, 50_000_000);
+    assert!((lines[1].1 - 2.0 / 0.022).abs() < 1e-9);
+}

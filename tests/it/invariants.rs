@@ -1,0 +1,109 @@
+//! Property tests: invariants over random valid scenarios.
+//!
+//! The KV pool asserts that it is never over-allocated and the SGLang scheduler re-derives its
+//! incremental bookkeeping after every call in debug builds (`debug_check`), so a violation
+//! anywhere in a run fails these tests.
+
+use proptest::prelude::*;
+
+use crate::{run, scenario};
+
+#[derive(Debug, Clone)]
+struct Case {
+    text: String,
+    requests: u64,
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    (
+        (prop_oneof![Just(1u64), Just(4), Just(16)], 1_000u64..20_000, 0u32..3, 1u32..64),
+        (prop_oneof![Just(-1i64), 64i64..4096], 8u64..600, 1u64..60),
+        (1u32..1500, 1u32..400, proptest::option::of(1u32..500), any::<bool>()),
+        (0u32..3, 1u32..40, 0.5f64..30.0, 0.0f64..0.3),
+        (0.0f64..20.0, 0.0f64..2.0, 0.0f64..100.0, 0.0f64..10.0, 0.0f64..100.0),
+        any::<u64>(),
+    )
+        .prop_map(
+            |((page, kv, policy, max_running), (chunk, clip, requests), (pmax, omax, max_new, ignore_eos), (client, conc, rate, think), (db, ds, dk, pb, pt), seed)| {
+                // Keep every request admissible into an empty pool (otherwise SGLang, and
+                // servesim, wait forever: that case is tested apart).
+                let kv = kv.max(pmax as u64 + clip + 4 * page + 8);
+                let policy = ["fcfs", "lof", "random"][policy as usize];
+                let client = match client {
+                    0 => format!("mode = \"closed\"\nconcurrency = {conc}\nthink_time_s = {think}"),
+                    1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
+                    _ => format!("mode = \"gamma\"\nrate_per_s = {rate}\nburstiness = 0.5\nconcurrency = {conc}"),
+                };
+                let max_new = max_new.map_or(String::new(), |m| format!("max_new_tokens = {m}"));
+                let text = format!(
+                    r#"
+name = "prop"
+seed = {seed}
+[run]
+observe_at_s = [0.5, 2.0]
+window_s = 1.0
+timeseries_interval_s = 0.01
+[engine]
+kv_capacity_tokens = {kv}
+page_size = {page}
+chunked_prefill_size = {chunk}
+max_running_requests = {max_running}
+schedule_policy = "{policy}"
+clip_max_new_tokens = {clip}
+decode_log_interval = 3
+[engine.step_time]
+decode_base_ms = {db}
+decode_per_seq_ms = {ds}
+decode_per_kv_token_ns = {dk}
+prefill_base_ms = {pb}
+prefill_per_token_us = {pt}
+[workload]
+requests = {requests}
+prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
+output_tokens = {{ dist = "uniform", min = 1, max = {omax} }}
+{max_new}
+ignore_eos = {ignore_eos}
+[client]
+{client}
+"#
+                );
+                Case { text, requests }
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    #[test]
+    fn every_request_is_answered_once_tokens_are_conserved_and_time_moves_forward(c in case()) {
+        let sc = scenario(&c.text);
+        let r = run(&sc);
+        // Every request answered exactly once.
+        prop_assert_eq!(r.totals.requests_completed + r.totals.requests_rejected, c.requests);
+        let mut seqs: Vec<u64> = r.requests.iter().map(|q| q.seq).collect();
+        seqs.sort();
+        prop_assert_eq!(seqs, (0..c.requests).collect::<Vec<_>>());
+        // Tokens counted per step equal tokens counted per request.
+        let per_request: u64 = r.requests.iter().map(|q| u64::from(q.output_tokens)).sum();
+        prop_assert_eq!(r.totals.generated_tokens, per_request);
+        // Output limits hold.
+        for q in &r.requests {
+            prop_assert!(q.ready_ns <= q.sent_ns);
+            if q.completed {
+                let (adm, first) = (q.admitted_ns.unwrap(), q.first_token_ns.unwrap());
+                prop_assert!(q.sent_ns <= adm && adm < first && first <= q.done_ns);
+                prop_assert!(q.output_tokens >= 1);
+            }
+        }
+        // The clock never goes back.
+        prop_assert!(r.samples.windows(2).all(|w| w[0].t_s < w[1].t_s));
+        prop_assert!(r.samples.iter().all(|s| s.kv_used_tokens <= r.kv_capacity_tokens));
+        let done: Vec<u64> = r.requests.iter().map(|q| q.done_ns).collect();
+        prop_assert!(done.windows(2).all(|w| w[0] <= w[1]));
+        // Little's law on the sample path: ∫ in-flight dt = Σ time in flight, exactly.
+        let sum_e2e_s: f64 = r.requests.iter().map(|q| (q.done_ns - q.sent_ns) as f64 / 1e9).sum();
+        let integral = r.time_avg.in_flight * r.totals.sim_duration_s;
+        prop_assert!((integral - sum_e2e_s).abs() <= 1e-6 * sum_e2e_s.max(1.0));
+    }
+}

@@ -1,0 +1,48 @@
+//! servesim's integration tests, in one binary.
+
+mod cli;
+mod determinism;
+mod hand;
+mod invariants;
+mod queueing;
+mod scenarios;
+
+use std::path::PathBuf;
+
+use servesim::engine::{self, RunOptions};
+use servesim::metrics::RunResult;
+use servesim::scenario::{self, Scenario, Source};
+
+/// A scenario from TOML text (panics with the rendered problems if invalid).
+pub fn scenario(text: &str) -> Scenario {
+    let src = Source {
+        name: "test.toml".into(),
+        base_dir: PathBuf::from("."),
+        text: text.into(),
+    };
+    match scenario::load(&src, &[]) {
+        Ok(s) => s,
+        Err(e) => {
+            let lines: Vec<String> = e.problems.iter().map(|p| e.problem_line(p)).collect();
+            panic!("test scenario is invalid:\n{}", lines.join("\n"))
+        }
+    }
+}
+
+/// Run with request records and the log kept.
+pub fn run(sc: &Scenario) -> RunResult {
+    engine::run(
+        sc,
+        &RunOptions {
+            keep_log: true,
+            keep_requests: true,
+            ..RunOptions::default()
+        },
+    )
+    .expect("the run finishes")
+}
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
