@@ -170,6 +170,8 @@ pub struct RunResult {
     pub sample_interval_s: f64,
     /// One per `run.observe_at_s`.
     pub observations: Vec<Sample>,
+    /// One per minute for the first 15 minutes (or until the run ends).
+    pub first_minutes: Vec<Sample>,
     /// Latencies.
     pub latency: Latencies,
     /// Output-token distribution of completed requests.

@@ -18,6 +18,15 @@ use crate::time::{SimDuration, SimTime, NS_PER_S};
 
 /// Default time-series point budget.
 pub const DEFAULT_MAX_POINTS: usize = 4096;
+/// The first minutes are also snapshotted once a minute at full resolution, to show how the
+/// views move while the batch fills (the time series may be coarser by then).
+pub const MINUTE_MARKS: u64 = 15;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum SnapshotKind {
+    Observation,
+    Minute,
+}
 
 /// The recorder. See the module docs.
 #[derive(Debug)]
@@ -62,9 +71,11 @@ pub struct Recorder {
     next_sample: SimTime,
     max_points: usize,
     samples: Vec<Sample>,
-    observe_at: Vec<SimTime>,
+    /// Snapshot times: the user's observations and the minute marks, sorted.
+    observe_at: Vec<(SimTime, SnapshotKind)>,
     next_obs: usize,
     observations: Vec<Sample>,
+    minutes: Vec<Sample>,
 
     latency: Latencies,
     output_dist: Distribution,
@@ -117,9 +128,21 @@ impl Recorder {
             next_sample: SimTime::ZERO,
             max_points: max_points.max(4),
             samples: Vec::new(),
-            observe_at,
+            observe_at: {
+                let mut v: Vec<(SimTime, SnapshotKind)> = observe_at
+                    .into_iter()
+                    .map(|t| (t, SnapshotKind::Observation))
+                    .chain(
+                        (1..=MINUTE_MARKS)
+                            .map(|m| (SimTime::from_ns(m * 60 * NS_PER_S), SnapshotKind::Minute)),
+                    )
+                    .collect();
+                v.sort();
+                v
+            },
             next_obs: 0,
             observations: Vec::new(),
+            minutes: Vec::new(),
             latency: Latencies::default(),
             output_dist: Distribution::default(),
             prompt_dist: Distribution::default(),
@@ -173,12 +196,11 @@ impl Recorder {
                 .observe_at
                 .get(self.next_obs)
                 .copied()
-                .filter(|&o| o < t);
+                .filter(|&(o, _)| o < t);
             let sample = Some(self.next_sample).filter(|&s| s < t);
             match (obs, sample) {
-                (Some(o), s) if s.is_none_or(|s| o <= s) => {
-                    let snap = self.snapshot(o);
-                    self.observations.push(snap);
+                (Some((o, kind)), s) if s.is_none_or(|s| o <= s) => {
+                    self.take_snapshot(o, kind);
                     self.next_obs += 1;
                 }
                 (_, Some(s)) => {
@@ -204,6 +226,14 @@ impl Recorder {
             self.interval = SimDuration::from_ns(self.interval.as_ns().saturating_mul(2));
             let last = SimTime::from_ns((self.samples.len() as u64 - 1) * self.interval.as_ns());
             self.next_sample = last + self.interval;
+        }
+    }
+
+    fn take_snapshot(&mut self, at: SimTime, kind: SnapshotKind) {
+        let snap = self.snapshot(at);
+        match kind {
+            SnapshotKind::Observation => self.observations.push(snap),
+            SnapshotKind::Minute => self.minutes.push(snap),
         }
     }
 
@@ -334,9 +364,8 @@ impl Recorder {
         // Observations after the end see the idle system.
         self.integrate_to(end);
         while self.next_obs < self.observe_at.len() {
-            let o = self.observe_at[self.next_obs];
-            let snap = self.snapshot(o);
-            self.observations.push(snap);
+            let (o, kind) = self.observe_at[self.next_obs];
+            self.take_snapshot(o, kind);
             self.next_obs += 1;
         }
         if self
@@ -395,6 +424,7 @@ impl Recorder {
             sample_interval_s: self.interval.as_secs_f64(),
             samples: self.samples,
             observations: self.observations,
+            first_minutes: self.minutes,
             latency: self.latency,
             output_tokens: self.output_dist,
             prompt_tokens: self.prompt_dist,

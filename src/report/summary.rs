@@ -34,6 +34,9 @@ pub struct Summary {
     pub lifetime: Lifetime,
     /// One per `run.observe_at_s`.
     pub observations: Vec<Observation>,
+    /// The same views once a minute for the first 15 minutes: how they move while the batch
+    /// fills.
+    pub first_minutes: Vec<Observation>,
     /// Convergence of the lifetime average.
     pub convergence: Convergence,
     /// Latency statistics, milliseconds.
@@ -261,6 +264,12 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         observations: r
             .observations
             .iter()
+            .map(|o| observation(o, mean_out))
+            .collect(),
+        first_minutes: r
+            .first_minutes
+            .iter()
+            .filter(|o| o.t_s <= dur)
             .map(|o| observation(o, mean_out))
             .collect(),
         convergence: a.convergence.clone(),

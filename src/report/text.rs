@@ -37,6 +37,38 @@ fn stats_row(out: &mut String, name: &str, s: &Stats) {
     );
 }
 
+fn views_table(w: &mut String, rows: &[super::summary::Observation]) {
+    let _ = writeln!(
+        w,
+        "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+        "", "server", "", "token", "gen", "client", "client", "effective"
+    );
+    let _ = writeln!(
+        w,
+        "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+        "t (s)", "running", "queued", "usage", "tok/s", "lifetime", "window", "tok/s"
+    );
+    let _ = writeln!(
+        w,
+        "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
+        "", "", "", "", "", "req/s", "req/s", ""
+    );
+    for ob in rows {
+        let _ = writeln!(
+            w,
+            "  {:>8.0} │ {:>7} {:>7} {:>6.2} {:>9.1} │ {:>10.3} {:>10.3} {:>10.1}",
+            ob.t_s,
+            ob.running,
+            ob.queued,
+            ob.token_usage,
+            ob.gen_tok_per_s,
+            ob.lifetime_req_per_s,
+            ob.window_req_per_s,
+            ob.effective_tok_per_s
+        );
+    }
+}
+
 /// The report text.
 pub fn render(s: &Summary, source_name: &str) -> String {
     let mut o = String::new();
@@ -70,48 +102,29 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(w, "step time {}", s.engine.step_time);
 
     let _ = writeln!(w);
-    let _ = writeln!(w, "The three views");
+    let _ = writeln!(w, "The three views at the observation times");
     if s.observations.is_empty() {
         let _ = writeln!(
             w,
             "  (no observation times: set run.observe_at_s = [ … ] to snapshot the views)"
         );
     } else {
+        views_table(w, &s.observations);
+    }
+    let _ = writeln!(
+        w,
+        "  server: SGLang's last Decode log line (gen tok/s over its last {} decode steps); \
+         client lifetime: completed ÷ t; window: completions in the last {:.0} s ÷ {:.0} s",
+        s.engine.decode_log_interval, s.client.window_s, s.client.window_s
+    );
+    if !s.first_minutes.is_empty() {
+        let _ = writeln!(w);
         let _ = writeln!(
             w,
-            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
-            "", "server", "", "token", "gen", "client", "client", "effective"
+            "How the views move in the first {} minutes",
+            s.first_minutes.len()
         );
-        let _ = writeln!(
-            w,
-            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
-            "t (s)", "running", "queued", "usage", "tok/s", "lifetime", "window", "tok/s"
-        );
-        let _ = writeln!(
-            w,
-            "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
-            "", "", "", "", "", "req/s", "req/s", ""
-        );
-        for ob in &s.observations {
-            let _ = writeln!(
-                w,
-                "  {:>8.0} │ {:>7} {:>7} {:>6.2} {:>9.1} │ {:>10.3} {:>10.3} {:>10.1}",
-                ob.t_s,
-                ob.running,
-                ob.queued,
-                ob.token_usage,
-                ob.gen_tok_per_s,
-                ob.lifetime_req_per_s,
-                ob.window_req_per_s,
-                ob.effective_tok_per_s
-            );
-        }
-        let _ = writeln!(
-            w,
-            "  server: SGLang's Decode log line (gen tok/s over the last {} decode steps); \
-             client lifetime: completed ÷ t; window: the last {:.0} s",
-            s.engine.decode_log_interval, s.client.window_s
-        );
+        views_table(w, &s.first_minutes);
     }
 
     let st = &s.steady_state;

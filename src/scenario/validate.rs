@@ -1382,13 +1382,16 @@ fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, (String, Strin
         }
         match cell.parse::<f64>() {
             Ok(x) if x.is_finite() && x > 0.0 => out.push(x),
-            _ => return Err((
-                format!(
+            _ => {
+                return Err((
+                    format!(
                     "`{}` row {row}, column \"{column}\": \"{cell}\" is not a positive token count",
                     path.display()
                 ),
-                "every non-empty cell of the column must be a number greater than 0".to_string(),
-            )),
+                    "every non-empty cell of the column must be a number greater than 0"
+                        .to_string(),
+                ))
+            }
         }
         if out.len() > MAX_EMPIRICAL_VALUES {
             return Err((
