@@ -27,6 +27,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod catalog;
 pub mod cli;
 pub mod cost;
 pub mod engine;

@@ -62,11 +62,22 @@ impl Distribution {
         }
     }
 
-    /// Sorted copy of the values (for CDF plots).
-    pub fn sorted_values(&self) -> Vec<f64> {
+    /// The empirical CDF as at most `max_points` `(value, cumulative fraction)` pairs, in
+    /// increasing order (for plots).
+    pub fn cdf_points(&self, max_points: usize) -> Vec<(f64, f64)> {
+        if self.values.is_empty() || max_points < 2 {
+            return Vec::new();
+        }
         let mut v = self.values.clone();
         v.sort_by(f64::total_cmp);
-        v
+        let n = v.len();
+        let k = max_points.min(n);
+        (0..k)
+            .map(|i| {
+                let q = if k == 1 { 1.0 } else { i as f64 / (k - 1) as f64 };
+                (quantile_sorted(&v, q), q)
+            })
+            .collect()
     }
 }
 

@@ -1,0 +1,1 @@
+//! Built-in catalog of GPUs and models (being written).

@@ -1,0 +1,1 @@
+//! Figures (being written).
