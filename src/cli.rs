@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 
 use crate::analysis;
 use crate::engine::{self, RunOptions, SimError};
+use crate::sweep::{self, PointError, Shard, ShardManifest};
 use crate::report::{self, server_log, summary, text, timeseries};
 use crate::scenario::{self, LoadError, Scenario, ScenarioError, Source};
 
@@ -22,6 +23,17 @@ pub struct Cli {
 enum Command {
     /// Simulate one scenario and print the three views, the steady state and latencies.
     Run(RunArgs),
+    /// Run a what-if grid: every combination of the --vary values, in parallel.
+    Sweep(SweepArgs),
+    /// Combine the outputs of sharded sweeps into one sweep.csv.
+    Merge {
+        /// Output directories of the shards (`sweep --shard I/N --out DIR`).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Where to write the merged sweep.csv.
+        #[arg(long, value_name = "DIR", required = true)]
+        out: PathBuf,
+    },
     /// Validate scenario files and report every problem.
     Check {
         /// Scenario files.
@@ -46,6 +58,30 @@ struct RunArgs {
     /// Print the summary JSON instead of the human report.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+struct SweepArgs {
+    /// Scenario file.
+    scenario: PathBuf,
+    /// An axis: KEY=start:stop:step (inclusive) or KEY=a,b,c. Repeat for a grid.
+    #[arg(long = "vary", value_name = "KEY=SPEC", required = true)]
+    vary: Vec<String>,
+    /// Override a key for every point.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Write sweep.csv (and, for a shard, sweep-shard.json) into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the rows as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Points run at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// Run only the points whose number is I mod N (for a job array); merge with `servesim merge`.
+    #[arg(long, value_name = "I/N")]
+    shard: Option<String>,
 }
 
 /// A failure to report: the message, its causes with hints, and the exit code.
@@ -163,6 +199,8 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
     match cli.command {
         Command::Run(args) => run(args),
         Command::Check { scenarios, sets } => check(&scenarios, &sets),
+        Command::Sweep(args) => sweep(args),
+        Command::Merge { dirs, out } => merge(&dirs, &out),
     }
 }
 
@@ -301,5 +339,210 @@ fn write_outputs(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), Failure> {
             )
         })?;
     }
+    Ok(())
+}
+
+fn sweep(args: SweepArgs) -> Result<(), Failure> {
+    let mut axes = Vec::new();
+    let mut bad = Vec::new();
+    for v in &args.vary {
+        match sweep::parse_vary(v) {
+            Ok(a) => axes.push(a),
+            Err(e) => bad.push((format!("--vary {e}"), Some(vary_hint(&e)))),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Failure {
+            error: "bad --vary".into(),
+            causes: bad,
+            hint: None,
+            code: 2,
+        });
+    }
+    let points = sweep::points(&axes).map_err(|e| {
+        Failure::usage(format!("--vary {e}"), "use fewer or coarser axes")
+    })?;
+    let shard = match &args.shard {
+        None => None,
+        Some(s) => Some(Shard::parse(s).ok_or_else(|| {
+            Failure::usage(
+                format!("--shard `{s}` is not I/N with 0 ≤ I < N"),
+                "e.g. --shard 0/4 … --shard 3/4; with Slurm: --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT",
+            )
+        })?),
+    };
+    let source = Source::read(&args.scenario)?;
+    let scenarios = sweep::validate_points(&source, &args.sets, &points).map_err(|errors| {
+        // The same problem usually repeats across points: report each once, with its points.
+        let n = errors.len();
+        let mut unique: Vec<(String, Option<String>, Vec<usize>)> = Vec::new();
+        for e in &errors {
+            if let PointError::Invalid { point, error, .. } = e {
+                for p in &error.problems {
+                    let line = error.problem_line(p);
+                    match unique.iter_mut().find(|(l, _, _)| *l == line) {
+                        Some((_, _, pts)) => pts.push(*point),
+                        None => unique.push((line, p.hint.clone(), vec![*point])),
+                    }
+                }
+            }
+        }
+        let causes = unique
+            .into_iter()
+            .map(|(line, hint, pts)| {
+                let which = if pts.len() == 1 {
+                    format!("point {}", pts[0])
+                } else {
+                    format!("{} points from {}", pts.len(), pts[0])
+                };
+                (format!("{line} ({which})"), hint)
+            })
+            .collect();
+        Failure {
+            error: format!("{n} of {} sweep points are invalid", points.len()),
+            causes,
+            hint: Some("check the --vary keys and values against the scenario reference in the README".into()),
+            code: 2,
+        }
+    })?;
+    if let Some(dir) = &args.out {
+        prepare_out_dir(dir)?;
+    }
+    let chosen: Vec<usize> = (0..points.len())
+        .filter(|p| shard.is_none_or(|s| s.owns(*p)))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start {} worker threads: {e}", args.jobs.unwrap_or(0)), "lower --jobs"))?;
+    let bar = indicatif::ProgressBar::new(chosen.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} points  {elapsed} elapsed, {eta} left")
+            .expect("invariant: the progress template is valid"),
+    );
+    let results: Vec<Result<sweep::Row, PointError>> = pool.install(|| {
+        use rayon::prelude::*;
+        chosen
+            .par_iter()
+            .map(|&p| {
+                let r = sweep::run_point(p, &points[p], &scenarios[p]);
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut rows = Vec::with_capacity(results.len());
+    for r in results {
+        rows.push(r.map_err(|e| {
+            let cause = match &e {
+                PointError::Failed { error, .. } => error.to_string(),
+                PointError::Invalid { error, .. } => error.to_string(),
+            };
+            Failure {
+                error: e.to_string(),
+                causes: vec![(cause, None)],
+                hint: None,
+                code: 1,
+            }
+        })?);
+    }
+    let keys: Vec<String> = axes.iter().map(|a| a.key.clone()).collect();
+    let csv = sweep::to_csv(&keys, &rows);
+    if let Some(dir) = &args.out {
+        let mut files: Vec<(&str, Vec<u8>)> = vec![("sweep.csv", csv.clone().into_bytes())];
+        if let Some(s) = shard {
+            let manifest = ShardManifest {
+                servesim_version: env!("CARGO_PKG_VERSION").to_string(),
+                scenario: scenarios[0].name.clone(),
+                header: sweep::header(&keys),
+                total_points: points.len(),
+                shard_index: s.index,
+                shard_count: s.count,
+            };
+            let mut j = serde_json::to_string_pretty(&manifest).expect("invariant: the manifest serialises");
+            j.push('\n');
+            files.push(("sweep-shard.json", j.into_bytes()));
+        }
+        write_outputs(dir, &files)?;
+        eprintln!("wrote {} rows to {}", rows.len(), dir.join("sweep.csv").display());
+    }
+    if args.json {
+        let mut j = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
+        j.push('\n');
+        print!("{j}");
+    } else if args.out.is_none() || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        print!("{}", sweep_table(&keys, &rows));
+    }
+    Ok(())
+}
+
+fn vary_hint(e: &sweep::VaryError) -> String {
+    match e {
+        sweep::VaryError::BadStep(_) | sweep::VaryError::EmptyRange(_) => {
+            "a range is start:stop:step with start ≤ stop and step > 0, e.g. 0.80:0.95:0.01".into()
+        }
+        sweep::VaryError::TooMany { .. } => "use a coarser step".into(),
+        _ => "write KEY=start:stop:step or KEY=a,b,c, e.g. --vary client.concurrency=50,100,150".into(),
+    }
+}
+
+fn sweep_table(keys: &[String], rows: &[sweep::Row]) -> String {
+    let mut out = String::new();
+    let key_w: Vec<usize> = keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| rows.iter().map(|r| r.varied[i].1.len()).max().unwrap_or(0).max(k.len()))
+        .collect();
+    for (k, w) in keys.iter().zip(&key_w) {
+        out.push_str(&format!("{k:>w$}  "));
+    }
+    out.push_str(&format!(
+        "{:>10} {:>7} {:>12} {:>21} {:>9} {:>8} {:>11} {:>11}\n",
+        "KV tokens", "memory", "steady req/s", "95 % CI", "gen tok/s", "running", "e2e p50 s", "finish h"
+    ));
+    for r in rows {
+        for ((_, v), w) in r.varied.iter().zip(&key_w) {
+            out.push_str(&format!("{v:>w$}  "));
+        }
+        out.push_str(&format!(
+            "{:>10} {:>7} {:>12.4} {:>21} {:>9.1} {:>8.1} {:>11.1} {:>11}\n",
+            r.kv_capacity_tokens,
+            r.oom_verdict,
+            r.steady_req_per_s,
+            format!("[{:.4}, {:.4}]", r.steady_req_per_s_ci[0], r.steady_req_per_s_ci[1]),
+            r.gen_tok_per_s,
+            r.mean_running,
+            r.e2e_p50_ms / 1000.0,
+            r.time_to_finish_s.map_or("—".to_string(), |t| format!("{:.2}", t / 3600.0)),
+        ));
+    }
+    out
+}
+
+fn merge(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
+    let mut shards = Vec::new();
+    for d in dirs {
+        let name = d.display().to_string();
+        let read = |f: &str| {
+            std::fs::read_to_string(d.join(f)).map_err(|e| {
+                Failure::usage(
+                    format!("cannot read `{}`: {e}", d.join(f).display()),
+                    "give the --out directories of `servesim sweep --shard I/N` runs",
+                )
+            })
+        };
+        let manifest: ShardManifest = serde_json::from_str(&read("sweep-shard.json")?).map_err(|e| {
+            Failure::usage(
+                format!("`{}` is not a shard manifest: {e}", d.join("sweep-shard.json").display()),
+                "it is written by `servesim sweep --shard I/N --out DIR`",
+            )
+        })?;
+        shards.push((name, manifest, read("sweep.csv")?));
+    }
+    let csv = sweep::merge(&shards).map_err(|e| Failure::usage(e.to_string(), "merge every shard of one sweep, each once"))?;
+    prepare_out_dir(out)?;
+    write_outputs(out, &[("sweep.csv", csv.into_bytes())])?;
+    eprintln!("merged {} shards into {}", dirs.len(), out.join("sweep.csv").display());
     Ok(())
 }

@@ -65,7 +65,7 @@ impl ScenarioError {
     pub fn problem_line(&self, p: &Problem) -> String {
         let place = match &p.location {
             Location::Line { line, column } => format!("{}:{line}:{column}: ", self.source_name),
-            Location::Set(s) => format!("--set {s}: "),
+            Location::Set(s) => format!("override `{s}`: "),
             Location::None => format!("{}: ", self.source_name),
         };
         let what = match (&p.key_path.is_empty(), &p.value) {

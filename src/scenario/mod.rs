@@ -161,6 +161,8 @@ pub struct EngineSpec {
     pub cuda_graph_max_bs: u32,
     /// Step-time model.
     pub step_time: StepTimeSpec,
+    /// The memory derivation, when the scenario has what it needs (hardware and model).
+    pub memory: Option<crate::memory::SglangMemory>,
 }
 
 /// `[engine.step_time]`.

@@ -936,6 +936,7 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
         },
         cuda_graph_max_bs: graph?.unwrap_or(256) as u32,
         step_time: step?,
+        memory: None,
     })
 }
 

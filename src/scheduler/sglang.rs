@@ -919,6 +919,7 @@ mod tests {
                 prefill_base_ns: 1_000,
                 prefill_per_token_ps: 0,
             }),
+            memory: None,
         }
     }
 

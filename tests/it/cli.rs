@@ -204,7 +204,7 @@ fn a_bad_set_is_reported_like_a_bad_key() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains(
-            "--set client.concurrency=0: client.concurrency = 0: must be at least 1",
+            "override `client.concurrency=0`: client.concurrency = 0: must be at least 1",
         ))
         .stderr(predicate::str::contains(
             "engine.schedule_policy = \"lifo\": unknown value",
@@ -234,4 +234,80 @@ fn a_missing_file_exits_2() {
         .stderr(predicate::str::contains(
             "error: cannot read scenario `no/such/file.toml`",
         ));
+}
+
+#[test]
+fn a_sharded_sweep_merges_into_the_unsharded_bytes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let sweep = |extra: &[&str], out: &std::path::Path| {
+        servesim()
+            .args([
+                "sweep",
+                "scenarios/case-study-b2.toml",
+                "--set",
+                "workload.requests=300",
+                "--vary",
+                "client.concurrency=10:160:10",
+                "--vary",
+                "engine.schedule_policy=fcfs,lof",
+                "--out",
+            ])
+            .arg(out)
+            .args(extra)
+            .assert()
+            .success();
+    };
+    let whole = tmp.path().join("whole");
+    sweep(&["--jobs", "2"], &whole);
+    let mut shard_dirs = Vec::new();
+    for i in 0..3 {
+        let d = tmp.path().join(format!("shard{i}"));
+        sweep(&["--shard", &format!("{i}/3"), "--jobs", "1"], &d);
+        shard_dirs.push(d);
+    }
+    let merged = tmp.path().join("merged");
+    servesim()
+        .arg("merge")
+        .args(&shard_dirs)
+        .arg("--out")
+        .arg(&merged)
+        .assert()
+        .success();
+    let a = std::fs::read(whole.join("sweep.csv")).unwrap();
+    let b = std::fs::read(merged.join("sweep.csv")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&a), String::from_utf8_lossy(&b));
+    let text = String::from_utf8(a).unwrap();
+    assert_eq!(text.lines().count(), 1 + 32);
+    assert!(text.starts_with(
+        "client.concurrency,engine.schedule_policy,kv_capacity_tokens,oom_verdict,steady_req_per_s,steady_req_per_s_ci_low,steady_req_per_s_ci_high,gen_tok_per_s,mean_running,ttft_p50_ms,ttft_p99_ms,e2e_p50_ms,e2e_p99_ms,time_to_finish_s"
+    ));
+    // A missing shard is refused.
+    servesim()
+        .arg("merge")
+        .args(&shard_dirs[..2])
+        .arg("--out")
+        .arg(tmp.path().join("partial"))
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("shard 2/3 is missing"));
+}
+
+#[test]
+fn bad_vary_specs_exit_2_with_a_clear_message() {
+    for (spec, msg) in [
+        ("engine.mem_fraction_static=0.9:0.8:0.01", "the range is empty"),
+        ("engine.mem_fraction_static=0.8:0.9:0", "the step must be a finite number greater than 0"),
+        ("engine.mem_fraction_static=", "has no values"),
+        ("engine.mem_fraction_static=0:1e300:1", "has more than 1000000 values"),
+        ("engine.no_such_key=1,2", "unknown key in [engine]"),
+        ("engine.kv_capacity_tokns=1,2", "did you mean `engine.kv_capacity_tokens`?"),
+        ("client.concurrency=a,b", "expected an integer, found a string"),
+    ] {
+        servesim()
+            .args(["sweep", "scenarios/case-study-b2.toml", "--vary", spec])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(msg))
+            .stderr(predicate::str::contains("panicked").not());
+    }
 }

@@ -1,0 +1,418 @@
+//! The KV budget from GPU memory, term by term, and the out-of-memory verdict.
+//!
+//! # SGLang (`shared/spec/engine-semantics.md` §1)
+//!
+//! SGLang measures the free memory per GPU after the CUDA context and NCCL are up and before the
+//! weights load (`M_pre`, `distributed/bootstrap.py: measure_pre_model_load_memory`), loads the
+//! weights (`W` per GPU), and gives the KV pool what is left of the static fraction
+//! (`mem_cache/kv_cache_configurator.py: KVCacheConfigurator._profile_available_bytes`):
+//!
+//! ```text
+//! rest   = (M_pre − W) − M_pre · (1 − mem_fraction_static) = M_pre · f − W
+//! tokens = floor(floor(rest · 2^30) / cell / page) · page      (pool_configurator.py)
+//! ```
+//!
+//! The rest of the GPU, `(1 − f) · M_pre`, is the slack that must hold what SGLang allocates
+//! outside the static pool: activations of the largest prefill chunk, CUDA graphs, NCCL and
+//! custom all-reduce buffers, the request-to-token table, allocator fragmentation. SGLang does
+//! not measure it: it guesses it when it picks the default fraction
+//! (`arg_groups/memory_hook.py: handle_gpu_memory_settings`). Raising `f` by Δ adds `Δ · M_pre`
+//! to the pool and takes the same amount from the slack — which is why 0.85 → 0.95 is not
+//! "+12 %".
+//!
+//! # vLLM (§4.1–4.2)
+//!
+//! vLLM budgets a fraction of the **total** memory and measures what else is used
+//! (`v1/worker/gpu_worker.py: Worker.determine_available_memory`):
+//!
+//! ```text
+//! kv     = ceil(total · gpu_memory_utilization) − weights − non-torch − activation peak − CUDA graphs
+//! blocks = floor(kv / (cell · block_size)),  tokens = blocks · block_size
+//! ```
+
+use serde::Serialize;
+
+/// Bytes per GiB.
+pub const GIB: f64 = 1_073_741_824.0;
+/// MiB per GiB.
+const MIB_PER_GIB: f64 = 1024.0;
+
+/// What must fit in SGLang's slack `(1 − f) · M_pre`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "source", rename_all = "snake_case")]
+pub enum SlackNeed {
+    /// Measured: free memory seen per GPU while serving at fraction `at_fraction` (e.g. the
+    /// case study's "≈ 5 GB free per GPU at 0.85"). Then the memory used outside the pool is
+    /// `(1 − at_fraction) · M_pre − free`.
+    Observed {
+        /// Free memory per GPU, GiB.
+        free_gib: f64,
+        /// The fraction it was seen at.
+        at_fraction: f64,
+    },
+    /// SGLang's own reservation heuristic (0.5.23), which is conservative.
+    Heuristic(HeuristicReserve),
+}
+
+/// SGLang 0.5.23's guess of the memory outside the static pool, in MiB
+/// (`arg_groups/memory_hook.py`), without its 10 GiB floor for large GPUs (a policy margin, not
+/// an estimate of use).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HeuristicReserve {
+    /// Constant metadata: 512 MiB.
+    pub constant_mib: f64,
+    /// Activations of the largest prefill chunk: `max(chunk, 2048) × 1.5` MiB.
+    pub activations_mib: f64,
+    /// Large-TP buffers: `tp × pp / 8 × 1024` MiB.
+    pub tp_buffers_mib: f64,
+    /// Decode CUDA graphs (`max_bs × 2` MiB) and prefill graphs (1.5 GiB for MLA;
+    /// `len(prefill batch sizes) × 8` MiB otherwise, where servesim assumes 52 sizes: that
+    /// reproduces SGLang's published defaults to within 0.001).
+    pub cuda_graphs_mib: f64,
+}
+
+impl HeuristicReserve {
+    /// The heuristic for a GPU of `gpu_mib` MiB, a chunk of `chunk_tokens` (None when chunking
+    /// is off: then `max_prefill_tokens`), TP `tp`, MLA or not, and the decode graph batch size.
+    pub fn sglang(chunk_tokens: u64, tp: u32, mla: bool, graph_max_bs: u32) -> Self {
+        HeuristicReserve {
+            constant_mib: 512.0,
+            activations_mib: chunk_tokens.max(2048) as f64 * 1.5,
+            tp_buffers_mib: f64::from(tp) / 8.0 * 1024.0,
+            cuda_graphs_mib: f64::from(graph_max_bs) * 2.0 + if mla { 1536.0 } else { 416.0 },
+        }
+    }
+
+    /// The total, MiB.
+    pub fn total_mib(&self) -> f64 {
+        self.constant_mib + self.activations_mib + self.tp_buffers_mib + self.cuda_graphs_mib
+    }
+}
+
+/// SGLang's defaults that depend on the GPU's memory (`server_args.py`, same thresholds in
+/// v0.5.x and 0.5.23): `(chunked_prefill_size, decode CUDA-graph max batch size)`.
+pub fn sglang_memory_bucket(gpu_mib: u64, tp: u32) -> (u32, u32) {
+    let gib = gpu_mib as f64 / MIB_PER_GIB;
+    let small_tp = tp < 4;
+    if gib < 20.0 {
+        (2048, 8)
+    } else if gib < 35.0 {
+        (4096, if small_tp { 48 } else { 160 })
+    } else if gib < 60.0 {
+        (4096, if small_tp { 32 } else { 160 })
+    } else if gib < 160.0 {
+        (8192, if small_tp { 256 } else { 512 })
+    } else {
+        (16384, 512)
+    }
+}
+
+/// SGLang 0.5.23's default `mem_fraction_static` when the user gives none
+/// (`handle_gpu_memory_settings`): `round((gpu − reserved) / gpu, 3)`, with the reservation
+/// floored at 10 GiB on GPUs above 60 GiB, times the vision-model factor for multimodal models.
+pub fn sglang_default_fraction(gpu_mib: u64, reserve: &HeuristicReserve, vlm_factor: f64) -> f64 {
+    let gpu = gpu_mib as f64;
+    let mut reserved = reserve.total_mib();
+    if gpu > 60.0 * 1024.0 {
+        reserved = reserved.max(10.0 * 1024.0);
+    }
+    let f = ((gpu - reserved) / gpu * 1000.0).round() / 1000.0;
+    f * vlm_factor
+}
+
+/// Inputs of the SGLang derivation, per GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SglangInputs {
+    /// `nvidia-smi` memory, MiB.
+    pub gpu_memory_mib: u64,
+    /// `M_pre`: free memory before the weights load, GiB.
+    pub memory_before_weights_gib: f64,
+    /// `W`: weights resident per GPU, GiB.
+    pub weight_gib_per_gpu: f64,
+    /// Bytes of KV per token per GPU (`cell_size`).
+    pub kv_bytes_per_token: u64,
+    /// KV page size.
+    pub page_size: u32,
+    /// `mem_fraction_static`.
+    pub mem_fraction_static: f64,
+    /// What must fit in the slack.
+    pub need: SlackNeed,
+}
+
+/// Whether the slack holds what it must.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// At least 10 % (and 0.5 GiB) more slack than needed.
+    Safe,
+    /// Enough, but with less than that margin.
+    Tight,
+    /// Less slack than needed: the server will likely run out of memory.
+    Oom,
+}
+
+impl Verdict {
+    /// `safe`, `tight` or `oom`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Safe => "safe",
+            Verdict::Tight => "tight",
+            Verdict::Oom => "oom",
+        }
+    }
+}
+
+/// The SGLang derivation, every term per GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SglangMemory {
+    /// The inputs.
+    pub inputs: SglangInputs,
+    /// `M_pre · f`: the static budget (weights + KV pool), GiB.
+    pub static_gib: f64,
+    /// `rest = M_pre · f − W`: the KV pool, GiB (negative: the weights do not fit).
+    pub kv_pool_gib: f64,
+    /// `max_total_num_tokens` (0 when the pool is empty or negative).
+    pub max_total_num_tokens: u64,
+    /// `(1 − f) · M_pre`, GiB.
+    pub slack_gib: f64,
+    /// What the slack must hold, GiB.
+    pub need_gib: f64,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Largest fraction that still leaves the `safe` margin.
+    pub largest_safe_fraction: f64,
+    /// Above this fraction the slack is smaller than the need.
+    pub oom_above_fraction: f64,
+}
+
+/// The safety margin: 10 % of the need, at least 0.5 GiB.
+fn margin_gib(need: f64) -> f64 {
+    (0.1 * need).max(0.5)
+}
+
+impl SglangInputs {
+    /// GiB that must live in the slack.
+    pub fn need_gib(&self) -> f64 {
+        match &self.need {
+            SlackNeed::Observed {
+                free_gib,
+                at_fraction,
+            } => ((1.0 - at_fraction) * self.memory_before_weights_gib - free_gib).max(0.0),
+            SlackNeed::Heuristic(h) => h.total_mib() / MIB_PER_GIB,
+        }
+    }
+
+    /// Derive the pool and the verdict.
+    pub fn derive(&self) -> SglangMemory {
+        let m = self.memory_before_weights_gib;
+        let f = self.mem_fraction_static;
+        let static_gib = m * f;
+        let rest = static_gib - self.weight_gib_per_gpu;
+        let page = u64::from(self.page_size.max(1));
+        let tokens = if rest > 0.0 && self.kv_bytes_per_token > 0 {
+            let bytes = (rest * GIB).floor() as u64;
+            bytes / self.kv_bytes_per_token / page * page
+        } else {
+            0
+        };
+        let slack = (1.0 - f) * m;
+        let need = self.need_gib();
+        let verdict = if slack < need {
+            Verdict::Oom
+        } else if slack < need + margin_gib(need) {
+            Verdict::Tight
+        } else {
+            Verdict::Safe
+        };
+        SglangMemory {
+            inputs: self.clone(),
+            static_gib,
+            kv_pool_gib: rest,
+            max_total_num_tokens: tokens,
+            slack_gib: slack,
+            need_gib: need,
+            verdict,
+            largest_safe_fraction: (1.0 - (need + margin_gib(need)) / m).clamp(0.0, 1.0),
+            oom_above_fraction: (1.0 - need / m).clamp(0.0, 1.0),
+        }
+    }
+}
+
+/// Inputs of the vLLM derivation, per GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VllmInputs {
+    /// `nvidia-smi` memory, MiB.
+    pub gpu_memory_mib: u64,
+    /// `gpu_memory_utilization` (0.92 in vLLM 0.33.0, 0.9 before).
+    pub gpu_memory_utilization: f64,
+    /// Weights per GPU, GiB.
+    pub weight_gib_per_gpu: f64,
+    /// Non-torch memory grown since the startup snapshot (NCCL, cuBLAS workspaces), GiB.
+    pub non_torch_gib: f64,
+    /// Peak minus allocated torch memory during the dummy max-batch forward, GiB.
+    pub activation_peak_gib: f64,
+    /// CUDA-graph memory estimate (subtracted since v0.21), GiB.
+    pub cuda_graph_gib: f64,
+    /// KV bytes per token per GPU.
+    pub kv_bytes_per_token: u64,
+    /// KV block size in tokens.
+    pub block_size: u32,
+}
+
+/// The vLLM derivation, every term per GPU.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VllmMemory {
+    /// The inputs.
+    pub inputs: VllmInputs,
+    /// `ceil(total · utilization)`, GiB.
+    pub requested_gib: f64,
+    /// What is left for KV, GiB.
+    pub kv_gib: f64,
+    /// Blocks.
+    pub num_blocks: u64,
+    /// `num_blocks × block_size` (vLLM's "GPU KV cache size: … tokens").
+    pub kv_tokens: u64,
+    /// Memory outside the requested budget, GiB (`total − requested`): vLLM keeps it free.
+    pub headroom_gib: f64,
+}
+
+impl VllmInputs {
+    /// Derive the KV cache.
+    pub fn derive(&self) -> VllmMemory {
+        let total_bytes = self.gpu_memory_mib as f64 * 1024.0 * 1024.0;
+        let requested = (total_bytes * self.gpu_memory_utilization).ceil();
+        let used = (self.weight_gib_per_gpu
+            + self.non_torch_gib
+            + self.activation_peak_gib
+            + self.cuda_graph_gib)
+            * GIB;
+        let kv = requested - used;
+        let block_bytes = self.kv_bytes_per_token * u64::from(self.block_size.max(1));
+        let blocks = if kv > 0.0 && block_bytes > 0 {
+            (kv.floor() as u64) / block_bytes
+        } else {
+            0
+        };
+        VllmMemory {
+            inputs: self.clone(),
+            requested_gib: requested / GIB,
+            kv_gib: kv / GIB,
+            num_blocks: blocks,
+            kv_tokens: blocks * u64::from(self.block_size.max(1)),
+            headroom_gib: (total_bytes - requested) / GIB,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case_study(f: f64) -> SglangInputs {
+        SglangInputs {
+            gpu_memory_mib: 97_887,
+            memory_before_weights_gib: 93.6,
+            weight_gib_per_gpu: 71.957,
+            kv_bytes_per_token: 70_272,
+            page_size: 1,
+            mem_fraction_static: f,
+            need: SlackNeed::Observed {
+                free_gib: 5.0e9 / GIB,
+                at_fraction: 0.85,
+            },
+        }
+    }
+
+    #[test]
+    fn the_pool_is_the_static_fraction_of_free_memory_minus_the_weights() {
+        let m = case_study(0.85).derive();
+        // 0.85 × 93.6 − 71.957 = 7.603 GiB = 8 163 729 768 B → / 70 272 = 116 173 tokens.
+        assert!((m.kv_pool_gib - 7.603).abs() < 1e-9);
+        assert_eq!(m.max_total_num_tokens, (7.603 * GIB).floor() as u64 / 70_272);
+        assert!((m.max_total_num_tokens as f64 / 116_171.0 - 1.0).abs() < 0.001);
+    }
+
+    #[test]
+    fn raising_the_fraction_adds_delta_times_free_memory_not_a_ratio() {
+        let a = case_study(0.85).derive();
+        let b = case_study(0.95).derive();
+        assert!((b.kv_pool_gib - a.kv_pool_gib - 0.10 * 93.6).abs() < 1e-9);
+        assert!(b.max_total_num_tokens as f64 / a.max_total_num_tokens as f64 > 2.0);
+    }
+
+    #[test]
+    fn the_case_study_fraction_095_runs_out_of_memory() {
+        // Used outside the pool at 0.85: 0.15 × 93.6 − 4.657 = 9.383 GiB; at 0.95 the slack is
+        // 4.68 GiB.
+        let m = case_study(0.95).derive();
+        assert_eq!(m.verdict, Verdict::Oom);
+        assert!((m.need_gib - (0.15 * 93.6 - 5.0e9 / GIB)).abs() < 1e-9);
+        assert!((m.oom_above_fraction - 0.8997).abs() < 0.001);
+        assert!(m.largest_safe_fraction > 0.88 && m.largest_safe_fraction < 0.90);
+        assert_eq!(case_study(0.85).derive().verdict, Verdict::Safe);
+    }
+
+    #[test]
+    fn pages_floor_the_pool() {
+        let mut i = case_study(0.85);
+        i.page_size = 64;
+        let m = i.derive();
+        assert_eq!(m.max_total_num_tokens % 64, 0);
+        assert!(m.max_total_num_tokens <= case_study(0.85).derive().max_total_num_tokens);
+    }
+
+    #[test]
+    fn weights_larger_than_the_budget_leave_no_pool() {
+        let mut i = case_study(0.70);
+        i.weight_gib_per_gpu = 80.0;
+        let m = i.derive();
+        assert!(m.kv_pool_gib < 0.0);
+        assert_eq!(m.max_total_num_tokens, 0);
+    }
+
+    #[test]
+    fn sglang_default_fractions_match_the_published_table() {
+        // engine-semantics.md §1.4, 0.5.23 columns: (GPU MiB, TP, MLA, expected).
+        let rows = [
+            (97_887, 8, true, 0.833),
+            (81_559, 1, true, 0.816),
+            (81_559, 1, false, 0.830),
+            (81_559, 8, false, 0.812),
+            (143_771, 8, false, 0.893),
+            (143_771, 1, true, 0.896),
+            (97_887, 1, false, 0.858),
+            (183_359, 1, false, 0.854),
+            (183_359, 8, true, 0.844),
+        ];
+        for (mib, tp, mla, want) in rows {
+            let (chunk, bs) = sglang_memory_bucket(mib, tp);
+            let h = HeuristicReserve::sglang(u64::from(chunk), tp, mla, bs);
+            let got = sglang_default_fraction(mib, &h, 1.0);
+            // MLA rows are exact; MHA rows depend on the number of prefill graph sizes, which
+            // servesim estimates.
+            let tol = if mla { 1e-9 } else { 0.0011 };
+            assert!((got - want).abs() <= tol, "{mib} MiB TP{tp} mla={mla}: {got} vs {want}");
+        }
+        assert_eq!(sglang_memory_bucket(183_359, 1), (16384, 512));
+        assert_eq!(sglang_memory_bucket(46_068, 1), (4096, 32));
+    }
+
+    #[test]
+    fn vllm_budgets_a_fraction_of_total_memory() {
+        // §4.2's example: Llama-3.1-8B on an H100, util 0.90, weights 14.99 GiB, activation
+        // peak 1.2 GiB, non-torch 0.6 GiB, graphs 0.7 GiB, block 16: 27 746 blocks.
+        let v = VllmInputs {
+            gpu_memory_mib: 81_559,
+            gpu_memory_utilization: 0.90,
+            weight_gib_per_gpu: 14.99,
+            non_torch_gib: 0.6,
+            activation_peak_gib: 1.2,
+            cuda_graph_gib: 0.7,
+            kv_bytes_per_token: 131_072,
+            block_size: 16,
+        }
+        .derive();
+        assert!((v.num_blocks as f64 - 27_746.0).abs() <= 2.0, "{}", v.num_blocks);
+        assert_eq!(v.kv_tokens, v.num_blocks * 16);
+    }
+}

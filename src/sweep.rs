@@ -1,0 +1,618 @@
+//! What-if sweeps: a grid of scenario overrides, run in parallel, one row per point.
+//!
+//! A `--vary KEY=SPEC` gives one axis: `start:stop:step` (inclusive; the i-th value is
+//! `start + i·step`, printed with the decimals of the spec so 0.80:0.95:0.01 gives exactly
+//! 0.80, 0.81, … 0.95) or a list `a,b,c` (each read as a TOML value, bare words as strings).
+//! Several axes make a cartesian product, the first axis varying slowest. Points are numbered
+//! in that order; a shard `I/N` runs the points whose number is `I mod N`, and merging shards
+//! sorts rows back by point number, so a merged sweep is byte-identical to an unsharded one.
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::analysis::{self, Analysis};
+use crate::engine::{self, RunOptions, SimError};
+use crate::metrics::{RunResult, StopReason};
+use crate::scenario::{self, Scenario, ScenarioError, Source};
+
+/// Most points one sweep may have.
+pub const MAX_POINTS: usize = 1_000_000;
+
+/// One `--vary` axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// Dotted key path.
+    pub key: String,
+    /// The values, as TOML text, in order.
+    pub values: Vec<String>,
+}
+
+/// Why a `--vary` is not usable.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum VaryError {
+    /// No `=`.
+    #[error("`{0}` is not KEY=SPEC")]
+    NotKeySpec(String),
+    /// Empty key.
+    #[error("`{0}` has an empty key")]
+    EmptyKey(String),
+    /// Nothing after `=`, or an empty list item.
+    #[error("`{0}` has no values")]
+    Empty(String),
+    /// A range part is not a number.
+    #[error("`{spec}`: `{part}` is not a number")]
+    NotANumber {
+        /// The whole spec.
+        spec: String,
+        /// The bad part.
+        part: String,
+    },
+    /// `step` is zero, negative, or not finite.
+    #[error("`{0}`: the step must be a finite number greater than 0")]
+    BadStep(String),
+    /// `stop < start`.
+    #[error("`{0}`: the range is empty (stop is below start)")]
+    EmptyRange(String),
+    /// Too many values.
+    #[error("`{spec}` has more than {MAX_POINTS} values (about {count:.1e})")]
+    TooMany {
+        /// The spec.
+        spec: String,
+        /// How many.
+        count: f64,
+    },
+}
+
+fn decimals(s: &str) -> usize {
+    let mantissa = s.split(['e', 'E']).next().unwrap_or(s);
+    mantissa.split_once('.').map_or(0, |(_, d)| d.len())
+}
+
+/// Parse one `KEY=SPEC`.
+pub fn parse_vary(arg: &str) -> Result<Axis, VaryError> {
+    let (key, spec) = arg
+        .split_once('=')
+        .ok_or_else(|| VaryError::NotKeySpec(arg.to_string()))?;
+    let (key, spec) = (key.trim(), spec.trim());
+    if key.is_empty() {
+        return Err(VaryError::EmptyKey(arg.to_string()));
+    }
+    if spec.is_empty() {
+        return Err(VaryError::Empty(arg.to_string()));
+    }
+    let values = if spec.contains(':') && !spec.starts_with(['[', '{', '"', '\'']) {
+        range_values(arg, spec)?
+    } else {
+        let items: Vec<String> = split_list(spec).into_iter().map(|s| s.trim().to_string()).collect();
+        if items.iter().any(String::is_empty) {
+            return Err(VaryError::Empty(arg.to_string()));
+        }
+        items
+    };
+    Ok(Axis {
+        key: key.to_string(),
+        values,
+    })
+}
+
+/// Split a list at top-level commas (commas inside brackets, braces or quotes stay).
+fn split_list(spec: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut quote, mut start) = (0i32, None::<char>, 0usize);
+    for (i, c) in spec.char_indices() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => depth += 1,
+            (None, ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                out.push(&spec[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&spec[start..]);
+    out
+}
+
+fn range_values(arg: &str, spec: &str) -> Result<Vec<String>, VaryError> {
+    let parts: Vec<&str> = spec.split(':').map(str::trim).collect();
+    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
+        return Err(VaryError::Empty(arg.to_string()));
+    }
+    let num = |p: &str| {
+        p.replace('_', "")
+            .parse::<f64>()
+            .ok()
+            .filter(|x| x.is_finite())
+            .ok_or_else(|| VaryError::NotANumber {
+                spec: arg.to_string(),
+                part: p.to_string(),
+            })
+    };
+    let (start, stop, step) = (num(parts[0])?, num(parts[1])?, num(parts[2])?);
+    if step <= 0.0 {
+        return Err(VaryError::BadStep(arg.to_string()));
+    }
+    if stop < start {
+        return Err(VaryError::EmptyRange(arg.to_string()));
+    }
+    let count = ((stop - start) / step + 1e-9).floor() + 1.0;
+    if count > MAX_POINTS as f64 {
+        return Err(VaryError::TooMany {
+            spec: arg.to_string(),
+            count,
+        });
+    }
+    let d = parts.iter().map(|p| decimals(p)).max().unwrap_or(0);
+    let integers = d == 0 && parts.iter().all(|p| !p.contains(['e', 'E']));
+    Ok((0..count as u64)
+        .map(|i| {
+            let x = start + i as f64 * step;
+            if integers {
+                format!("{}", x.round() as i64)
+            } else {
+                format!("{x:.d$}")
+            }
+        })
+        .collect())
+}
+
+/// The points of a grid: for each, the `KEY=VALUE` overrides, first axis slowest.
+pub fn points(axes: &[Axis]) -> Result<Vec<Vec<String>>, VaryError> {
+    let total: f64 = axes.iter().map(|a| a.values.len() as f64).product();
+    if total > MAX_POINTS as f64 {
+        return Err(VaryError::TooMany {
+            spec: axes
+                .iter()
+                .map(|a| a.key.as_str())
+                .collect::<Vec<_>>()
+                .join(" × "),
+            count: total,
+        });
+    }
+    let mut out: Vec<Vec<String>> = vec![Vec::new()];
+    for a in axes {
+        let mut next = Vec::with_capacity(out.len() * a.values.len());
+        for p in &out {
+            for v in &a.values {
+                let mut q = p.clone();
+                q.push(format!("{}={v}", a.key));
+                next.push(q);
+            }
+        }
+        out = next;
+    }
+    Ok(out)
+}
+
+/// A shard `I/N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    /// Which one, from 0.
+    pub index: usize,
+    /// How many.
+    pub count: usize,
+}
+
+impl Shard {
+    /// Parse `I/N` with `0 ≤ I < N`.
+    pub fn parse(s: &str) -> Option<Shard> {
+        let (i, n) = s.split_once('/')?;
+        let (index, count) = (i.trim().parse().ok()?, n.trim().parse().ok()?);
+        (count > 0 && index < count).then_some(Shard { index, count })
+    }
+
+    /// Whether point `p` belongs to this shard.
+    pub fn owns(&self, p: usize) -> bool {
+        p % self.count == self.index
+    }
+}
+
+/// The fixed columns after the varied keys, in order (the contract of issue #3), then extras.
+pub const COLUMNS: &[&str] = &[
+    "kv_capacity_tokens",
+    "oom_verdict",
+    "steady_req_per_s",
+    "steady_req_per_s_ci_low",
+    "steady_req_per_s_ci_high",
+    "gen_tok_per_s",
+    "mean_running",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "e2e_p50_ms",
+    "e2e_p99_ms",
+    "time_to_finish_s",
+    "lifetime_req_per_s",
+    "mean_token_usage",
+    "retractions",
+    "requests_completed",
+    "point",
+];
+
+/// One row of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Row {
+    /// The point's number in the unsharded grid.
+    pub point: usize,
+    /// `(key, value)` per axis.
+    pub varied: Vec<(String, String)>,
+    /// KV pool.
+    pub kv_capacity_tokens: u64,
+    /// `safe`, `tight`, `oom`, or `unknown` when the scenario has no memory model inputs.
+    pub oom_verdict: String,
+    /// Steady completion rate.
+    pub steady_req_per_s: f64,
+    /// Its 95 % interval.
+    pub steady_req_per_s_ci: [f64; 2],
+    /// Output tokens per second in the steady window.
+    pub gen_tok_per_s: f64,
+    /// Mean running requests in the steady window.
+    pub mean_running: f64,
+    /// TTFT median.
+    pub ttft_p50_ms: f64,
+    /// TTFT p99.
+    pub ttft_p99_ms: f64,
+    /// E2E median.
+    pub e2e_p50_ms: f64,
+    /// E2E p99.
+    pub e2e_p99_ms: f64,
+    /// When the last request was answered; `None` if `max_sim_s` stopped the run first.
+    pub time_to_finish_s: Option<f64>,
+    /// Lifetime rate at the end.
+    pub lifetime_req_per_s: f64,
+    /// Mean token usage in the steady window.
+    pub mean_token_usage: f64,
+    /// Retractions.
+    pub retractions: u64,
+    /// Completed requests.
+    pub requests_completed: u64,
+}
+
+/// A point that could not be simulated.
+#[derive(Debug, thiserror::Error)]
+pub enum PointError {
+    /// Its scenario is invalid.
+    #[error("point {point} ({sets}) is invalid")]
+    Invalid {
+        /// Point number.
+        point: usize,
+        /// Its overrides.
+        sets: String,
+        /// The problems.
+        #[source]
+        error: ScenarioError,
+    },
+    /// Its run failed.
+    #[error("point {point} ({sets}) failed")]
+    Failed {
+        /// Point number.
+        point: usize,
+        /// Its overrides.
+        sets: String,
+        /// Why.
+        #[source]
+        error: SimError,
+    },
+}
+
+/// Validate every point (so all problems are known before anything runs).
+pub fn validate_points(
+    source: &Source,
+    base_sets: &[String],
+    points: &[Vec<String>],
+) -> Result<Vec<Scenario>, Vec<PointError>> {
+    let mut ok = Vec::with_capacity(points.len());
+    let mut errors = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let sets: Vec<String> = base_sets.iter().chain(p).cloned().collect();
+        match scenario::load(source, &sets) {
+            Ok(sc) => ok.push(sc),
+            Err(error) => errors.push(PointError::Invalid {
+                point: i,
+                sets: p.join(" "),
+                error,
+            }),
+        }
+    }
+    if errors.is_empty() {
+        Ok(ok)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Simulate one point.
+pub fn run_point(point: usize, sets: &[String], sc: &Scenario) -> Result<Row, PointError> {
+    let r = engine::run(sc, &RunOptions::default()).map_err(|error| PointError::Failed {
+        point,
+        sets: sets.join(" "),
+        error,
+    })?;
+    let a = analysis::analyse(&r);
+    Ok(row(point, sets, sc, &r, &a))
+}
+
+fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis) -> Row {
+    let ttft = r.latency.ttft_ms.stats();
+    let e2e = r.latency.e2e_ms.stats();
+    let dur = r.totals.sim_duration_s;
+    Row {
+        point,
+        varied: sets
+            .iter()
+            .map(|s| {
+                let (k, v) = s.split_once('=').unwrap_or((s, ""));
+                (k.to_string(), v.to_string())
+            })
+            .collect(),
+        kv_capacity_tokens: r.kv_capacity_tokens,
+        oom_verdict: sc
+            .engine
+            .memory
+            .as_ref()
+            .map_or("unknown", |m| m.verdict.as_str())
+            .to_string(),
+        steady_req_per_s: a.steady.req_per_s,
+        steady_req_per_s_ci: a.steady.req_per_s_ci95,
+        gen_tok_per_s: a.steady.output_tok_per_s,
+        mean_running: a.steady.mean_running,
+        ttft_p50_ms: ttft.p50,
+        ttft_p99_ms: ttft.p99,
+        e2e_p50_ms: e2e.p50,
+        e2e_p99_ms: e2e.p99,
+        time_to_finish_s: (r.stop == StopReason::AllAnswered).then_some(dur),
+        lifetime_req_per_s: if dur > 0.0 {
+            r.totals.requests_completed as f64 / dur
+        } else {
+            0.0
+        },
+        mean_token_usage: a.steady.mean_token_usage,
+        retractions: r.totals.retractions,
+        requests_completed: r.totals.requests_completed,
+    }
+}
+
+/// The CSV header for these axes.
+pub fn header(keys: &[String]) -> String {
+    let mut cols: Vec<&str> = keys.iter().map(String::as_str).collect();
+    cols.extend_from_slice(COLUMNS);
+    cols.join(",")
+}
+
+/// One CSV line (no newline).
+pub fn csv_line(r: &Row) -> String {
+    let mut s = String::new();
+    for (_, v) in &r.varied {
+        let _ = write!(s, "{},", csv_field(v));
+    }
+    let _ = write!(
+        s,
+        "{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{:.6},{:.4},{},{},{}",
+        r.kv_capacity_tokens,
+        r.oom_verdict,
+        r.steady_req_per_s,
+        r.steady_req_per_s_ci[0],
+        r.steady_req_per_s_ci[1],
+        r.gen_tok_per_s,
+        r.mean_running,
+        r.ttft_p50_ms,
+        r.ttft_p99_ms,
+        r.e2e_p50_ms,
+        r.e2e_p99_ms,
+        r.time_to_finish_s.map_or(String::new(), |t| format!("{t:.3}")),
+        r.lifetime_req_per_s,
+        r.mean_token_usage,
+        r.retractions,
+        r.requests_completed,
+        r.point
+    );
+    s
+}
+
+fn csv_field(v: &str) -> String {
+    if v.contains([',', '"', '\n']) {
+        format!("\"{}\"", v.replace('"', "\"\""))
+    } else {
+        v.to_string()
+    }
+}
+
+/// The whole CSV for rows in point order.
+pub fn to_csv(keys: &[String], rows: &[Row]) -> String {
+    let mut out = header(keys);
+    out.push('\n');
+    for r in rows {
+        out.push_str(&csv_line(r));
+        out.push('\n');
+    }
+    out
+}
+
+/// What a shard writes beside its `sweep.csv`, so that `merge` can check the shards belong
+/// together.
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
+pub struct ShardManifest {
+    /// servesim's version.
+    pub servesim_version: String,
+    /// The sweep's scenario name.
+    pub scenario: String,
+    /// The CSV header.
+    pub header: String,
+    /// Points in the whole grid.
+    pub total_points: usize,
+    /// This shard's index.
+    pub shard_index: usize,
+    /// Number of shards.
+    pub shard_count: usize,
+}
+
+/// Why shards cannot be merged.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum MergeError {
+    /// A shard's files are unusable.
+    #[error("`{dir}`: {why}")]
+    BadShard {
+        /// The directory.
+        dir: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Shards from different sweeps.
+    #[error("`{dir}` belongs to another sweep ({why})")]
+    Mismatch {
+        /// The directory.
+        dir: String,
+        /// What differs.
+        why: String,
+    },
+    /// Some points are missing or duplicated.
+    #[error("the shards do not cover the sweep: {0}")]
+    Coverage(String),
+}
+
+/// Merge shard CSVs (with their manifests) into the unsharded CSV. `shards` are
+/// `(directory name, manifest, csv text)`.
+pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<String, MergeError> {
+    let Some((_, first, _)) = shards.first() else {
+        return Err(MergeError::Coverage("no shards given".into()));
+    };
+    let mut seen_shards = vec![false; first.shard_count];
+    let mut rows: Vec<(usize, String)> = Vec::with_capacity(first.total_points);
+    for (dir, m, text) in shards {
+        for (what, a, b) in [
+            ("scenario", &m.scenario, &first.scenario),
+            ("header", &m.header, &first.header),
+        ] {
+            if a != b {
+                return Err(MergeError::Mismatch {
+                    dir: dir.clone(),
+                    why: format!("its {what} differs"),
+                });
+            }
+        }
+        if m.total_points != first.total_points || m.shard_count != first.shard_count {
+            return Err(MergeError::Mismatch {
+                dir: dir.clone(),
+                why: format!(
+                    "{} points in {} shards, not {} in {}",
+                    m.total_points, m.shard_count, first.total_points, first.shard_count
+                ),
+            });
+        }
+        if std::mem::replace(&mut seen_shards[m.shard_index], true) {
+            return Err(MergeError::Coverage(format!(
+                "shard {}/{} is given twice",
+                m.shard_index, m.shard_count
+            )));
+        }
+        let mut lines = text.lines();
+        if lines.next() != Some(m.header.as_str()) {
+            return Err(MergeError::BadShard {
+                dir: dir.clone(),
+                why: "sweep.csv does not start with the manifest's header".into(),
+            });
+        }
+        for line in lines {
+            let point = line
+                .rsplit(',')
+                .next()
+                .and_then(|p| p.parse::<usize>().ok())
+                .filter(|p| *p < m.total_points && Shard { index: m.shard_index, count: m.shard_count }.owns(*p))
+                .ok_or_else(|| MergeError::BadShard {
+                    dir: dir.clone(),
+                    why: format!("a row has no valid point number: {line}"),
+                })?;
+            rows.push((point, line.to_string()));
+        }
+    }
+    if let Some(missing) = seen_shards.iter().position(|s| !s) {
+        return Err(MergeError::Coverage(format!(
+            "shard {missing}/{} is missing",
+            first.shard_count
+        )));
+    }
+    rows.sort_by_key(|(p, _)| *p);
+    for (i, (p, _)) in rows.iter().enumerate() {
+        if *p != i {
+            return Err(MergeError::Coverage(format!(
+                "point {i} is missing or duplicated"
+            )));
+        }
+    }
+    if rows.len() != first.total_points {
+        return Err(MergeError::Coverage(format!(
+            "{} rows for {} points",
+            rows.len(),
+            first.total_points
+        )));
+    }
+    let mut out = first.header.clone();
+    out.push('\n');
+    for (_, l) in rows {
+        out.push_str(&l);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_inclusive_and_free_of_float_drift() {
+        let a = parse_vary("engine.mem_fraction_static=0.80:0.95:0.01").unwrap();
+        assert_eq!(a.values.len(), 16);
+        assert_eq!(a.values[0], "0.80");
+        assert_eq!(a.values[7], "0.87");
+        assert_eq!(a.values[15], "0.95");
+        let b = parse_vary("client.concurrency=50:200:50").unwrap();
+        assert_eq!(b.values, vec!["50", "100", "150", "200"]);
+    }
+
+    #[test]
+    fn lists_keep_toml_values_whole() {
+        let a = parse_vary(r#"workload.output_tokens=[1,2],{ dist = "constant", value = 5 },"a,b""#).unwrap();
+        assert_eq!(a.values, vec!["[1,2]", r#"{ dist = "constant", value = 5 }"#, r#""a,b""#]);
+        let p = parse_vary("engine.schedule_policy=fcfs,lof").unwrap();
+        assert_eq!(p.values, vec!["fcfs", "lof"]);
+    }
+
+    #[test]
+    fn bad_specs_are_refused() {
+        assert_eq!(parse_vary("a.b=1:2:0"), Err(VaryError::BadStep("a.b=1:2:0".into())));
+        assert_eq!(parse_vary("a.b=5:1:1"), Err(VaryError::EmptyRange("a.b=5:1:1".into())));
+        assert_eq!(parse_vary("a.b="), Err(VaryError::Empty("a.b=".into())));
+        assert_eq!(parse_vary("a.b=1,,2"), Err(VaryError::Empty("a.b=1,,2".into())));
+        assert!(matches!(parse_vary("a.b=0:1e12:1"), Err(VaryError::TooMany { .. })));
+        assert!(matches!(parse_vary("a.b=0:inf:1"), Err(VaryError::NotANumber { .. })));
+        assert!(matches!(parse_vary("a.b=x:2:1"), Err(VaryError::NotANumber { .. })));
+        assert_eq!(parse_vary("=1"), Err(VaryError::EmptyKey("=1".into())));
+        assert_eq!(parse_vary("a.b"), Err(VaryError::NotKeySpec("a.b".into())));
+    }
+
+    #[test]
+    fn the_grid_is_a_cartesian_product_first_axis_slowest() {
+        let axes = vec![parse_vary("a=1,2").unwrap(), parse_vary("b=x,y,z").unwrap()];
+        let p = points(&axes).unwrap();
+        assert_eq!(p.len(), 6);
+        assert_eq!(p[0], vec!["a=1", "b=x"]);
+        assert_eq!(p[1], vec!["a=1", "b=y"]);
+        assert_eq!(p[3], vec!["a=2", "b=x"]);
+    }
+
+    #[test]
+    fn shards_partition_the_points() {
+        let s: Vec<Shard> = (0..3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
+        for p in 0..10 {
+            assert_eq!(s.iter().filter(|x| x.owns(p)).count(), 1);
+        }
+        assert_eq!(Shard::parse("3/3"), None);
+        assert_eq!(Shard::parse("0/0"), None);
+        assert_eq!(Shard::parse("x"), None);
+    }
+}
