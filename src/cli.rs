@@ -7,9 +7,9 @@ use clap::{Parser, Subcommand};
 
 use crate::analysis;
 use crate::engine::{self, RunOptions, SimError};
-use crate::sweep::{self, PointError, Shard, ShardManifest};
 use crate::report::{self, server_log, summary, text, timeseries};
 use crate::scenario::{self, LoadError, Scenario, ScenarioError, Source};
+use crate::sweep::{self, PointError, Shard, ShardManifest};
 
 /// servesim — a discrete-event simulator of batched LLM serving.
 #[derive(Parser, Debug)]
@@ -359,9 +359,8 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
             code: 2,
         });
     }
-    let points = sweep::points(&axes).map_err(|e| {
-        Failure::usage(format!("--vary {e}"), "use fewer or coarser axes")
-    })?;
+    let points = sweep::points(&axes)
+        .map_err(|e| Failure::usage(format!("--vary {e}"), "use fewer or coarser axes"))?;
     let shard = match &args.shard {
         None => None,
         Some(s) => Some(Shard::parse(s).ok_or_else(|| {
@@ -401,7 +400,10 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
         Failure {
             error: format!("{n} of {} sweep points are invalid", points.len()),
             causes,
-            hint: Some("check the --vary keys and values against the scenario reference in the README".into()),
+            hint: Some(
+                "check the --vary keys and values against the scenario reference in the README"
+                    .into(),
+            ),
             code: 2,
         }
     })?;
@@ -414,11 +416,21 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(args.jobs.unwrap_or(0))
         .build()
-        .map_err(|e| Failure::usage(format!("cannot start {} worker threads: {e}", args.jobs.unwrap_or(0)), "lower --jobs"))?;
+        .map_err(|e| {
+            Failure::usage(
+                format!(
+                    "cannot start {} worker threads: {e}",
+                    args.jobs.unwrap_or(0)
+                ),
+                "lower --jobs",
+            )
+        })?;
     let bar = indicatif::ProgressBar::new(chosen.len() as u64);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} points  {elapsed} elapsed, {eta} left")
-            .expect("invariant: the progress template is valid"),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} points  {elapsed} elapsed, {eta} left",
+        )
+        .expect("invariant: the progress template is valid"),
     );
     let results: Vec<Result<sweep::Row, PointError>> = pool.install(|| {
         use rayon::prelude::*;
@@ -460,12 +472,17 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
                 shard_index: s.index,
                 shard_count: s.count,
             };
-            let mut j = serde_json::to_string_pretty(&manifest).expect("invariant: the manifest serialises");
+            let mut j = serde_json::to_string_pretty(&manifest)
+                .expect("invariant: the manifest serialises");
             j.push('\n');
             files.push(("sweep-shard.json", j.into_bytes()));
         }
         write_outputs(dir, &files)?;
-        eprintln!("wrote {} rows to {}", rows.len(), dir.join("sweep.csv").display());
+        eprintln!(
+            "wrote {} rows to {}",
+            rows.len(),
+            dir.join("sweep.csv").display()
+        );
     }
     if args.json {
         let mut j = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
@@ -483,7 +500,8 @@ fn vary_hint(e: &sweep::VaryError) -> String {
             "a range is start:stop:step with start ≤ stop and step > 0, e.g. 0.80:0.95:0.01".into()
         }
         sweep::VaryError::TooMany { .. } => "use a coarser step".into(),
-        _ => "write KEY=start:stop:step or KEY=a,b,c, e.g. --vary client.concurrency=50,100,150".into(),
+        _ => "write KEY=start:stop:step or KEY=a,b,c, e.g. --vary client.concurrency=50,100,150"
+            .into(),
     }
 }
 
@@ -492,14 +510,27 @@ fn sweep_table(keys: &[String], rows: &[sweep::Row]) -> String {
     let key_w: Vec<usize> = keys
         .iter()
         .enumerate()
-        .map(|(i, k)| rows.iter().map(|r| r.varied[i].1.len()).max().unwrap_or(0).max(k.len()))
+        .map(|(i, k)| {
+            rows.iter()
+                .map(|r| r.varied[i].1.len())
+                .max()
+                .unwrap_or(0)
+                .max(k.len())
+        })
         .collect();
     for (k, w) in keys.iter().zip(&key_w) {
         out.push_str(&format!("{k:>w$}  "));
     }
     out.push_str(&format!(
         "{:>10} {:>7} {:>12} {:>21} {:>9} {:>8} {:>11} {:>11}\n",
-        "KV tokens", "memory", "steady req/s", "95 % CI", "gen tok/s", "running", "e2e p50 s", "finish h"
+        "KV tokens",
+        "memory",
+        "steady req/s",
+        "95 % CI",
+        "gen tok/s",
+        "running",
+        "e2e p50 s",
+        "finish h"
     ));
     for r in rows {
         for ((_, v), w) in r.varied.iter().zip(&key_w) {
@@ -510,11 +541,15 @@ fn sweep_table(keys: &[String], rows: &[sweep::Row]) -> String {
             r.kv_capacity_tokens,
             r.oom_verdict,
             r.steady_req_per_s,
-            format!("[{:.4}, {:.4}]", r.steady_req_per_s_ci[0], r.steady_req_per_s_ci[1]),
+            format!(
+                "[{:.4}, {:.4}]",
+                r.steady_req_per_s_ci[0], r.steady_req_per_s_ci[1]
+            ),
             r.gen_tok_per_s,
             r.mean_running,
             r.e2e_p50_ms / 1000.0,
-            r.time_to_finish_s.map_or("—".to_string(), |t| format!("{:.2}", t / 3600.0)),
+            r.time_to_finish_s
+                .map_or("—".to_string(), |t| format!("{:.2}", t / 3600.0)),
         ));
     }
     out
@@ -532,17 +567,26 @@ fn merge(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
                 )
             })
         };
-        let manifest: ShardManifest = serde_json::from_str(&read("sweep-shard.json")?).map_err(|e| {
-            Failure::usage(
-                format!("`{}` is not a shard manifest: {e}", d.join("sweep-shard.json").display()),
-                "it is written by `servesim sweep --shard I/N --out DIR`",
-            )
-        })?;
+        let manifest: ShardManifest =
+            serde_json::from_str(&read("sweep-shard.json")?).map_err(|e| {
+                Failure::usage(
+                    format!(
+                        "`{}` is not a shard manifest: {e}",
+                        d.join("sweep-shard.json").display()
+                    ),
+                    "it is written by `servesim sweep --shard I/N --out DIR`",
+                )
+            })?;
         shards.push((name, manifest, read("sweep.csv")?));
     }
-    let csv = sweep::merge(&shards).map_err(|e| Failure::usage(e.to_string(), "merge every shard of one sweep, each once"))?;
+    let csv = sweep::merge(&shards)
+        .map_err(|e| Failure::usage(e.to_string(), "merge every shard of one sweep, each once"))?;
     prepare_out_dir(out)?;
     write_outputs(out, &[("sweep.csv", csv.into_bytes())])?;
-    eprintln!("merged {} shards into {}", dirs.len(), out.join("sweep.csv").display());
+    eprintln!(
+        "merged {} shards into {}",
+        dirs.len(),
+        out.join("sweep.csv").display()
+    );
     Ok(())
 }

@@ -328,7 +328,10 @@ mod tests {
         let m = case_study(0.85).derive();
         // 0.85 × 93.6 − 71.957 = 7.603 GiB = 8 163 729 768 B → / 70 272 = 116 173 tokens.
         assert!((m.kv_pool_gib - 7.603).abs() < 1e-9);
-        assert_eq!(m.max_total_num_tokens, (7.603 * GIB).floor() as u64 / 70_272);
+        assert_eq!(
+            m.max_total_num_tokens,
+            (7.603 * GIB).floor() as u64 / 70_272
+        );
         assert!((m.max_total_num_tokens as f64 / 116_171.0 - 1.0).abs() < 0.001);
     }
 
@@ -391,7 +394,10 @@ mod tests {
             // MLA rows are exact; MHA rows depend on the number of prefill graph sizes, which
             // servesim estimates.
             let tol = if mla { 1e-9 } else { 0.0011 };
-            assert!((got - want).abs() <= tol, "{mib} MiB TP{tp} mla={mla}: {got} vs {want}");
+            assert!(
+                (got - want).abs() <= tol,
+                "{mib} MiB TP{tp} mla={mla}: {got} vs {want}"
+            );
         }
         assert_eq!(sglang_memory_bucket(183_359, 1), (16384, 512));
         assert_eq!(sglang_memory_bucket(46_068, 1), (4096, 32));
@@ -412,7 +418,11 @@ mod tests {
             block_size: 16,
         }
         .derive();
-        assert!((v.num_blocks as f64 - 27_746.0).abs() <= 2.0, "{}", v.num_blocks);
+        assert!(
+            (v.num_blocks as f64 - 27_746.0).abs() <= 2.0,
+            "{}",
+            v.num_blocks
+        );
         assert_eq!(v.kv_tokens, v.num_blocks * 16);
     }
 }

@@ -84,7 +84,10 @@ pub fn parse_vary(arg: &str) -> Result<Axis, VaryError> {
     let values = if spec.contains(':') && !spec.starts_with(['[', '{', '"', '\'']) {
         range_values(arg, spec)?
     } else {
-        let items: Vec<String> = split_list(spec).into_iter().map(|s| s.trim().to_string()).collect();
+        let items: Vec<String> = split_list(spec)
+            .into_iter()
+            .map(|s| s.trim().to_string())
+            .collect();
         if items.iter().any(String::is_empty) {
             return Err(VaryError::Empty(arg.to_string()));
         }
@@ -403,7 +406,8 @@ pub fn csv_line(r: &Row) -> String {
         r.ttft_p99_ms,
         r.e2e_p50_ms,
         r.e2e_p99_ms,
-        r.time_to_finish_s.map_or(String::new(), |t| format!("{t:.3}")),
+        r.time_to_finish_s
+            .map_or(String::new(), |t| format!("{t:.3}")),
         r.lifetime_req_per_s,
         r.mean_token_usage,
         r.retractions,
@@ -521,7 +525,14 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<String, Merge
                 .rsplit(',')
                 .next()
                 .and_then(|p| p.parse::<usize>().ok())
-                .filter(|p| *p < m.total_points && Shard { index: m.shard_index, count: m.shard_count }.owns(*p))
+                .filter(|p| {
+                    *p < m.total_points
+                        && Shard {
+                            index: m.shard_index,
+                            count: m.shard_count,
+                        }
+                        .owns(*p)
+                })
                 .ok_or_else(|| MergeError::BadShard {
                     dir: dir.clone(),
                     why: format!("a row has no valid point number: {line}"),
@@ -576,21 +587,44 @@ mod tests {
 
     #[test]
     fn lists_keep_toml_values_whole() {
-        let a = parse_vary(r#"workload.output_tokens=[1,2],{ dist = "constant", value = 5 },"a,b""#).unwrap();
-        assert_eq!(a.values, vec!["[1,2]", r#"{ dist = "constant", value = 5 }"#, r#""a,b""#]);
+        let a =
+            parse_vary(r#"workload.output_tokens=[1,2],{ dist = "constant", value = 5 },"a,b""#)
+                .unwrap();
+        assert_eq!(
+            a.values,
+            vec!["[1,2]", r#"{ dist = "constant", value = 5 }"#, r#""a,b""#]
+        );
         let p = parse_vary("engine.schedule_policy=fcfs,lof").unwrap();
         assert_eq!(p.values, vec!["fcfs", "lof"]);
     }
 
     #[test]
     fn bad_specs_are_refused() {
-        assert_eq!(parse_vary("a.b=1:2:0"), Err(VaryError::BadStep("a.b=1:2:0".into())));
-        assert_eq!(parse_vary("a.b=5:1:1"), Err(VaryError::EmptyRange("a.b=5:1:1".into())));
+        assert_eq!(
+            parse_vary("a.b=1:2:0"),
+            Err(VaryError::BadStep("a.b=1:2:0".into()))
+        );
+        assert_eq!(
+            parse_vary("a.b=5:1:1"),
+            Err(VaryError::EmptyRange("a.b=5:1:1".into()))
+        );
         assert_eq!(parse_vary("a.b="), Err(VaryError::Empty("a.b=".into())));
-        assert_eq!(parse_vary("a.b=1,,2"), Err(VaryError::Empty("a.b=1,,2".into())));
-        assert!(matches!(parse_vary("a.b=0:1e12:1"), Err(VaryError::TooMany { .. })));
-        assert!(matches!(parse_vary("a.b=0:inf:1"), Err(VaryError::NotANumber { .. })));
-        assert!(matches!(parse_vary("a.b=x:2:1"), Err(VaryError::NotANumber { .. })));
+        assert_eq!(
+            parse_vary("a.b=1,,2"),
+            Err(VaryError::Empty("a.b=1,,2".into()))
+        );
+        assert!(matches!(
+            parse_vary("a.b=0:1e12:1"),
+            Err(VaryError::TooMany { .. })
+        ));
+        assert!(matches!(
+            parse_vary("a.b=0:inf:1"),
+            Err(VaryError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            parse_vary("a.b=x:2:1"),
+            Err(VaryError::NotANumber { .. })
+        ));
         assert_eq!(parse_vary("=1"), Err(VaryError::EmptyKey("=1".into())));
         assert_eq!(parse_vary("a.b"), Err(VaryError::NotKeySpec("a.b".into())));
     }
@@ -607,7 +641,9 @@ mod tests {
 
     #[test]
     fn shards_partition_the_points() {
-        let s: Vec<Shard> = (0..3).map(|i| Shard::parse(&format!("{i}/3")).unwrap()).collect();
+        let s: Vec<Shard> = (0..3)
+            .map(|i| Shard::parse(&format!("{i}/3")).unwrap())
+            .collect();
         for p in 0..10 {
             assert_eq!(s.iter().filter(|x| x.owns(p)).count(), 1);
         }

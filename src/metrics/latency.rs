@@ -74,7 +74,11 @@ impl Distribution {
         let k = max_points.min(n);
         (0..k)
             .map(|i| {
-                let q = if k == 1 { 1.0 } else { i as f64 / (k - 1) as f64 };
+                let q = if k == 1 {
+                    1.0
+                } else {
+                    i as f64 / (k - 1) as f64
+                };
                 (quantile_sorted(&v, q), q)
             })
             .collect()

@@ -295,13 +295,28 @@ fn a_sharded_sweep_merges_into_the_unsharded_bytes() {
 #[test]
 fn bad_vary_specs_exit_2_with_a_clear_message() {
     for (spec, msg) in [
-        ("engine.mem_fraction_static=0.9:0.8:0.01", "the range is empty"),
-        ("engine.mem_fraction_static=0.8:0.9:0", "the step must be a finite number greater than 0"),
+        (
+            "engine.mem_fraction_static=0.9:0.8:0.01",
+            "the range is empty",
+        ),
+        (
+            "engine.mem_fraction_static=0.8:0.9:0",
+            "the step must be a finite number greater than 0",
+        ),
         ("engine.mem_fraction_static=", "has no values"),
-        ("engine.mem_fraction_static=0:1e300:1", "has more than 1000000 values"),
+        (
+            "engine.mem_fraction_static=0:1e300:1",
+            "has more than 1000000 values",
+        ),
         ("engine.no_such_key=1,2", "unknown key in [engine]"),
-        ("engine.kv_capacity_tokns=1,2", "did you mean `engine.kv_capacity_tokens`?"),
-        ("client.concurrency=a,b", "expected an integer, found a string"),
+        (
+            "engine.kv_capacity_tokns=1,2",
+            "did you mean `engine.kv_capacity_tokens`?",
+        ),
+        (
+            "client.concurrency=a,b",
+            "expected an integer, found a string",
+        ),
     ] {
         servesim()
             .args(["sweep", "scenarios/case-study-b2.toml", "--vary", spec])
