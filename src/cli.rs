@@ -34,6 +34,29 @@ enum Command {
         #[arg(long, value_name = "DIR", required = true)]
         out: PathBuf,
     },
+    /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
+    Memory {
+        /// Scenario file (default: the built-in case study B2).
+        scenario: Option<PathBuf>,
+        /// Override a key.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// Also derive it for a range of settings, e.g. engine.mem_fraction_static=0.80:0.95:0.01.
+        #[arg(long = "vary", value_name = "KEY=SPEC")]
+        vary: Vec<String>,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the built-in GPUs and models (and those of a catalog file of your own).
+    Catalog {
+        /// A TOML file of [[gpu]] and [[model]] entries extending or overriding the built-in ones.
+        #[arg(long, value_name = "FILE")]
+        file: Option<PathBuf>,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
     /// Validate scenario files and report every problem.
     Check {
         /// Scenario files.
@@ -164,14 +187,14 @@ impl From<LoadError> for Failure {
 
 impl From<SimError> for Failure {
     fn from(e: SimError) -> Self {
-        let causes = match &e {
-            SimError::Stuck { reason, .. } => vec![(reason.clone(), None)],
-        };
-        Failure {
-            error: e.to_string(),
-            causes,
-            hint: Some("raise engine.kv_capacity_tokens, or lower the prompt lengths or workload.max_new_tokens".into()),
-            code: 1,
+        match &e {
+            SimError::Stuck { reason, .. } => Failure {
+                error: e.to_string(),
+                causes: vec![(reason.clone(), None)],
+                hint: Some("raise engine.kv_capacity_tokens, or lower the prompt lengths or workload.max_new_tokens".into()),
+                code: 1,
+            },
+            SimError::Unsupported(_) => Failure::usage(e.to_string(), "set engine.kind = \"sglang\" to simulate"),
         }
     }
 }
@@ -200,6 +223,13 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Run(args) => run(args),
         Command::Check { scenarios, sets } => check(&scenarios, &sets),
         Command::Sweep(args) => sweep(args),
+        Command::Memory {
+            scenario,
+            sets,
+            vary,
+            json,
+        } => memory(scenario.as_deref(), &sets, &vary, json),
+        Command::Catalog { file, json } => catalog(file.as_deref(), json),
         Command::Merge { dirs, out } => merge(&dirs, &out),
     }
 }
@@ -343,22 +373,7 @@ fn write_outputs(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), Failure> {
 }
 
 fn sweep(args: SweepArgs) -> Result<(), Failure> {
-    let mut axes = Vec::new();
-    let mut bad = Vec::new();
-    for v in &args.vary {
-        match sweep::parse_vary(v) {
-            Ok(a) => axes.push(a),
-            Err(e) => bad.push((format!("--vary {e}"), Some(vary_hint(&e)))),
-        }
-    }
-    if !bad.is_empty() {
-        return Err(Failure {
-            error: "bad --vary".into(),
-            causes: bad,
-            hint: None,
-            code: 2,
-        });
-    }
+    let axes = parse_axes(&args.vary)?;
     let points = sweep::points(&axes)
         .map_err(|e| Failure::usage(format!("--vary {e}"), "use fewer or coarser axes"))?;
     let shard = match &args.shard {
@@ -490,6 +505,123 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
         print!("{j}");
     } else if args.out.is_none() || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         print!("{}", sweep_table(&keys, &rows));
+    }
+    Ok(())
+}
+
+fn parse_axes(vary: &[String]) -> Result<Vec<sweep::Axis>, Failure> {
+    let mut axes = Vec::new();
+    let mut bad = Vec::new();
+    for v in vary {
+        match sweep::parse_vary(v) {
+            Ok(a) => axes.push(a),
+            Err(e) => bad.push((format!("--vary {e}"), Some(vary_hint(&e)))),
+        }
+    }
+    if bad.is_empty() {
+        Ok(axes)
+    } else {
+        Err(Failure {
+            error: "bad --vary".into(),
+            causes: bad,
+            hint: None,
+            code: 2,
+        })
+    }
+}
+
+fn no_memory_model(name: &str) -> Failure {
+    Failure::usage(
+        format!("scenario `{name}` has no memory model inputs"),
+        "give [hardware] gpu (or memory_mib) and [model] name (or kv_bytes_per_token and weight_gib_per_gpu)",
+    )
+}
+
+fn memory(
+    path: Option<&Path>,
+    sets: &[String],
+    vary: &[String],
+    json: bool,
+) -> Result<(), Failure> {
+    let axes = parse_axes(vary)?;
+    let (source, sc) = load(path, sets)?;
+    let base = sc
+        .memory
+        .clone()
+        .ok_or_else(|| no_memory_model(&source.name))?;
+    let points = sweep::points(&axes)
+        .map_err(|e| Failure::usage(format!("--vary {e}"), "use fewer or coarser axes"))?;
+    let mut rows = Vec::new();
+    if !axes.is_empty() {
+        let scenarios = sweep::validate_points(&source, sets, &points).map_err(|errors| {
+            let n = errors.len();
+            let causes = errors
+                .into_iter()
+                .take(5)
+                .filter_map(|e| match e {
+                    PointError::Invalid { sets, error, .. } => Some((
+                        format!(
+                            "{sets}: {}",
+                            error
+                                .problems
+                                .first()
+                                .map_or(String::new(), |p| error.problem_line(p))
+                        ),
+                        error.problems.first().and_then(|p| p.hint.clone()),
+                    )),
+                    PointError::Failed { .. } => None,
+                })
+                .collect();
+            Failure {
+                error: format!("{n} of {} settings are invalid", points.len()),
+                causes,
+                hint: None,
+                code: 2,
+            }
+        })?;
+        for (p, s) in points.into_iter().zip(scenarios) {
+            let m = s.memory.ok_or_else(|| no_memory_model(&source.name))?;
+            rows.push(report::memory::RangeRow { sets: p, memory: m });
+        }
+    }
+    if json {
+        let j = serde_json::json!({
+            "scenario": sc.name,
+            "memory": base,
+            "range": rows.iter().map(|r| serde_json::json!({ "set": r.sets, "memory": r.memory })).collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&j).expect("invariant: memory serialises")
+        );
+        return Ok(());
+    }
+    print!("{}", report::memory::derivation(&base, &sc.name));
+    if !rows.is_empty() {
+        println!();
+        print!("{}", report::memory::range_table(&base, &rows));
+    }
+    Ok(())
+}
+
+fn catalog(file: Option<&Path>, json: bool) -> Result<(), Failure> {
+    let c = match file {
+        None => crate::catalog::Catalog::builtin(),
+        Some(f) => crate::catalog::Catalog::with_user_file(f).map_err(|e| {
+            Failure::usage(
+                e.to_string(),
+                "a TOML file of [[gpu]] and [[model]] entries with the built-in fields",
+            )
+        })?,
+    };
+    if json {
+        let j = serde_json::json!({ "gpus": c.gpus, "models": c.models });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&j).expect("invariant: the catalog serialises")
+        );
+    } else {
+        print!("{}", report::memory::catalog(&c));
     }
     Ok(())
 }

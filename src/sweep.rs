@@ -354,10 +354,10 @@ fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis
             .collect(),
         kv_capacity_tokens: r.kv_capacity_tokens,
         oom_verdict: sc
-            .engine
             .memory
             .as_ref()
-            .map_or("unknown", |m| m.verdict.as_str())
+            .and_then(|m| m.verdict())
+            .map_or("unknown", |v| v.as_str())
             .to_string(),
         steady_req_per_s: a.steady.req_per_s,
         steady_req_per_s_ci: a.steady.req_per_s_ci95,

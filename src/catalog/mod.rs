@@ -967,23 +967,24 @@ impl Catalog {
     /// If the built-in data is malformed — a broken internal invariant that the unit tests
     /// rule out.
     pub fn builtin() -> Self {
+        Self::builtin_ref().clone()
+    }
+
+    /// The built-in catalog, shared (see [`Catalog::builtin`]).
+    pub fn builtin_ref() -> &'static Catalog {
         static BUILTIN: OnceLock<Catalog> = OnceLock::new();
-        BUILTIN
-            .get_or_init(|| {
-                let mut catalog = Catalog::empty();
-                let parsed = catalog
-                    .extend_from_str(GPUS_TOML, "<built-in src/catalog/gpus.toml>")
-                    .and_then(|()| {
-                        catalog.extend_from_str(MODELS_TOML, "<built-in src/catalog/models.toml>")
-                    });
-                if let Err(e) = parsed {
-                    panic!(
-                        "invariant broken: the built-in catalog data must parse and validate: {e}"
-                    );
-                }
-                catalog
-            })
-            .clone()
+        BUILTIN.get_or_init(|| {
+            let mut catalog = Catalog::empty();
+            let parsed = catalog
+                .extend_from_str(GPUS_TOML, "<built-in src/catalog/gpus.toml>")
+                .and_then(|()| {
+                    catalog.extend_from_str(MODELS_TOML, "<built-in src/catalog/models.toml>")
+                });
+            if let Err(e) = parsed {
+                panic!("invariant broken: the built-in catalog data must parse and validate: {e}");
+            }
+            catalog
+        })
     }
 
     /// The built-in catalog extended by the user catalog file at `path` (same `[[gpu]]` /

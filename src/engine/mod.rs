@@ -10,7 +10,7 @@ use crate::cost;
 use crate::metrics::{Recorder, RunResult, StopReason};
 use crate::request::{Phase, Request, Requests};
 use crate::rng::{Seeds, Stream, StreamName};
-use crate::scenario::Scenario;
+use crate::scenario::{EngineKind, Scenario};
 use crate::scheduler::sglang::Sglang;
 use crate::scheduler::{Outbox, Scheduler};
 use crate::time::SimTime;
@@ -41,6 +41,9 @@ impl Default for RunOptions {
 /// A run that could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The scenario asks for an engine whose scheduler is not modelled.
+    #[error("engine.kind = \"{0}\" has a memory model but no scheduler yet: `servesim memory` works, simulation does not")]
+    Unsupported(&'static str),
     /// The server is idle with requests waiting that it can never admit.
     #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
     Stuck {
@@ -69,6 +72,9 @@ struct Simulator<'s> {
 
 /// Simulate a scenario.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError> {
+    if scenario.engine.kind != EngineKind::Sglang {
+        return Err(SimError::Unsupported(scenario.engine.kind.as_str()));
+    }
     let seeds = Seeds::new(scenario.seed);
     let step_time = cost::from_spec(&scenario.engine.step_time);
     let context_len = scenario.model.as_ref().and_then(|m| m.context_len);

@@ -5,6 +5,7 @@
 //! 2. [`validate`]: the tree checked and converted into a [`Scenario`], every problem collected
 //!    with its key path, position, bad value and a hint. A `Scenario` is valid by construction.
 
+pub mod derive;
 pub mod error;
 pub mod tree;
 pub mod validate;
@@ -42,6 +43,51 @@ pub struct Scenario {
     pub workload: WorkloadSpec,
     /// How the client sends it.
     pub client: ClientSpec,
+    /// The memory model, when the scenario has its inputs (hardware and model).
+    pub memory: Option<MemoryModel>,
+}
+
+/// The KV budget derived from memory, with where each term came from.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct MemoryModel {
+    /// The GPU, as shown in reports.
+    pub gpu: String,
+    /// The model, as shown in reports.
+    pub model: String,
+    /// Tensor parallelism.
+    pub tensor_parallel: u32,
+    /// The derivation.
+    pub derivation: MemoryDerivation,
+    /// `(term, where it came from)`, in derivation order.
+    pub sources: Vec<(String, String)>,
+}
+
+/// The engine-specific derivation.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(tag = "engine", rename_all = "snake_case")]
+pub enum MemoryDerivation {
+    /// SGLang's static-fraction rule.
+    Sglang(crate::memory::SglangMemory),
+    /// vLLM's utilisation rule.
+    Vllm(crate::memory::VllmMemory),
+}
+
+impl MemoryModel {
+    /// The KV pool in tokens the derivation gives.
+    pub fn kv_tokens(&self) -> u64 {
+        match &self.derivation {
+            MemoryDerivation::Sglang(m) => m.max_total_num_tokens,
+            MemoryDerivation::Vllm(m) => m.kv_tokens,
+        }
+    }
+
+    /// The out-of-memory verdict (SGLang only).
+    pub fn verdict(&self) -> Option<crate::memory::Verdict> {
+        match &self.derivation {
+            MemoryDerivation::Sglang(m) => Some(m.verdict),
+            MemoryDerivation::Vllm(_) => None,
+        }
+    }
 }
 
 /// `[run]`.
@@ -62,8 +108,13 @@ pub struct RunSpec {
 pub struct HardwareSpec {
     /// Catalog name of the GPU, if given.
     pub gpu: Option<String>,
-    /// GPU memory as `nvidia-smi` reports it, if given.
+    /// The catalog entry of `gpu`.
+    pub gpu_entry: Option<crate::catalog::Gpu>,
+    /// GPU memory as `nvidia-smi` reports it, if given (else the catalog's).
     pub memory_mib: Option<u64>,
+    /// Free memory per GPU after the CUDA context and NCCL are up, before the weights load
+    /// (SGLang's `M_pre`), if given.
+    pub memory_before_weights_gib: Option<f64>,
     /// GPUs serving the model.
     pub num_gpus: u32,
     /// Tensor-parallel size.
@@ -75,11 +126,13 @@ pub struct HardwareSpec {
 pub struct ModelSpec {
     /// Catalog name of the model, if given.
     pub name: Option<String>,
+    /// The catalog entry of `name`.
+    pub entry: Option<crate::catalog::Model>,
     /// KV bytes per token per GPU, if given.
     pub kv_bytes_per_token: Option<u64>,
     /// Weights resident per GPU (GiB), if given.
     pub weight_gib_per_gpu: Option<f64>,
-    /// The model's context length (tokens), if given; it caps request lengths.
+    /// The model's context length (tokens), given or from the catalog; it caps request lengths.
     pub context_len: Option<u64>,
 }
 
@@ -88,6 +141,18 @@ pub struct ModelSpec {
 pub enum EngineKind {
     /// SGLang's scheduler (`engine-semantics.md` §2).
     Sglang,
+    /// vLLM: its memory model only, for now (`servesim memory`).
+    Vllm,
+}
+
+impl EngineKind {
+    /// `sglang` or `vllm`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EngineKind::Sglang => "sglang",
+            EngineKind::Vllm => "vllm",
+        }
+    }
 }
 
 /// How the waiting queue is ordered before each admission pass.
@@ -130,6 +195,18 @@ pub struct NewTokenRatioSpec {
 pub enum KvSource {
     /// `engine.kv_capacity_tokens` was given.
     Given,
+    /// Derived by the memory model.
+    Derived,
+}
+
+impl KvSource {
+    /// `given` or `derived`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvSource::Given => "given",
+            KvSource::Derived => "derived from memory",
+        }
+    }
 }
 
 /// `[engine]`.
@@ -161,8 +238,6 @@ pub struct EngineSpec {
     pub cuda_graph_max_bs: u32,
     /// Step-time model.
     pub step_time: StepTimeSpec,
-    /// The memory derivation, when the scenario has what it needs (hardware and model).
-    pub memory: Option<crate::memory::SglangMemory>,
 }
 
 /// `[engine.step_time]`.

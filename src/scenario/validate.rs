@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::error::{Location, Problem, ScenarioError};
 use super::tree::{self, Node, Origin, SetError, Table, Value};
 use super::*;
+use crate::catalog::Catalog;
 use crate::workload::dist::{LengthDist, Shape, MAX_TOKENS_PER_REQUEST};
 
 /// The most requests one scenario may send (10⁹): far beyond any real job, small enough that a
@@ -464,6 +465,7 @@ pub(super) fn load(source: &Source, sets: &[String]) -> Result<Scenario, Scenari
 
 const ROOT_KEYS: &[&str] = &[
     "name",
+    "catalog",
     "description",
     "seed",
     "run",
@@ -473,6 +475,25 @@ const ROOT_KEYS: &[&str] = &[
     "workload",
     "client",
 ];
+
+/// The catalog: the built-in one, extended by the scenario's `catalog = "file.toml"` if given.
+fn read_catalog(t: &mut Tbl, p: &mut Problems, base_dir: &Path) -> Option<Catalog> {
+    let node = t.table.get("catalog");
+    let file = ok(get_str(t, p, "catalog"))??;
+    let path = base_dir.join(&file);
+    match Catalog::with_user_file(&path) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            p.bad_value(
+                "catalog",
+                node.expect("invariant: catalog was read"),
+                format!("cannot be used: {e}"),
+                "a TOML file of [[gpu]] and [[model]] entries, relative to the scenario (see `servesim catalog`)",
+            );
+            None
+        }
+    }
+}
 
 fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario> {
     let mut t = Tbl::new("", root, Origin::Unknown);
@@ -494,14 +515,16 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
         "a non-negative integer, e.g. 7",
     ));
 
+    let catalog = read_catalog(&mut t, p, &source.base_dir);
+    let catalog = catalog.as_ref().unwrap_or_else(|| Catalog::builtin_ref());
     let run = section(&mut t, p, "run").and_then(|s| read_run(s, p));
     let hardware = match section(&mut t, p, "hardware") {
-        Some(Some(s)) => read_hardware(s, p).map(Some),
+        Some(Some(s)) => read_hardware(s, p, catalog).map(Some),
         Some(None) => Some(None),
         None => None,
     };
     let model = match section(&mut t, p, "model") {
-        Some(Some(s)) => read_model(s, p).map(Some),
+        Some(Some(s)) => read_model(s, p, catalog).map(Some),
         Some(None) => Some(None),
         None => None,
     };
@@ -518,7 +541,7 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
         None => None,
     };
     let engine = match section(&mut t, p, "engine") {
-        Some(Some(s)) => read_engine(s, p, model.as_ref().and_then(Option::as_ref)),
+        Some(Some(s)) => read_engine(s, p, hardware.as_ref().and_then(Option::as_ref)),
         Some(None) => {
             t.missing(
                 p,
@@ -542,16 +565,19 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
         None => None,
     };
     t.finish(p, ROOT_KEYS);
+    let (hardware, model) = (hardware?, model?);
+    let (engine, memory) = finish_engine(engine?, hardware.as_ref(), model.as_ref(), p)?;
     Some(Scenario {
         name: name?,
         description: description?,
         seed: seed?.unwrap_or(DEFAULT_SEED),
         run: run?,
-        hardware: hardware?,
-        model: model?,
-        engine: engine?,
+        hardware,
+        model,
+        engine,
         workload: workload?,
         client: client?,
+        memory,
     })
 }
 
@@ -642,7 +668,9 @@ fn read_observe(t: &mut Tbl, p: &mut Problems) -> Option<Vec<SimTime>> {
     fine.then_some(out)
 }
 
-fn read_hardware(mut t: Tbl, p: &mut Problems) -> Option<HardwareSpec> {
+fn read_hardware(mut t: Tbl, p: &mut Problems, catalog: &Catalog) -> Option<HardwareSpec> {
+    let gpu_path = t.key_path("gpu");
+    let gpu_node = t.table.get("gpu");
     let gpu = ok(get_str(&mut t, p, "gpu"));
     let memory = ok(get_u64(
         &mut t,
@@ -651,6 +679,13 @@ fn read_hardware(mut t: Tbl, p: &mut Problems) -> Option<HardwareSpec> {
         1,
         16 * 1024 * 1024,
         "GPU memory in MiB as nvidia-smi reports it, e.g. 97887",
+    ));
+    let pre = ok(get_f64(
+        &mut t,
+        p,
+        "memory_before_weights_gib",
+        F::Within(0.001, 16384.0),
+        "free GiB per GPU before the weights load (SGLang's pre-load measurement), e.g. 93.6",
     ));
     let num_gpus = ok(get_u64(
         &mut t,
@@ -668,14 +703,30 @@ fn read_hardware(mut t: Tbl, p: &mut Problems) -> Option<HardwareSpec> {
         4096,
         "tensor-parallel size, e.g. 8",
     ));
-    t.finish(p, &["gpu", "memory_mib", "num_gpus", "tensor_parallel"]);
+    t.finish(p, HARDWARE_KEYS);
+    let gpu = gpu?;
+    let gpu_entry = match &gpu {
+        None => None,
+        Some(name) => match catalog.gpu(name) {
+            Some(g) => Some(g.clone()),
+            None => {
+                let node = gpu_node.expect("invariant: gpu was read");
+                let hint = match catalog.suggest_gpu(name) {
+                    Some(s) => format!("did you mean \"{s}\"? `servesim catalog` lists the GPUs; or give hardware.memory_mib"),
+                    None => "`servesim catalog` lists the GPUs; or give hardware.memory_mib".to_string(),
+                };
+                p.bad_value(&gpu_path, node, "is not in the catalog", &hint);
+                return None;
+            }
+        },
+    };
     let (num_gpus, tp) = (num_gpus?, tp?);
     let tp = tp.unwrap_or(1) as u32;
     let num_gpus = num_gpus.map_or(tp, |n| n as u32);
     if num_gpus % tp != 0 {
         p.push(
             "hardware.tensor_parallel",
-            &Origin::Unknown,
+            &t.origin,
             format!("tensor_parallel = {tp} does not divide num_gpus = {num_gpus}"),
             None,
             Some("each server uses tensor_parallel GPUs; num_gpus must be a multiple of it".into()),
@@ -683,14 +734,26 @@ fn read_hardware(mut t: Tbl, p: &mut Problems) -> Option<HardwareSpec> {
         return None;
     }
     Some(HardwareSpec {
-        gpu: gpu?,
+        gpu,
+        gpu_entry,
         memory_mib: memory?,
+        memory_before_weights_gib: pre?,
         num_gpus,
         tensor_parallel: tp,
     })
 }
 
-fn read_model(mut t: Tbl, p: &mut Problems) -> Option<ModelSpec> {
+const HARDWARE_KEYS: &[&str] = &[
+    "gpu",
+    "memory_mib",
+    "memory_before_weights_gib",
+    "num_gpus",
+    "tensor_parallel",
+];
+
+fn read_model(mut t: Tbl, p: &mut Problems, catalog: &Catalog) -> Option<ModelSpec> {
+    let name_path = t.key_path("name");
+    let name_node = t.table.get("name");
     let name = ok(get_str(&mut t, p, "name"));
     let kv = ok(get_u64(
         &mut t,
@@ -724,11 +787,29 @@ fn read_model(mut t: Tbl, p: &mut Problems) -> Option<ModelSpec> {
             "context_len",
         ],
     );
+    let name = name?;
+    let entry = match &name {
+        None => None,
+        Some(n) => match catalog.model(n) {
+            Some(m) => Some(m.clone()),
+            None => {
+                let node = name_node.expect("invariant: name was read");
+                let hint = match catalog.suggest_model(n) {
+                    Some(s) => format!("did you mean \"{s}\"? `servesim catalog` lists the models; or give kv_bytes_per_token and weight_gib_per_gpu"),
+                    None => "`servesim catalog` lists the models; or give kv_bytes_per_token and weight_gib_per_gpu".to_string(),
+                };
+                p.bad_value(&name_path, node, "is not in the catalog", &hint);
+                return None;
+            }
+        },
+    };
+    let ctx = ctx?.or(entry.as_ref().map(|e| u64::from(e.context_len)));
     Some(ModelSpec {
-        name: name?,
+        name,
+        entry,
         kv_bytes_per_token: kv?,
         weight_gib_per_gpu: w?,
-        context_len: ctx?,
+        context_len: ctx,
     })
 }
 
@@ -736,6 +817,9 @@ const ENGINE_KEYS: &[&str] = &[
     "kind",
     "kv_capacity_tokens",
     "mem_fraction_static",
+    "kv_cache_dtype",
+    "observed_free_gib",
+    "observed_free_at_fraction",
     "page_size",
     "max_running_requests",
     "chunked_prefill_size",
@@ -747,25 +831,34 @@ const ENGINE_KEYS: &[&str] = &[
     "new_token_ratio_decay_steps",
     "clip_max_new_tokens",
     "cuda_graph_max_bs",
+    "gpu_memory_utilization",
+    "block_size",
+    "activation_peak_gib",
+    "non_torch_gib",
+    "cuda_graph_gib",
     "step_time",
 ];
 
-fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Option<EngineSpec> {
-    let kind_path = t.key_path("kind");
-    let kind = match get_choice(&mut t, p, "kind", &[("sglang", true), ("vllm", false)]) {
-        Ok(None) | Ok(Some(true)) => Some(EngineKind::Sglang),
-        Ok(Some(false)) => {
-            let node = t.table.get("kind").expect("invariant: value present");
-            p.bad_value(
-                &kind_path,
-                node,
-                "is not supported yet",
-                "servesim models SGLang's scheduler today; use kind = \"sglang\"",
-            );
-            None
-        }
-        Err(Bad) => None,
-    };
+/// The engine as read, before the KV budget is known.
+struct EngineDraft {
+    spec: EngineSpec,
+    kv_given: Option<u64>,
+    max_running_given: Option<u64>,
+    keys: derive::EngineMemoryKeys,
+    origin: Origin,
+}
+
+fn read_engine(
+    mut t: Tbl,
+    p: &mut Problems,
+    hardware: Option<&HardwareSpec>,
+) -> Option<EngineDraft> {
+    let kind = ok(get_choice(
+        &mut t,
+        p,
+        "kind",
+        &[("sglang", EngineKind::Sglang), ("vllm", EngineKind::Vllm)],
+    ));
     let page = ok(get_u64(
         &mut t,
         p,
@@ -774,21 +867,50 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
         4096,
         "KV page size in tokens: 1 on most GPUs, 64 for MLA models on B200",
     ));
-    let kv = get_u64(
+    let kv = ok(get_u64(
         &mut t,
         p,
         "kv_capacity_tokens",
         1,
         MAX_KV_TOKENS,
         "SGLang's max_total_num_tokens, from its startup log line",
-    );
-    let kv = required(&t, p, "kv_capacity_tokens", kv, "set it to max_total_num_tokens from SGLang's log (\"max_total_num_tokens=116171, …\"); deriving it from GPU memory is not available yet");
+    ));
     let frac = ok(get_f64(
         &mut t,
         p,
         "mem_fraction_static",
         F::Fraction,
         "a fraction of GPU memory, e.g. 0.85",
+    ));
+    let dtype = ok(get_choice(
+        &mut t,
+        p,
+        "kv_cache_dtype",
+        &[
+            ("auto", 2u32),
+            ("bf16", 2),
+            ("fp16", 2),
+            ("fp8_e4m3", 1),
+            ("fp8_e5m2", 1),
+        ],
+    ));
+    let dtype_name = t.table.get("kv_cache_dtype").and_then(|n| match &n.value {
+        Value::Str(s) => Some(s.clone()),
+        _ => None,
+    });
+    let free = ok(get_f64(
+        &mut t,
+        p,
+        "observed_free_gib",
+        F::Within(0.0, 16384.0),
+        "free GiB per GPU seen with nvidia-smi while serving, e.g. 4.66",
+    ));
+    let free_at = ok(get_f64(
+        &mut t,
+        p,
+        "observed_free_at_fraction",
+        F::Fraction,
+        "the mem_fraction_static the free memory was seen at, e.g. 0.85",
     ));
     let mrr = ok(get_u64(
         &mut t,
@@ -800,8 +922,8 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
     ));
     let chunk_path = t.key_path("chunked_prefill_size");
     let chunk = match t.get("chunked_prefill_size") {
-        None => Some(Some(8192u32)),
-        Some(n) if matches!(n.value, Value::Int(-1)) => Some(None),
+        None => Some(None),
+        Some(n) if matches!(n.value, Value::Int(-1)) => Some(Some(None)),
         Some(n) => node_u64(
             p,
             &chunk_path,
@@ -811,7 +933,7 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
             "tokens per prefill chunk, e.g. 8192, or -1 to disable chunking",
         )
         .ok()
-        .map(|v| Some(v as u32)),
+        .map(|v| Some(Some(v as u32))),
     };
     let mpt = ok(get_u64(
         &mut t,
@@ -877,6 +999,43 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
         1 << 20,
         "largest decode batch captured as a CUDA graph, e.g. 256",
     ));
+    let util = ok(get_f64(
+        &mut t,
+        p,
+        "gpu_memory_utilization",
+        F::Fraction,
+        "vLLM's --gpu-memory-utilization, e.g. 0.92",
+    ));
+    let block = ok(get_u64(
+        &mut t,
+        p,
+        "block_size",
+        1,
+        4096,
+        "vLLM's KV block size in tokens, e.g. 16",
+    ));
+    let gib_hint = "GiB per GPU, from vLLM's startup log";
+    let act = ok(get_f64(
+        &mut t,
+        p,
+        "activation_peak_gib",
+        F::Within(0.0, 16384.0),
+        gib_hint,
+    ));
+    let nontorch = ok(get_f64(
+        &mut t,
+        p,
+        "non_torch_gib",
+        F::Within(0.0, 16384.0),
+        gib_hint,
+    ));
+    let graphs = ok(get_f64(
+        &mut t,
+        p,
+        "cuda_graph_gib",
+        F::Within(0.0, 16384.0),
+        gib_hint,
+    ));
     let step = match get_table(&mut t, p, "step_time") {
         Ok(s) => read_step_time(s, p),
         Err(Bad) => None,
@@ -884,8 +1043,14 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
     t.finish(p, ENGINE_KEYS);
 
     let page = page?.unwrap_or(1);
-    let kv = kv?;
     let chunk = chunk?;
+    // SGLang's memory-dependent defaults (`server_args.py`), when the GPU is known.
+    let bucket = hardware.and_then(|h| {
+        h.memory_mib
+            .or(h.gpu_entry.as_ref().map(|g| g.memory_mib))
+            .map(|m| crate::memory::sglang_memory_bucket(m, h.tensor_parallel))
+    });
+    let chunk = chunk.unwrap_or(Some(bucket.map_or(8192, |b| b.0)));
     if let Some(c) = chunk {
         if u64::from(c) < page {
             p.push(
@@ -898,12 +1063,109 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
             return None;
         }
     }
+    let max_prefill = mpt?.unwrap_or(16384) as u32;
+    let graph_max_bs = graph?.map_or(bucket.map_or(256, |b| b.1), |g| g as u32);
+    let keys = derive::EngineMemoryKeys {
+        mem_fraction_static: frac?,
+        kv_dtype_bytes: dtype?.unwrap_or(2),
+        kv_dtype: dtype_name.unwrap_or_else(|| "auto".to_string()),
+        observed_free_gib: free?,
+        observed_free_at_fraction: free_at?,
+        activation_tokens: u64::from(chunk.unwrap_or(max_prefill)),
+        graph_max_bs,
+        page_size: page as u32,
+        gpu_memory_utilization: util?,
+        block_size: block?.map(|b| b as u32),
+        activation_peak_gib: act?,
+        non_torch_gib: nontorch?,
+        cuda_graph_gib: graphs?,
+    };
+    Some(EngineDraft {
+        spec: EngineSpec {
+            kind: kind?.unwrap_or(EngineKind::Sglang),
+            // Filled in by `finish_engine` once the budget is known.
+            kv_capacity_tokens: 0,
+            kv_source: KvSource::Given,
+            mem_fraction_static: keys.mem_fraction_static,
+            page_size: page as u32,
+            max_running_requests: 0,
+            chunked_prefill_size: chunk,
+            max_prefill_tokens: max_prefill,
+            schedule_policy: policy?.unwrap_or(SchedulePolicy::Fcfs),
+            decode_log_interval: dli?.unwrap_or(40) as u32,
+            new_token_ratio: NewTokenRatioSpec {
+                init: init?.unwrap_or(0.7),
+                min_factor: minf?.unwrap_or(0.14),
+                decay_steps: decay?.unwrap_or(600) as u32,
+                clip_max_new_tokens: clip?.unwrap_or(4096) as u32,
+            },
+            cuda_graph_max_bs: graph_max_bs,
+            step_time: step?,
+        },
+        kv_given: kv?,
+        max_running_given: mrr?,
+        keys,
+        origin: t.origin.clone(),
+    })
+}
+
+/// Settle the KV budget (given, or derived from memory) and what depends on it.
+fn finish_engine(
+    d: EngineDraft,
+    hardware: Option<&HardwareSpec>,
+    model: Option<&ModelSpec>,
+    p: &mut Problems,
+) -> Option<(EngineSpec, Option<MemoryModel>)> {
+    let EngineDraft {
+        mut spec,
+        kv_given,
+        max_running_given,
+        keys,
+        origin,
+    } = d;
+    let memory = derive::resolve(spec.kind, hardware, model, &keys);
+    let kv_path = "engine.kv_capacity_tokens";
+    let (kv, source) = match (kv_given, &memory) {
+        (Some(kv), _) => (kv, KvSource::Given),
+        (None, Ok(m)) => {
+            if let MemoryDerivation::Sglang(s) = &m.derivation {
+                if s.max_total_num_tokens == 0 {
+                    p.push(
+                        "engine.mem_fraction_static",
+                        &origin,
+                        format!(
+                            "the weights ({:.1} GiB per GPU) leave no KV cache: the static budget is {:.3} × {:.1} GiB = {:.1} GiB",
+                            s.inputs.weight_gib_per_gpu, s.inputs.mem_fraction_static, s.inputs.memory_before_weights_gib, s.static_gib
+                        ),
+                        None,
+                        Some("raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint".into()),
+                    );
+                    return None;
+                }
+            }
+            (m.kv_tokens(), KvSource::Derived)
+        }
+        (None, Err(missing)) => {
+            p.push(
+                kv_path,
+                &origin,
+                "is missing and cannot be derived from memory",
+                None,
+                Some(format!(
+                    "give it (SGLang logs it as max_total_num_tokens), or give {} so servesim derives it",
+                    missing.0.join(", ")
+                )),
+            );
+            return None;
+        }
+    };
+    let page = u64::from(spec.page_size);
     // SGLang floors the pool to whole pages (`pool_configurator.py`).
     let kv = kv / page * page;
     if kv == 0 {
         p.push(
-            &t.key_path("kv_capacity_tokens"),
-            &t.origin,
+            kv_path,
+            &origin,
             format!("the KV pool holds less than one page of {page} tokens"),
             None,
             Some("raise kv_capacity_tokens or lower page_size".into()),
@@ -916,28 +1178,19 @@ fn read_engine(mut t: Tbl, p: &mut Problems, model: Option<&ModelSpec>) -> Optio
         Some(ctx) => ((kv as f64 / ctx as f64 * 512.0) as u64).clamp(2048, 4096),
         None => 4096,
     };
-    let mrr = mrr?.unwrap_or(estimated).min((kv / 2).max(1)) as u32;
-    Some(EngineSpec {
-        kind: kind?,
-        kv_capacity_tokens: kv,
-        kv_source: KvSource::Given,
-        mem_fraction_static: frac?,
-        page_size: page as u32,
-        max_running_requests: mrr,
-        chunked_prefill_size: chunk,
-        max_prefill_tokens: mpt?.unwrap_or(16384) as u32,
-        schedule_policy: policy?.unwrap_or(SchedulePolicy::Fcfs),
-        decode_log_interval: dli?.unwrap_or(40) as u32,
-        new_token_ratio: NewTokenRatioSpec {
-            init: init?.unwrap_or(0.7),
-            min_factor: minf?.unwrap_or(0.14),
-            decay_steps: decay?.unwrap_or(600) as u32,
-            clip_max_new_tokens: clip?.unwrap_or(4096) as u32,
-        },
-        cuda_graph_max_bs: graph?.unwrap_or(256) as u32,
-        step_time: step?,
-        memory: None,
-    })
+    spec.max_running_requests = max_running_given.unwrap_or(estimated).min((kv / 2).max(1)) as u32;
+    spec.kv_capacity_tokens = kv;
+    spec.kv_source = source;
+    if spec.mem_fraction_static.is_none() {
+        if let Ok(MemoryModel {
+            derivation: MemoryDerivation::Sglang(s),
+            ..
+        }) = &memory
+        {
+            spec.mem_fraction_static = Some(s.inputs.mem_fraction_static);
+        }
+    }
+    Some((spec, memory.ok()))
 }
 
 const STEP_KEYS: &[&str] = &[

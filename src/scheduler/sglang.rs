@@ -919,7 +919,6 @@ mod tests {
                 prefill_base_ns: 1_000,
                 prefill_per_token_ps: 0,
             }),
-            memory: None,
         }
     }
 

@@ -326,3 +326,52 @@ fn bad_vary_specs_exit_2_with_a_clear_message() {
             .stderr(predicate::str::contains("panicked").not());
     }
 }
+
+#[test]
+fn memory_prints_the_derivation_the_verdict_and_a_range() {
+    servesim()
+        .args([
+            "memory",
+            "scenarios/case-study-b2-memory.toml",
+            "--vary",
+            "engine.mem_fraction_static=0.85,0.95",
+        ])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("max_total_num_tokens"))
+        .stdout(predicate::str::contains("verdict: safe"))
+        .stdout(predicate::str::contains("out of memory above 0.900"))
+        .stdout(
+            predicate::str::is_match(
+                r"engine.mem_fraction_static=0.95 +16.96 +259,152 +2.23× .* oom",
+            )
+            .unwrap(),
+        );
+}
+
+#[test]
+fn memory_without_hardware_and_model_exits_2() {
+    servesim()
+        .args([
+            "memory",
+            "scenarios/case-study-b1.toml",
+            "--set",
+            "model.name=kimi-k2.5",
+            "--set",
+            "hardware.gpu=h1000",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean \"h100\""));
+}
+
+#[test]
+fn catalog_lists_gpus_and_models() {
+    servesim()
+        .arg("catalog")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("rtx-pro-6000"))
+        .stdout(predicate::str::contains("kimi-k2.5"))
+        .stdout(predicate::str::contains("70,272"));
+}

@@ -4,6 +4,7 @@ mod cli;
 mod determinism;
 mod hand;
 mod invariants;
+mod memory;
 mod queueing;
 mod scenarios;
 

@@ -1,0 +1,339 @@
+//! `servesim memory` and `servesim catalog`: the KV-budget derivation as a table, the verdict,
+//! a range of settings, and the catalog listings.
+
+use std::fmt::Write;
+
+use super::text::thousands;
+use crate::catalog::{AttentionKind, Catalog};
+use crate::memory::{SglangMemory, SlackNeed, VllmMemory};
+use crate::scenario::{MemoryDerivation, MemoryModel};
+
+fn source_of<'a>(m: &'a MemoryModel, term: &str) -> &'a str {
+    m.sources
+        .iter()
+        .find(|(t, _)| t == term)
+        .map_or("", |(_, s)| s.as_str())
+}
+
+/// The derivation, term by term.
+pub fn derivation(m: &MemoryModel, scenario_name: &str) -> String {
+    let mut w = String::new();
+    let engine = match m.derivation {
+        MemoryDerivation::Sglang(_) => "SGLang",
+        MemoryDerivation::Vllm(_) => "vLLM",
+    };
+    let _ = writeln!(w, "servesim memory — {scenario_name}");
+    let _ = writeln!(
+        w,
+        "{} on {} (TP {}), {engine}; every figure is per GPU",
+        m.model, m.gpu, m.tensor_parallel
+    );
+    let _ = writeln!(w);
+    match &m.derivation {
+        MemoryDerivation::Sglang(s) => sglang_table(&mut w, m, s),
+        MemoryDerivation::Vllm(v) => vllm_table(&mut w, m, v),
+    }
+    w
+}
+
+fn row(w: &mut String, term: &str, value: String, from: &str) {
+    let _ = writeln!(w, "  {term:<36} {value:>18}   {from}");
+}
+
+fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
+    let i = &s.inputs;
+    row(
+        w,
+        "GPU memory (nvidia-smi)",
+        format!("{} MiB", thousands(i.gpu_memory_mib)),
+        source_of(m, "GPU memory"),
+    );
+    row(
+        w,
+        "memory before weights, M_pre",
+        format!("{:.2} GiB", i.memory_before_weights_gib),
+        source_of(m, "memory before weights"),
+    );
+    row(
+        w,
+        "mem_fraction_static, f",
+        format!("{:.3}", i.mem_fraction_static),
+        source_of(m, "mem_fraction_static"),
+    );
+    row(
+        w,
+        "static budget, M_pre × f",
+        format!("{:.2} GiB", s.static_gib),
+        "weights + KV pool",
+    );
+    row(
+        w,
+        "weights, W",
+        format!("{:.2} GiB", i.weight_gib_per_gpu),
+        source_of(m, "weights per GPU"),
+    );
+    row(
+        w,
+        "KV pool, M_pre × f − W",
+        format!("{:.2} GiB", s.kv_pool_gib),
+        "KVCacheConfigurator._profile_available_bytes",
+    );
+    row(
+        w,
+        "KV bytes per token, cell",
+        format!("{} B", thousands(i.kv_bytes_per_token)),
+        source_of(m, "KV bytes per token"),
+    );
+    row(
+        w,
+        "max_total_num_tokens",
+        thousands(s.max_total_num_tokens),
+        &format!("floor(pool / cell / page {}) × page", i.page_size),
+    );
+    row(
+        w,
+        "slack, (1 − f) × M_pre",
+        format!("{:.2} GiB", s.slack_gib),
+        "activations, CUDA graphs, buffers",
+    );
+    row(
+        w,
+        "needed in the slack",
+        format!("{:.2} GiB", s.need_gib),
+        source_of(m, "slack need"),
+    );
+    if let SlackNeed::Heuristic(h) = &i.need {
+        let _ = writeln!(
+            w,
+            "  {:<36} {:>18}   = {:.0} MiB constant + {:.0} activations + {:.0} TP buffers + {:.0} CUDA graphs",
+            "", "", h.constant_mib, h.activations_mib, h.tp_buffers_mib, h.cuda_graphs_mib
+        );
+    }
+    let _ = writeln!(w);
+    let margin = s.slack_gib - s.need_gib;
+    let _ = writeln!(
+        w,
+        "verdict: {} — the slack {} the need by {:.2} GiB; largest safe fraction {:.3}, out of memory above {:.3}",
+        s.verdict.as_str(),
+        if margin >= 0.0 { "exceeds" } else { "falls short of" },
+        margin.abs(),
+        s.largest_safe_fraction,
+        s.oom_above_fraction
+    );
+    let _ = writeln!(
+        w,
+        "raising f by 0.01 adds {:.2} GiB ({} tokens) to the pool and takes it from the slack",
+        0.01 * i.memory_before_weights_gib,
+        thousands(
+            (0.01 * i.memory_before_weights_gib * crate::memory::GIB / i.kv_bytes_per_token as f64)
+                as u64
+        )
+    );
+}
+
+fn vllm_table(w: &mut String, m: &MemoryModel, v: &VllmMemory) {
+    let i = &v.inputs;
+    row(
+        w,
+        "GPU memory (nvidia-smi)",
+        format!("{} MiB", thousands(i.gpu_memory_mib)),
+        source_of(m, "GPU memory"),
+    );
+    row(
+        w,
+        "gpu_memory_utilization",
+        format!("{:.3}", i.gpu_memory_utilization),
+        source_of(m, "gpu_memory_utilization"),
+    );
+    row(
+        w,
+        "requested, ceil(total × util)",
+        format!("{:.2} GiB", v.requested_gib),
+        "Worker.determine_available_memory",
+    );
+    row(
+        w,
+        "weights",
+        format!("{:.2} GiB", i.weight_gib_per_gpu),
+        source_of(m, "weights per GPU"),
+    );
+    row(
+        w,
+        "non-torch memory",
+        format!("{:.2} GiB", i.non_torch_gib),
+        source_of(m, "non-torch memory"),
+    );
+    row(
+        w,
+        "activation peak",
+        format!("{:.2} GiB", i.activation_peak_gib),
+        source_of(m, "activation peak"),
+    );
+    row(
+        w,
+        "CUDA graphs",
+        format!("{:.2} GiB", i.cuda_graph_gib),
+        source_of(m, "CUDA graphs"),
+    );
+    row(
+        w,
+        "KV cache",
+        format!("{:.2} GiB", v.kv_gib),
+        "requested − the four above",
+    );
+    row(
+        w,
+        "KV bytes per token",
+        format!("{} B", thousands(i.kv_bytes_per_token)),
+        source_of(m, "KV bytes per token"),
+    );
+    row(
+        w,
+        "blocks",
+        thousands(v.num_blocks),
+        &format!("floor(KV / (cell × block {}))", i.block_size),
+    );
+    row(
+        w,
+        "GPU KV cache size",
+        format!("{} tokens", thousands(v.kv_tokens)),
+        "blocks × block size",
+    );
+    row(
+        w,
+        "left unused by vLLM",
+        format!("{:.2} GiB", v.headroom_gib),
+        "total − requested",
+    );
+}
+
+/// One row of `servesim memory --vary`.
+pub struct RangeRow {
+    /// The overrides of this point.
+    pub sets: Vec<String>,
+    /// Its memory model.
+    pub memory: MemoryModel,
+}
+
+/// The table of a range of settings, relative to the scenario's own derivation.
+pub fn range_table(base: &MemoryModel, rows: &[RangeRow]) -> String {
+    let mut w = String::new();
+    let base_tokens = base.kv_tokens().max(1) as f64;
+    let base_f = match &base.derivation {
+        MemoryDerivation::Sglang(s) => Some(s.inputs.mem_fraction_static),
+        MemoryDerivation::Vllm(_) => None,
+    };
+    let _ = writeln!(
+        w,
+        "{:<40} {:>9} {:>12} {:>9} {:>9} {:>9} {:>8}",
+        "setting", "pool GiB", "KV tokens", "vs base", "slack GiB", "need GiB", "verdict"
+    );
+    for r in rows {
+        let (pool, slack, need, verdict) = match &r.memory.derivation {
+            MemoryDerivation::Sglang(s) => (
+                s.kv_pool_gib,
+                format!("{:.2}", s.slack_gib),
+                format!("{:.2}", s.need_gib),
+                s.verdict.as_str(),
+            ),
+            MemoryDerivation::Vllm(v) => (v.kv_gib, "—".into(), "—".into(), "—"),
+        };
+        let _ = writeln!(
+            w,
+            "{:<40} {:>9.2} {:>12} {:>8.2}× {:>9} {:>9} {:>8}",
+            r.sets.join(" "),
+            pool,
+            thousands(r.memory.kv_tokens()),
+            r.memory.kv_tokens() as f64 / base_tokens,
+            slack,
+            need,
+            verdict
+        );
+    }
+    if let Some(f0) = base_f {
+        let _ = writeln!(
+            w,
+            "\"vs base\" is the pool relative to f = {f0:.3}; scaling the pool by the ratio of fractions would \
+             wrongly predict f / {f0:.3} (e.g. {:.2}× at 0.95)",
+            0.95 / f0
+        );
+    }
+    w
+}
+
+/// The catalog as two tables.
+pub fn catalog(c: &Catalog) -> String {
+    let mut w = String::new();
+    let _ = writeln!(w, "GPUs");
+    let _ = writeln!(
+        w,
+        "  {:<14} {:<34} {:>9} {:>8} {:>9} {:>8} {:>16} {:>7}",
+        "name", "", "MiB", "HBM GB/s", "BF16 TF/s", "FP8 TF/s", "interconnect GB/s", "$/h"
+    );
+    for g in &c.gpus {
+        let _ = writeln!(
+            w,
+            "  {:<14} {:<34} {:>9} {:>8.0} {:>9.0} {:>8.0} {:>9} {:>6.0} {:>7.2}",
+            g.name,
+            g.display,
+            g.memory_mib,
+            g.hbm_bandwidth_gb_per_s,
+            g.bf16_dense_tflops,
+            g.fp8_dense_tflops,
+            g.interconnect,
+            g.interconnect_gb_per_s,
+            g.price_usd_per_hour
+        );
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(w, "Models");
+    let _ = writeln!(
+        w,
+        "  {:<16} {:>6} {:<24} {:>10} {:>10} {:>8} {:>14} {:>12} {:>12}",
+        "name",
+        "layers",
+        "attention",
+        "params B",
+        "active B",
+        "experts",
+        "weights",
+        "KV B/token",
+        "KV B/tok TP8"
+    );
+    for m in &c.models {
+        let attn = match m.attention {
+            AttentionKind::Gqa => format!("GQA {}q/{}kv × {}", m.q_heads, m.kv_heads, m.head_dim),
+            AttentionKind::Mla => format!("MLA {}+{}", m.kv_lora_rank, m.qk_rope_head_dim),
+        };
+        let experts = if m.num_experts > 0 {
+            format!("{}/{}", m.experts_per_token, m.num_experts)
+        } else {
+            "dense".into()
+        };
+        let dtype = serde_json::to_value(m.weight_dtype)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = writeln!(
+            w,
+            "  {:<16} {:>6} {:<24} {:>10.1} {:>10.1} {:>8} {:>14} {:>12} {:>12}",
+            m.name,
+            m.layers,
+            attn,
+            m.total_params_b,
+            m.active_params_b,
+            experts,
+            format!("{:.0} GB {dtype}", m.checkpoint_gb),
+            thousands(m.kv_bytes_per_token(1, 2)),
+            thousands(m.kv_bytes_per_token(8, 2))
+        );
+    }
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Sources and assumptions are in the data files (src/catalog/*.toml); prices are indicative \
+         on-demand figures to override. Extend or override entries with a TOML file of your own: \
+         `catalog = \"my-catalog.toml\"` in a scenario, or `servesim catalog --file my-catalog.toml`."
+    );
+    w
+}

@@ -1,0 +1,210 @@
+//! The memory model from scenarios: derived budgets, verdicts, and the case study.
+
+use servesim::memory::Verdict;
+use servesim::scenario::{self as sc_mod, KvSource, MemoryDerivation, Source};
+
+use crate::{root, scenario};
+
+fn sglang(sc: &servesim::scenario::Scenario) -> servesim::memory::SglangMemory {
+    match &sc.memory.as_ref().expect("a memory model").derivation {
+        MemoryDerivation::Sglang(s) => s.clone(),
+        MemoryDerivation::Vllm(_) => panic!("expected SGLang"),
+    }
+}
+
+fn with(hardware: &str, model: &str, engine: &str) -> String {
+    format!(
+        r#"
+name = "mem"
+[hardware]
+{hardware}
+[model]
+{model}
+[engine]
+{engine}
+[workload]
+requests = 10
+prompt_tokens = {{ dist = "constant", value = 100 }}
+output_tokens = {{ dist = "constant", value = 100 }}
+[client]
+concurrency = 4
+"#
+    )
+}
+
+#[test]
+fn gqa_on_one_gpu_by_hand() {
+    // Llama-3.1-8B on one H100, W given as 15 GiB, f = 0.85.
+    // M_pre = 81 559 MiB / 1024 − 1 GiB = 78.6475586 GiB; pool = 0.85 × M_pre − 15 = 51.8504248 GiB.
+    // cell = 8 heads × 2 × 128 × 32 layers × 2 B = 131 072 B; tokens = floor(pool × 2^30 / cell).
+    let sc = scenario(&with(
+        "gpu = \"h100\"",
+        "name = \"llama-3.1-8b\"\nweight_gib_per_gpu = 15.0",
+        "mem_fraction_static = 0.85",
+    ));
+    let m = sglang(&sc);
+    let pool: f64 = 0.85 * (81_559.0 / 1024.0 - 1.0) - 15.0;
+    assert!((m.kv_pool_gib - pool).abs() < 1e-9);
+    assert_eq!(m.inputs.kv_bytes_per_token, 131_072);
+    assert_eq!(
+        m.max_total_num_tokens,
+        ((pool * 1_073_741_824.0).floor() as u64) / 131_072
+    );
+    assert_eq!(sc.engine.kv_capacity_tokens, m.max_total_num_tokens);
+    assert_eq!(sc.engine.kv_source, KvSource::Derived);
+}
+
+#[test]
+fn gqa_heads_replicate_beyond_tp_and_fp8_halves_the_cell() {
+    // Qwen3-235B-A22B: 4 KV heads at TP 8 → 1 head per GPU (replicated twice):
+    // cell = 1 × 2 × 128 × 94 × 2 B = 48 128; with FP8 KV, 24 064.
+    let bf16 = scenario(&with(
+        "gpu = \"h200\"\ntensor_parallel = 8",
+        "name = \"qwen3-235b-a22b\"\nweight_gib_per_gpu = 55.0",
+        "mem_fraction_static = 0.88",
+    ));
+    assert_eq!(sglang(&bf16).inputs.kv_bytes_per_token, 48_128);
+    let fp8 = scenario(&with(
+        "gpu = \"h200\"\ntensor_parallel = 8",
+        "name = \"qwen3-235b-a22b\"\nweight_gib_per_gpu = 55.0",
+        "mem_fraction_static = 0.88\nkv_cache_dtype = \"fp8_e4m3\"",
+    ));
+    let m = sglang(&fp8);
+    assert_eq!(m.inputs.kv_bytes_per_token, 24_064);
+    // M_pre = 143 771 / 1024 − 2 = 138.4013672 GiB; pool = 0.88 × M_pre − 55.
+    let pool: f64 = 0.88 * (143_771.0 / 1024.0 - 2.0) - 55.0;
+    assert_eq!(
+        m.max_total_num_tokens,
+        ((pool * 1_073_741_824.0).floor() as u64) / 24_064
+    );
+}
+
+#[test]
+fn mla_is_replicated_on_every_gpu_and_pages_floor_the_pool() {
+    // DeepSeek-V3 at TP 8: (512 + 64) × 61 × 2 = 70 272 B per token on every GPU, not ÷ 8.
+    let sc = scenario(&with(
+        "gpu = \"b200\"\ntensor_parallel = 8",
+        "name = \"deepseek-v3\"\nweight_gib_per_gpu = 80.0",
+        "mem_fraction_static = 0.85\npage_size = 64",
+    ));
+    let m = sglang(&sc);
+    assert_eq!(m.inputs.kv_bytes_per_token, 70_272);
+    let pool: f64 = 0.85 * (183_359.0 / 1024.0 - 2.0) - 80.0;
+    let tokens = ((pool * 1_073_741_824.0).floor() as u64) / 70_272 / 64 * 64;
+    assert_eq!(m.max_total_num_tokens, tokens);
+    assert_eq!(sc.engine.kv_capacity_tokens % 64, 0);
+}
+
+#[test]
+fn the_case_study_budget_and_verdicts() {
+    let src = Source::read(&root().join("scenarios/case-study-b2-memory.toml")).unwrap();
+    let at = |f: f64| {
+        let sc = sc_mod::load(&src, &[format!("engine.mem_fraction_static={f}")]).unwrap();
+        sglang(&sc)
+    };
+    let base = at(0.85);
+    // The log said max_total_num_tokens = 116,171.
+    assert!(
+        (base.max_total_num_tokens as f64 / 116_171.0 - 1.0).abs() < 0.01,
+        "{}",
+        base.max_total_num_tokens
+    );
+    assert_eq!(base.verdict, Verdict::Safe);
+    let high = at(0.95);
+    assert_eq!(high.verdict, Verdict::Oom);
+    // Not +12 %: +0.10 × M_pre = 9.36 GiB on a 7.6 GiB pool.
+    assert!((high.kv_pool_gib - base.kv_pool_gib - 0.10 * 93.59).abs() < 1e-6);
+    assert!(high.max_total_num_tokens as f64 / base.max_total_num_tokens as f64 > 2.0);
+    assert!(
+        (base.largest_safe_fraction - 0.90).abs() < 0.015,
+        "{}",
+        base.largest_safe_fraction
+    );
+    assert!((base.oom_above_fraction - 0.90).abs() < 0.005);
+}
+
+#[test]
+fn a_missing_budget_that_cannot_be_derived_is_one_clear_problem() {
+    let text = with("num_gpus = 1", "context_len = 4096", "page_size = 1");
+    let src = Source {
+        name: "x.toml".into(),
+        base_dir: root(),
+        text,
+    };
+    let e = sc_mod::load(&src, &[]).unwrap_err();
+    let lines: Vec<String> = e.problems.iter().map(|p| e.problem_line(p)).collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains("engine.kv_capacity_tokens: is missing and cannot be derived"));
+    let hint = e.problems[0].hint.as_ref().unwrap();
+    assert!(
+        hint.contains("hardware.gpu or hardware.memory_mib"),
+        "{hint}"
+    );
+}
+
+#[test]
+fn unknown_catalog_names_get_a_suggestion() {
+    let text = with("gpu = \"h1000\"", "name = \"lama-3.1-8b\"", "");
+    let src = Source {
+        name: "x.toml".into(),
+        base_dir: root(),
+        text,
+    };
+    let e = sc_mod::load(&src, &[]).unwrap_err();
+    let all: Vec<String> = e
+        .problems
+        .iter()
+        .map(|p| {
+            format!(
+                "{} {}",
+                e.problem_line(p),
+                p.hint.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(
+        all.iter().any(
+            |l| l.contains("hardware.gpu = \"h1000\": is not in the catalog")
+                && l.contains("did you mean \"h100\"")
+        ),
+        "{all:?}"
+    );
+    assert!(
+        all.iter()
+            .any(|l| l.contains("model.name = \"lama-3.1-8b\"")
+                && l.contains("did you mean \"llama-3.1-8b\"")),
+        "{all:?}"
+    );
+}
+
+#[test]
+fn weights_that_do_not_fit_are_refused_before_running() {
+    let text = with(
+        "gpu = \"l40s\"",
+        "name = \"llama-3.1-70b\"",
+        "mem_fraction_static = 0.85",
+    );
+    let src = Source {
+        name: "x.toml".into(),
+        base_dir: root(),
+        text,
+    };
+    let e = sc_mod::load(&src, &[]).unwrap_err();
+    assert!(
+        e.problems[0].message.contains("leave no KV cache"),
+        "{:?}",
+        e.problems
+    );
+}
+
+#[test]
+fn a_sweep_over_the_fraction_has_a_monotone_budget() {
+    let src = Source::read(&root().join("scenarios/case-study-b2-memory.toml")).unwrap();
+    let mut last = 0;
+    for i in 0..16 {
+        let f = 0.80 + 0.01 * f64::from(i);
+        let sc = sc_mod::load(&src, &[format!("engine.mem_fraction_static={f:.2}")]).unwrap();
+        assert!(sc.engine.kv_capacity_tokens > last);
+        last = sc.engine.kv_capacity_tokens;
+    }
+}
