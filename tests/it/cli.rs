@@ -375,3 +375,28 @@ fn catalog_lists_gpus_and_models() {
         .stdout(predicate::str::contains("kimi-k2.5"))
         .stdout(predicate::str::contains("70,272"));
 }
+
+#[test]
+fn a_16_point_sweep_over_the_fraction_finishes_with_a_monotone_budget() {
+    let out = servesim()
+        .args([
+            "sweep",
+            "scenarios/case-study-b2-memory.toml",
+            "--set",
+            "workload.requests=200",
+            "--vary",
+            "engine.mem_fraction_static=0.80:0.95:0.01",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 16);
+    let kv: Vec<u64> = rows.iter().map(|r| r["kv_capacity_tokens"].as_u64().unwrap()).collect();
+    assert!(kv.windows(2).all(|w| w[0] < w[1]), "{kv:?}");
+    let verdicts: Vec<&str> = rows.iter().map(|r| r["oom_verdict"].as_str().unwrap()).collect();
+    assert_eq!(verdicts[0], "safe");
+    assert_eq!(verdicts[15], "oom");
+}
