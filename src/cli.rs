@@ -34,6 +34,18 @@ enum Command {
         #[arg(long, value_name = "DIR", required = true)]
         out: PathBuf,
     },
+    /// Tell the story of a run: why the client's lifetime rate differs from the server's
+    /// throughput, in numbers from this run.
+    Explain {
+        /// Scenario file (default: the built-in case study B2).
+        scenario: Option<PathBuf>,
+        /// Override a key.
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+        /// `text` or `markdown`.
+        #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
+        format: ExplainFormat,
+    },
     /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
     Memory {
         /// Scenario file (default: the built-in case study B2).
@@ -81,6 +93,12 @@ struct RunArgs {
     /// Print the summary JSON instead of the human report.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ExplainFormat {
+    Text,
+    Markdown,
 }
 
 #[derive(clap::Args, Debug)]
@@ -230,6 +248,11 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
             json,
         } => memory(scenario.as_deref(), &sets, &vary, json),
         Command::Catalog { file, json } => catalog(file.as_deref(), json),
+        Command::Explain {
+            scenario,
+            sets,
+            format,
+        } => explain(scenario.as_deref(), &sets, format),
         Command::Merge { dirs, out } => merge(&dirs, &out),
     }
 }
@@ -601,6 +624,30 @@ fn memory(
         println!();
         print!("{}", report::memory::range_table(&base, &rows));
     }
+    Ok(())
+}
+
+fn explain(path: Option<&Path>, sets: &[String], format: ExplainFormat) -> Result<(), Failure> {
+    let (_, sc) = load(path, sets)?;
+    let result = engine::run(&sc, &RunOptions::default())?;
+    let analysis = analysis::analyse(&result);
+    let summary = summary::summarize(&sc, &result, &analysis);
+    let ctx = report::explain::Context {
+        scenario_arg: path.map(|p| p.display().to_string()),
+        has_memory_model: sc.memory.is_some(),
+        kv_capacity_tokens: sc.engine.kv_capacity_tokens,
+        mem_fraction_static: sc.engine.mem_fraction_static,
+        rate_per_s: match &sc.client {
+            crate::scenario::ClientSpec::Poisson { rate_per_s, .. }
+            | crate::scenario::ClientSpec::Gamma { rate_per_s, .. } => Some(*rate_per_s),
+            crate::scenario::ClientSpec::Closed { .. } => None,
+        },
+    };
+    let fmt = match format {
+        ExplainFormat::Text => report::explain::Format::Text,
+        ExplainFormat::Markdown => report::explain::Format::Markdown,
+    };
+    print!("{}", report::explain::render(&summary, &ctx, fmt));
     Ok(())
 }
 

@@ -54,6 +54,8 @@ pub struct SteadyState {
     pub mean_queued: f64,
     /// Time-averaged token usage in the window.
     pub mean_token_usage: f64,
+    /// Fraction of the window during which the server's waiting queue was not empty.
+    pub queue_busy_fraction: f64,
     /// Completions inside the window.
     pub completions: u64,
     /// Whether the window is long enough to trust (at least 10 bins and 50 completions).
@@ -73,6 +75,59 @@ pub struct Convergence {
     pub deficit_s: f64,
 }
 
+/// What limits the batch in the steady state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Constraint {
+    /// Requests wait in the server's queue and the batch is below the slot limit: admission
+    /// stops because the next request does not fit in the KV budget.
+    KvBudget,
+    /// Requests wait and the batch is at `max_running_requests`.
+    MaxRunningRequests,
+    /// The server admits everything it gets, and the client keeps its concurrency limit full.
+    ClientConcurrency,
+    /// The server admits everything it gets and the client is not at a limit: the batch is
+    /// arrivals × time in service, and time in service is set by the step time.
+    StepTime,
+}
+
+impl Constraint {
+    /// Words for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Constraint::KvBudget => "the KV budget",
+            Constraint::MaxRunningRequests => "max_running_requests",
+            Constraint::ClientConcurrency => "the client's concurrency limit",
+            Constraint::StepTime => "the step time (with the arrival rate)",
+        }
+    }
+}
+
+/// What binds the batch, with the evidence.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Binding {
+    /// The constraint.
+    pub constraint: Constraint,
+    /// Fraction of the steady window with requests waiting in the server's queue.
+    pub queue_busy_fraction: f64,
+    /// Mean running requests in the window.
+    pub mean_running: f64,
+    /// The slot limit.
+    pub max_running_requests: u64,
+    /// Mean requests in flight (client view).
+    pub mean_in_flight: f64,
+    /// The client's concurrency limit.
+    pub client_concurrency: Option<u64>,
+    /// Mean token usage in the window.
+    pub mean_token_usage: f64,
+    /// Admission passes stopped by the KV budget, over the whole run.
+    pub memory_stops: u64,
+    /// Admission passes stopped by the slot limit, over the whole run.
+    pub slot_stops: u64,
+    /// Retractions over the whole run.
+    pub retractions: u64,
+}
+
 /// Everything derived from a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Analysis {
@@ -80,15 +135,51 @@ pub struct Analysis {
     pub steady: SteadyState,
     /// Convergence of the lifetime average.
     pub convergence: Convergence,
+    /// What binds the batch.
+    pub binding: Binding,
 }
 
 /// Analyse a run.
 pub fn analyse(r: &RunResult) -> Analysis {
     let steady = steady_state(r);
     let convergence = convergence(r, &steady);
+    let binding = binding(r, &steady);
     Analysis {
         steady,
         convergence,
+        binding,
+    }
+}
+
+/// The queue-busy fraction above which requests are said to wait for the server.
+const QUEUE_BOUND: f64 = 0.5;
+/// How close to a limit counts as at the limit.
+const AT_LIMIT: f64 = 0.95;
+
+fn binding(r: &RunResult, s: &SteadyState) -> Binding {
+    let constraint = if s.queue_busy_fraction >= QUEUE_BOUND {
+        if s.mean_running >= AT_LIMIT * r.max_running_requests as f64 {
+            Constraint::MaxRunningRequests
+        } else {
+            Constraint::KvBudget
+        }
+    } else {
+        match r.client_concurrency {
+            Some(c) if s.little_l_requests >= AT_LIMIT * c as f64 => Constraint::ClientConcurrency,
+            _ => Constraint::StepTime,
+        }
+    };
+    Binding {
+        constraint,
+        queue_busy_fraction: s.queue_busy_fraction,
+        mean_running: s.mean_running,
+        max_running_requests: r.max_running_requests,
+        mean_in_flight: s.little_l_requests,
+        client_concurrency: r.client_concurrency,
+        mean_token_usage: s.mean_token_usage,
+        memory_stops: r.counters.memory_stops,
+        slot_stops: r.counters.slot_stops,
+        retractions: r.totals.retractions,
     }
 }
 
@@ -206,6 +297,7 @@ fn steady_state(r: &RunResult) -> SteadyState {
         mean_queued: avg(start.queued_integral_s, end.queued_integral_s),
         mean_token_usage: avg(start.kv_integral_token_s, end.kv_integral_token_s)
             / r.kv_capacity_tokens as f64,
+        queue_busy_fraction: avg(start.queue_busy_s, end.queue_busy_s),
         completions: dc,
         reliable,
         note: (!notes.is_empty()).then(|| notes.join("; ")),

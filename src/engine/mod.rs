@@ -161,7 +161,10 @@ impl Simulator<'_> {
             });
         }
         let counters = self.scheduler.counters();
-        Ok(self.recorder.finish(self.now, stop, counters))
+        let mut r = self.recorder.finish(self.now, stop, counters);
+        r.max_running_requests = u64::from(self.scenario.engine.max_running_requests);
+        r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
+        Ok(r)
     }
 
     fn sync_state(&mut self) {

@@ -31,7 +31,8 @@ pub struct Sample {
     pub completed: u64,
     /// Client: `completed / t` — the lifetime average a progress bar shows.
     pub lifetime_req_per_s: f64,
-    /// Client: responses in `(t − window, t]` divided by the window.
+    /// Client: responses in `(t − window, t]` divided by the window (by `t` before a whole
+    /// window has passed).
     pub window_req_per_s: f64,
     /// Client: requests sent and not answered.
     pub in_flight: u64,
@@ -47,6 +48,10 @@ pub struct Sample {
     pub queued_integral_s: f64,
     /// ∫ kv_used_tokens dt so far, token-seconds.
     pub kv_integral_token_s: f64,
+    /// Time so far during which the server's waiting queue was not empty, seconds.
+    pub queue_busy_s: f64,
+    /// Output tokens of the requests completed so far.
+    pub completed_output_tokens: u64,
 }
 
 /// One answered request, with exact integer times (kept only when asked for).
@@ -192,4 +197,8 @@ pub struct RunResult {
     pub window_s: f64,
     /// Every answered request in answer order, when asked for.
     pub requests: Vec<RequestRecord>,
+    /// The scheduler's slot limit (`max_running_requests`).
+    pub max_running_requests: u64,
+    /// The client's concurrency limit, if any.
+    pub client_concurrency: Option<u64>,
 }

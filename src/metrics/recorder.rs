@@ -39,6 +39,7 @@ pub struct Recorder {
     int_queued: u128,
     int_kv: u128,
     int_in_flight: u128,
+    int_queue_busy: u128,
 
     // Cumulative counters.
     completed: u64,
@@ -104,6 +105,7 @@ impl Recorder {
             int_queued: 0,
             int_kv: 0,
             int_in_flight: 0,
+            int_queue_busy: 0,
             completed: 0,
             rejected: 0,
             sent: 0,
@@ -178,6 +180,9 @@ impl Recorder {
             self.int_queued += dt * u128::from(self.state.queued);
             self.int_kv += dt * u128::from(self.state.kv_used_tokens);
             self.int_in_flight += dt * u128::from(self.in_flight);
+            if self.state.queued > 0 {
+                self.int_queue_busy += dt;
+            }
             self.last_t = t;
         }
     }
@@ -270,7 +275,12 @@ impl Recorder {
             } else {
                 0.0
             },
-            window_req_per_s: in_window / self.window.as_secs_f64(),
+            // Before a whole window has passed, the window is the time so far.
+            window_req_per_s: if t_s > 0.0 {
+                in_window / self.window.as_secs_f64().min(t_s)
+            } else {
+                0.0
+            },
             in_flight: self.in_flight,
             generated_tokens: self.generated_tokens,
             sum_e2e_s: ns_to_s(self.sum_e2e_ns),
@@ -278,6 +288,8 @@ impl Recorder {
             running_integral_s: ns_to_s(self.int_running + dt * u128::from(self.state.running)),
             queued_integral_s: ns_to_s(self.int_queued + dt * u128::from(self.state.queued)),
             kv_integral_token_s: ns_to_s(self.int_kv + dt * u128::from(self.state.kv_used_tokens)),
+            queue_busy_s: ns_to_s(self.int_queue_busy + if self.state.queued > 0 { dt } else { 0 }),
+            completed_output_tokens: self.output_tokens,
         }
     }
 
@@ -435,6 +447,9 @@ impl Recorder {
             log: self.log,
             window_s: self.window.as_secs_f64(),
             requests: self.requests,
+            // Configuration facts, filled in by the simulator.
+            max_running_requests: 0,
+            client_concurrency: None,
         }
     }
 }

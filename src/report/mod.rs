@@ -1,6 +1,7 @@
 //! Reports: pure functions from a run (and its analysis) to text, JSON, CSV and log bytes.
 //! Only the CLI writes files.
 
+pub mod explain;
 pub mod memory;
 pub mod plots;
 pub mod server_log;

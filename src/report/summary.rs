@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, Convergence, SteadyState};
+use crate::analysis::{Analysis, Binding, Convergence, SteadyState};
 use crate::metrics::latency::Stats;
 use crate::metrics::{RunResult, Sample, StopReason, Totals};
 use crate::scenario::{ClientSpec, Scenario};
@@ -39,6 +39,12 @@ pub struct Summary {
     pub first_minutes: Vec<Observation>,
     /// Convergence of the lifetime average.
     pub convergence: Convergence,
+    /// What binds the batch, with the evidence.
+    pub binding: Binding,
+    /// When the first response arrived, seconds.
+    pub first_completion_s: Option<f64>,
+    /// When the client sent its last request (the drain starts), seconds.
+    pub last_send_s: Option<f64>,
     /// Latency statistics, milliseconds.
     pub latency: LatencyOut,
     /// What the model simplifies.
@@ -103,6 +109,8 @@ pub struct WorkloadInfo {
     pub mean_prompt_tokens: f64,
     /// Mean output tokens of the completed requests.
     pub mean_output_tokens: f64,
+    /// Output-token statistics of the completed requests.
+    pub output_tokens_stats: Stats,
     /// `max_tokens` asked for (null when omitted).
     pub max_new_tokens: Option<u32>,
     /// `ignore_eos`.
@@ -165,6 +173,10 @@ pub struct Observation {
     /// Lifetime rate × the run's mean output tokens (the dataset average, as the case study
     /// multiplied).
     pub effective_tok_per_s: f64,
+    /// Output tokens generated so far (finished requests or not).
+    pub generated_tokens: u64,
+    /// Share of those tokens that belong to requests not finished yet.
+    pub in_progress_token_share: f64,
 }
 
 /// `latency`.
@@ -193,6 +205,12 @@ fn observation(s: &Sample, mean_out: f64) -> Observation {
         token_usage: s.token_usage,
         completed: s.completed,
         effective_tok_per_s: s.lifetime_req_per_s * mean_out,
+        generated_tokens: s.generated_tokens,
+        in_progress_token_share: if s.generated_tokens > 0 {
+            1.0 - s.completed_output_tokens as f64 / s.generated_tokens as f64
+        } else {
+            0.0
+        },
     }
 }
 
@@ -242,6 +260,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             output_tokens: sc.workload.output_tokens.describe(),
             mean_prompt_tokens: r.prompt_tokens.mean(),
             mean_output_tokens: mean_out,
+            output_tokens_stats: r.output_tokens.stats(),
             max_new_tokens: sc.workload.max_new_tokens,
             ignore_eos: sc.workload.ignore_eos,
         },
@@ -273,6 +292,9 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             .map(|o| observation(o, mean_out))
             .collect(),
         convergence: a.convergence.clone(),
+        binding: a.binding.clone(),
+        first_completion_s: r.first_completion_s,
+        last_send_s: r.last_send_s,
         latency: LatencyOut {
             ttft_ms: r.latency.ttft_ms.stats(),
             tpot_ms: r.latency.tpot_ms.stats(),

@@ -119,6 +119,10 @@ pub struct SchedulerCounters {
     pub decode_steps: u64,
     /// Requests aborted by the engine after admission.
     pub aborted: u64,
+    /// Admission passes that stopped because the next request did not fit in the KV budget.
+    pub memory_stops: u64,
+    /// Admission passes that stopped at the `max_running_requests` slot limit.
+    pub slot_stops: u64,
 }
 
 /// A serving engine's scheduling policy.

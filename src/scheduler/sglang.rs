@@ -363,6 +363,7 @@ impl Sglang {
         let allocatable = self.p.max_running.saturating_sub(running_bs);
         if allocatable == 0 && self.chunked.is_none() {
             self.batch_is_full = true;
+            self.counters.slot_stops += 1;
             return None;
         }
         self.sort_waiting(reqs);
@@ -411,6 +412,7 @@ impl Sglang {
             }
             if items.len() as u64 >= allocatable {
                 self.batch_is_full = true;
+                self.counters.slot_stops += 1;
                 break;
             }
             let r = &reqs[id];
@@ -457,6 +459,7 @@ impl Sglang {
             if result != AddResult::Continue {
                 if result == AddResult::NoToken {
                     self.batch_is_full = !items.is_empty() || !self.running.is_empty();
+                    self.counters.memory_stops += 1;
                 }
                 break;
             }

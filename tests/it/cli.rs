@@ -390,13 +390,23 @@ fn a_16_point_sweep_over_the_fraction_finishes_with_a_monotone_budget() {
         ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 16);
-    let kv: Vec<u64> = rows.iter().map(|r| r["kv_capacity_tokens"].as_u64().unwrap()).collect();
+    let kv: Vec<u64> = rows
+        .iter()
+        .map(|r| r["kv_capacity_tokens"].as_u64().unwrap())
+        .collect();
     assert!(kv.windows(2).all(|w| w[0] < w[1]), "{kv:?}");
-    let verdicts: Vec<&str> = rows.iter().map(|r| r["oom_verdict"].as_str().unwrap()).collect();
+    let verdicts: Vec<&str> = rows
+        .iter()
+        .map(|r| r["oom_verdict"].as_str().unwrap())
+        .collect();
     assert_eq!(verdicts[0], "safe");
     assert_eq!(verdicts[15], "oom");
 }

@@ -2,6 +2,7 @@
 
 mod cli;
 mod determinism;
+mod explain;
 mod hand;
 mod invariants;
 mod memory;
