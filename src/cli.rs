@@ -93,6 +93,9 @@ struct RunArgs {
     /// Print the summary JSON instead of the human report.
     #[arg(long)]
     json: bool,
+    /// Advance one decode step at a time (the reference engine; same results, slower).
+    #[arg(long)]
+    step_by_step: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -300,6 +303,11 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let opts = RunOptions {
         keep_log: args.out.is_some(),
+        stepping: if args.step_by_step {
+            engine::Stepping::StepByStep
+        } else {
+            engine::Stepping::FastForward
+        },
         ..RunOptions::default()
     };
     let result = engine::run(&sc, &opts)?;

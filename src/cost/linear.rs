@@ -46,25 +46,44 @@ impl StepTimeModel for Linear {
     }
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        if steps == 0 {
-            return SimDuration::ZERO;
-        }
+        self.decode_run_weighted(batch, kv_first, steps, 0, 0).0
+    }
+
+    fn decode_run_weighted(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        w_first: u64,
+        w_slope: u64,
+    ) -> (SimDuration, u128) {
         let p = &self.p;
         let fixed =
             u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
-        if fixed == 0 {
-            // Steps could hit the 1 ns floor individually; fall back to the exact sum.
+        if steps == 0 || fixed == 0 {
+            // No steps, or steps that may hit the 1 ns floor: add them one by one.
             let mut total = SimDuration::ZERO;
+            let mut weighted = 0u128;
             for i in 0..steps {
-                total = total + self.decode(batch, kv_first + batch * i);
+                let d = self.decode(batch, kv_first + batch * i);
+                weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
+                total = total + d;
             }
-            return total;
+            return (total, weighted);
         }
+        // d_j = fixed + ⌊(a·j + b) / 1000⌋ with a = c·batch, b = c·kv_first.
         let n = u128::from(steps);
         let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
         let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
-        let ns = fixed * n + floor_sum(n, 1000, a, b);
-        SimDuration::from_ns(ns.min(u128::from(u64::MAX)) as u64)
+        let (f, g, _) = floor_sums(a, b, 1000, n - 1);
+        let (w0, ws) = (u128::from(w_first), u128::from(w_slope));
+        let total = fixed * n + f;
+        // Σ (w0 + ws·j)(fixed + ⌊…⌋) = fixed·(n·w0 + ws·n(n−1)/2) + w0·Σ⌊…⌋ + ws·Σ j⌊…⌋.
+        let weighted = fixed * (n * w0 + ws * n * (n - 1) / 2) + w0 * f + ws * g;
+        (
+            SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64),
+            weighted,
+        )
     }
 
     fn describe(&self) -> String {
@@ -80,30 +99,33 @@ impl StepTimeModel for Linear {
     }
 }
 
-/// `Σ_{i=0}^{n-1} floor((a·i + b) / m)`, exactly, in O(log m) steps (the classic Euclid-like
-/// reduction).
-pub fn floor_sum(mut n: u128, mut m: u128, mut a: u128, mut b: u128) -> u128 {
-    let mut ans = 0u128;
-    loop {
-        if n == 0 {
-            return ans;
-        }
-        if a >= m {
-            ans += n * (n - 1) / 2 * (a / m);
-            a %= m;
-        }
-        if b >= m {
-            ans += n * (b / m);
-            b %= m;
-        }
-        let y_max = a * n + b;
-        if y_max < m {
-            return ans;
-        }
-        n = y_max / m;
-        b = y_max % m;
-        std::mem::swap(&mut m, &mut a);
+/// `(Σ_{i=0}^{n} ⌊(a·i + b)/c⌋, Σ i·⌊…⌋, Σ ⌊…⌋²)`, exactly, by the Euclid-like reduction
+/// (each level swaps the roles of `a` and `c`, so the depth is O(log c)).
+pub fn floor_sums(a: u128, b: u128, c: u128, n: u128) -> (u128, u128, u128) {
+    let s1 = n * (n + 1) / 2;
+    if a == 0 {
+        let q = b / c;
+        return ((n + 1) * q, q * s1, (n + 1) * q * q);
     }
+    if a >= c || b >= c {
+        let (qa, qb) = (a / c, b / c);
+        let (f, g, h) = floor_sums(a % c, b % c, c, n);
+        let s2 = n * (n + 1) * (2 * n + 1) / 6;
+        return (
+            f + qa * s1 + qb * (n + 1),
+            g + qa * s2 + qb * s1,
+            h + qa * qa * s2 + qb * qb * (n + 1) + 2 * qa * qb * s1 + 2 * qb * f + 2 * qa * g,
+        );
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return (0, 0, 0);
+    }
+    let (f, g, h) = floor_sums(c, c - b - 1, a, m - 1);
+    let f2 = n * m - f;
+    let g2 = (m * n * (n + 1) - h - f) / 2;
+    let h2 = n * m * (m + 1) - 2 * g - 2 * f - f2;
+    (f2, g2, h2)
 }
 
 #[cfg(test)]
@@ -131,9 +153,25 @@ mod tests {
 
     proptest! {
         #[test]
-        fn floor_sum_matches_the_loop(n in 0u128..300, m in 1u128..2000, a in 0u128..5000, b in 0u128..5000) {
-            let direct: u128 = (0..n).map(|i| (a * i + b) / m).sum();
-            prop_assert_eq!(floor_sum(n, m, a, b), direct);
+        fn floor_sums_match_the_loops(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
+            let fl = |i: u128| (a * i + b) / c;
+            let f: u128 = (0..=n).map(fl).sum();
+            let g: u128 = (0..=n).map(|i| i * fl(i)).sum();
+            let h: u128 = (0..=n).map(|i| fl(i) * fl(i)).sum();
+            prop_assert_eq!(floor_sums(a, b, c, n), (f, g, h));
+        }
+
+        #[test]
+        fn the_weighted_run_equals_the_loop(kv_ps in 0u64..200_000, batch in 1u64..2000, kv0 in 0u64..10_000_000, steps in 0u64..300, w0 in 0u64..10_000_000, ws in 0u64..2000) {
+            let m = model(kv_ps);
+            let mut total = SimDuration::ZERO;
+            let mut weighted = 0u128;
+            for i in 0..steps {
+                let d = m.decode(batch, kv0 + batch * i);
+                weighted += u128::from(w0 + ws * i) * u128::from(d.as_ns());
+                total = total + d;
+            }
+            prop_assert_eq!(m.decode_run_weighted(batch, kv0, steps, w0, ws), (total, weighted));
         }
 
         #[test]

@@ -30,6 +30,28 @@ pub trait StepTimeModel: Send + Sync {
         total
     }
 
+    /// Like [`decode_run`](Self::decode_run), and also `Σ_j (w_first + w_slope·j) × d_j` in
+    /// ns × weight units, where `d_j` is the duration of step `j` (from 0): the exact time
+    /// integral of a quantity that grows by `w_slope` per step (the KV pool's use). The default
+    /// adds step by step.
+    fn decode_run_weighted(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        w_first: u64,
+        w_slope: u64,
+    ) -> (SimDuration, u128) {
+        let mut total = SimDuration::ZERO;
+        let mut weighted = 0u128;
+        for i in 0..steps {
+            let d = self.decode(batch, kv_first + batch * i);
+            weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
+            total = total + d;
+        }
+        (total, weighted)
+    }
+
     /// A one-line description for reports.
     fn describe(&self) -> String;
 }

@@ -17,9 +17,21 @@ use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction};
 use events::{EventKind, EventQueue};
 
-/// Options that change what is recorded, never what is simulated.
+/// How the simulator advances through decode steps. Both give identical results.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stepping {
+    /// Jump over runs of decode steps in closed form (see [`Scheduler::skip_decode`]).
+    #[default]
+    FastForward,
+    /// One event per decode step: the reference the fast path is tested against.
+    StepByStep,
+}
+
+/// Options that change what is recorded or how fast, never what is simulated.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
+    /// Fast-forward or step by step.
+    pub stepping: Stepping,
     /// Keep the engine's log lines (for `server.log`).
     pub keep_log: bool,
     /// Time-series point budget.
@@ -31,6 +43,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     fn default() -> Self {
         RunOptions {
+            stepping: Stepping::FastForward,
             keep_log: false,
             max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
             keep_requests: false,
@@ -68,6 +81,8 @@ struct Simulator<'s> {
     output_rng: Stream,
     busy: bool,
     outbox: Outbox,
+    stepping: Stepping,
+    max_sim: Option<SimTime>,
 }
 
 /// Simulate a scenario.
@@ -110,6 +125,8 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError
         output_rng: seeds.stream(StreamName::OutputTokens),
         busy: false,
         outbox: Outbox::default(),
+        stepping: opts.stepping,
+        max_sim: scenario.run.max_sim.map(|d| SimTime::ZERO + d),
     };
     sim.run_loop()
 }
@@ -119,9 +136,12 @@ impl Simulator<'_> {
         let mut actions = Vec::new();
         self.client.start(&mut actions);
         self.handle_actions(&mut actions);
-        let max_sim = self.scenario.run.max_sim.map(|d| SimTime::ZERO + d);
+        let max_sim = self.max_sim;
         let stop = loop {
             if !self.busy {
+                if self.stepping == Stepping::FastForward {
+                    self.fast_forward();
+                }
                 self.start_batch(&mut actions);
             }
             self.sync_state();
@@ -165,6 +185,34 @@ impl Simulator<'_> {
         r.max_running_requests = u64::from(self.scenario.engine.max_running_requests);
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         Ok(r)
+    }
+
+    /// Take at once the decode steps that would change nothing but the KV, up to the next
+    /// event, time-series point, observation or `max_sim_s`.
+    fn fast_forward(&mut self) {
+        let limit = self
+            .events
+            .peek_time()
+            .unwrap_or(SimTime::MAX)
+            .min(self.recorder.next_snapshot_at())
+            .min(self.max_sim.unwrap_or(SimTime::MAX));
+        self.sync_state();
+        self.outbox.clear();
+        if let Some(skip) =
+            self.scheduler
+                .skip_decode(self.now, limit, &mut self.requests, &mut self.outbox)
+        {
+            self.recorder.integrate_run(
+                skip.end,
+                skip.running,
+                skip.queued,
+                skip.kv_integral,
+                skip.kv_last,
+            );
+            self.recorder.on_generated(self.outbox.generated_tokens);
+            self.drain_outbox_logs();
+            self.now = skip.end;
+        }
     }
 
     fn sync_state(&mut self) {

@@ -1,19 +1,31 @@
-//! Latency and length distributions: mean and percentiles.
+//! Latency and length distributions in constant memory.
+//!
+//! Values go into an HDR histogram with three significant digits: every percentile is within
+//! 0.1 % of the value at that rank (nearest-rank definition), whatever the number of requests.
+//! The mean, minimum and maximum are exact. Memory is a few tens of kilobytes per distribution,
+//! independent of the run's length.
 
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
-/// A collection of values with exact percentiles (linear interpolation between order
-/// statistics, as numpy's default, which `sglang.bench_serving` and `vllm bench serve` use).
-#[derive(Clone, Debug, Default)]
+/// Significant digits kept: relative error ≤ 10⁻³.
+const SIGFIG: u8 = 3;
+
+/// A distribution of non-negative values, recorded in integer base units (nanoseconds, tokens)
+/// and reported in display units (`base / divisor`).
+#[derive(Clone, Debug)]
 pub struct Distribution {
-    values: Vec<f64>,
+    hist: Histogram<u64>,
+    /// Base units per display unit (1e6 for nanoseconds shown as milliseconds).
+    divisor: f64,
+    count: u64,
     sum: f64,
 }
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Stats {
-    /// Mean.
+    /// Mean (exact).
     pub mean: f64,
     /// Median.
     pub p50: f64,
@@ -25,72 +37,93 @@ pub struct Stats {
     pub count: u64,
 }
 
+impl Default for Distribution {
+    fn default() -> Self {
+        Distribution::with_divisor(1.0)
+    }
+}
+
 impl Distribution {
-    /// Add one value.
+    /// Values recorded in nanoseconds, reported in milliseconds.
+    pub fn nanos_as_ms() -> Self {
+        Distribution::with_divisor(1e6)
+    }
+
+    /// Values recorded and reported in the same unit (tokens).
+    pub fn plain() -> Self {
+        Distribution::with_divisor(1.0)
+    }
+
+    fn with_divisor(divisor: f64) -> Self {
+        Distribution {
+            hist: Histogram::new(SIGFIG).expect("invariant: 3 significant figures is valid"),
+            divisor,
+            count: 0,
+            sum: 0.0,
+        }
+    }
+
+    /// Add one value in base units (rounded to an integer for the percentiles; the mean uses it
+    /// as given). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
-        self.values.push(x);
+        let x = x.max(0.0);
+        let v = x.round() as u64;
+        // `record` grows the histogram; only beyond its 2^62 ceiling does it saturate.
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
+        self.count += 1;
         self.sum += x;
     }
 
     /// Values added.
     pub fn count(&self) -> u64 {
-        self.values.len() as u64
+        self.count
     }
 
-    /// The mean (0 when empty).
+    /// The mean in display units (0 when empty).
     pub fn mean(&self) -> f64 {
-        if self.values.is_empty() {
+        if self.count == 0 {
             0.0
         } else {
-            self.sum / self.values.len() as f64
+            self.sum / self.count as f64 / self.divisor
         }
+    }
+
+    /// The value at quantile `q` in display units: the smallest value with at least `q` of the
+    /// values at or below it, within 0.1 %.
+    pub fn quantile(&self, q: f64) -> f64 {
+        if self.count == 0 {
+            return 0.0;
+        }
+        self.hist.value_at_quantile(q) as f64 / self.divisor
     }
 
     /// Mean and p50/p90/p99 (all 0 when empty).
     pub fn stats(&self) -> Stats {
-        if self.values.is_empty() {
-            return Stats::default();
-        }
-        let mut v = self.values.clone();
-        v.sort_by(f64::total_cmp);
         Stats {
             mean: self.mean(),
-            p50: quantile_sorted(&v, 0.50),
-            p90: quantile_sorted(&v, 0.90),
-            p99: quantile_sorted(&v, 0.99),
-            count: v.len() as u64,
+            p50: self.quantile(0.50),
+            p90: self.quantile(0.90),
+            p99: self.quantile(0.99),
+            count: self.count,
         }
     }
 
-    /// The empirical CDF as at most `max_points` `(value, cumulative fraction)` pairs, in
-    /// increasing order (for plots).
+    /// The CDF as at most `max_points` `(value, cumulative fraction)` pairs, in increasing order
+    /// (for plots).
     pub fn cdf_points(&self, max_points: usize) -> Vec<(f64, f64)> {
-        if self.values.is_empty() || max_points < 2 {
+        if self.count == 0 || max_points < 2 {
             return Vec::new();
         }
-        let mut v = self.values.clone();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let k = max_points.min(n);
+        let k = max_points.min(self.count as usize).max(2);
         (0..k)
             .map(|i| {
-                let q = if k == 1 {
-                    1.0
-                } else {
-                    i as f64 / (k - 1) as f64
-                };
-                (quantile_sorted(&v, q), q)
+                let q = i as f64 / (k - 1) as f64;
+                (self.quantile(q), q)
             })
             .collect()
     }
-}
-
-/// Quantile `q` of sorted values by linear interpolation.
-pub fn quantile_sorted(v: &[f64], q: f64) -> f64 {
-    let pos = q * (v.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    v[lo] + (v[hi] - v[lo]) * (pos - lo as f64)
 }
 
 #[cfg(test)]
@@ -98,15 +131,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_interpolate_like_numpy() {
-        let mut d = Distribution::default();
+    fn percentiles_use_the_nearest_rank_and_the_mean_is_exact() {
+        let mut d = Distribution::plain();
         for x in [1.0, 2.0, 3.0, 4.0] {
             d.add(x);
         }
         let s = d.stats();
         assert_eq!(s.mean, 2.5);
-        assert_eq!(s.p50, 2.5); // numpy.percentile([1,2,3,4], 50)
-        assert!((s.p90 - 3.7).abs() < 1e-12); // numpy: 3.7
-        assert!((s.p99 - 3.97).abs() < 1e-12); // numpy: 3.97
+        assert_eq!(s.p50, 2.0);
+        assert_eq!(s.p90, 4.0);
+        assert_eq!(s.p99, 4.0);
+    }
+
+    #[test]
+    fn large_values_stay_within_a_tenth_of_a_percent() {
+        let mut d = Distribution::nanos_as_ms();
+        let values: Vec<f64> = (1..=10_000).map(|i| f64::from(i) * 1.234_567e6).collect();
+        for v in &values {
+            d.add(*v);
+        }
+        for q in [0.5, 0.9, 0.99] {
+            let exact = values[(q * values.len() as f64).ceil() as usize - 1] / 1e6;
+            let got = d.quantile(q);
+            assert!((got / exact - 1.0).abs() <= 1e-3, "q {q}: {got} vs {exact}");
+        }
+        assert!((d.mean() - 5000.5 * 1.234_567).abs() < 1e-6);
+    }
+
+    #[test]
+    fn memory_does_not_grow_with_the_count() {
+        let mut d = Distribution::plain();
+        for i in 0..1_000_000u64 {
+            d.add((i % 5000) as f64);
+        }
+        assert_eq!(d.count(), 1_000_000);
+        assert!(d.hist.len() == 1_000_000);
     }
 }

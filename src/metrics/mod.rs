@@ -89,8 +89,9 @@ pub enum StopReason {
     MaxSimTime,
 }
 
-/// Latency distributions of the completed requests.
-#[derive(Clone, Debug, Default)]
+/// Latency distributions of the completed requests (recorded in nanoseconds, reported in
+/// milliseconds).
+#[derive(Clone, Debug)]
 pub struct Latencies {
     /// First token − sent.
     pub ttft_ms: Distribution,
@@ -102,6 +103,18 @@ pub struct Latencies {
     pub queue_ms: Distribution,
     /// Sent − ready (waiting for a client concurrency slot).
     pub client_wait_ms: Distribution,
+}
+
+impl Default for Latencies {
+    fn default() -> Self {
+        Latencies {
+            ttft_ms: Distribution::nanos_as_ms(),
+            tpot_ms: Distribution::nanos_as_ms(),
+            e2e_ms: Distribution::nanos_as_ms(),
+            queue_ms: Distribution::nanos_as_ms(),
+            client_wait_ms: Distribution::nanos_as_ms(),
+        }
+    }
 }
 
 /// Totals over the run.

@@ -146,8 +146,8 @@ impl Recorder {
             observations: Vec::new(),
             minutes: Vec::new(),
             latency: Latencies::default(),
-            output_dist: Distribution::default(),
-            prompt_dist: Distribution::default(),
+            output_dist: Distribution::plain(),
+            prompt_dist: Distribution::plain(),
         }
     }
 
@@ -192,6 +192,45 @@ impl Recorder {
         self.integrate_to(now);
         self.state = state;
         self.in_flight = in_flight;
+    }
+
+    /// The next instant at which a time-series point or an observation is due.
+    pub fn next_snapshot_at(&self) -> SimTime {
+        let obs = self
+            .observe_at
+            .get(self.next_obs)
+            .map_or(SimTime::MAX, |&(t, _)| t);
+        obs.min(self.next_sample)
+    }
+
+    /// A run of steps taken at once (fast-forward) from the last `set_state` to `end`, during
+    /// which `running`, `queued` and the requests in flight were constant and the KV use
+    /// integrated to `kv_integral` (ns × tokens); `kv_last` is the use at `end`. No point may
+    /// fall inside the run.
+    pub fn integrate_run(
+        &mut self,
+        end: SimTime,
+        running: u64,
+        queued: u64,
+        kv_integral: u128,
+        kv_last: u64,
+    ) {
+        debug_assert!(
+            self.next_snapshot_at() >= end,
+            "invariant: no time-series point falls inside a fast-forward run"
+        );
+        let dt = u128::from((end - self.last_t).as_ns());
+        self.int_running += dt * u128::from(running);
+        self.int_queued += dt * u128::from(queued);
+        self.int_kv += kv_integral;
+        self.int_in_flight += dt * u128::from(self.in_flight);
+        if queued > 0 {
+            self.int_queue_busy += dt;
+        }
+        self.last_t = end;
+        self.state.running = running;
+        self.state.queued = queued;
+        self.state.kv_used_tokens = kv_last;
     }
 
     /// Emit every time-series point and observation strictly before `t` (the next event time).
@@ -321,22 +360,22 @@ impl Recorder {
             .first_token_at
             .expect("invariant: a completed request has a first token");
         let ttft = first - r.sent_at;
-        self.latency.ttft_ms.add(ttft.as_ms_f64());
-        self.latency.e2e_ms.add(e2e.as_ms_f64());
+        self.latency.ttft_ms.add(ttft.as_ns() as f64);
+        self.latency.e2e_ms.add(e2e.as_ns() as f64);
         if r.out_tokens > 1 {
             self.latency
                 .tpot_ms
-                .add((e2e.as_ms_f64() - ttft.as_ms_f64()) / f64::from(r.out_tokens - 1));
+                .add((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
         }
         let admitted = r
             .admitted_at
             .expect("invariant: a completed request was admitted");
         self.latency
             .queue_ms
-            .add((admitted - r.sent_at).as_ms_f64());
+            .add((admitted - r.sent_at).as_ns() as f64);
         self.latency
             .client_wait_ms
-            .add((r.sent_at - r.ready_at).as_ms_f64());
+            .add((r.sent_at - r.ready_at).as_ns() as f64);
     }
 
     /// The server refused or aborted a request.

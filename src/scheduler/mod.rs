@@ -125,6 +125,23 @@ pub struct SchedulerCounters {
     pub slot_stops: u64,
 }
 
+/// A run of decode steps that [`Scheduler::skip_decode`] took at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Skip {
+    /// Decode steps taken.
+    pub steps: u64,
+    /// When the last of them ended.
+    pub end: SimTime,
+    /// Requests running during the run (constant).
+    pub running: u64,
+    /// Requests queued during the run (constant).
+    pub queued: u64,
+    /// `Σ kv_used × step duration` over the run, ns × tokens.
+    pub kv_integral: u128,
+    /// KV slots in use during the last step.
+    pub kv_last: u64,
+}
+
 /// A serving engine's scheduling policy.
 ///
 /// Protocol: [`arrive`](Scheduler::arrive) whenever a request reaches the server;
@@ -156,4 +173,22 @@ pub trait Scheduler {
     /// Why requests in the waiting queue cannot be admitted, when the server is idle with
     /// work waiting (for a diagnosis instead of a silent stop).
     fn stuck_reason(&self, reqs: &Requests) -> Option<String>;
+
+    /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
+    /// one by one with nothing changing but the KV growing — no admission possible, no
+    /// completion, no retraction — and that all end before `limit` (the next event, observation
+    /// or time-series point). Their log lines go to `out`. The state afterwards must be exactly
+    /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
+    /// skips.
+    ///
+    /// [`start_next`]: Scheduler::start_next
+    fn skip_decode(
+        &mut self,
+        _now: SimTime,
+        _limit: SimTime,
+        _reqs: &mut Requests,
+        _out: &mut Outbox,
+    ) -> Option<Skip> {
+        None
+    }
 }

@@ -49,7 +49,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rand::seq::SliceRandom;
 
-use super::{LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerState};
+use super::{LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerState, Skip};
 use crate::cost::StepTimeModel;
 use crate::kv::{pages_for, KvPool};
 use crate::request::{Phase, ReqId, Request, Requests};
@@ -707,7 +707,126 @@ impl Sglang {
     }
 }
 
+/// A planned fast-forward: `steps` decode steps of `batch` requests.
+#[derive(Clone, Copy, Debug)]
+struct SkipPlan {
+    steps: u64,
+    batch: u64,
+    /// KV tokens attended by the first step.
+    attended_first: u64,
+    /// KV slots in use during the first step.
+    used_first: u64,
+}
+
 impl Sglang {
+    /// Whether the next iterations are plain decode steps, and how many of them can be taken at
+    /// once: until the step before the next completion, while memory lasts, and while they end
+    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
+    fn plan_skip(&mut self, now: SimTime, limit: SimTime, reqs: &Requests) -> Option<SkipPlan> {
+        if self.p.page != 1
+            || self.in_flight.is_some()
+            || self.chunked.is_some()
+            || self.finished_since_filter
+            || self.running.is_empty()
+            || !(self.batch_is_full || self.waiting.is_empty())
+        {
+            return None;
+        }
+        // Drop stale completion entries (retracted requests) from the top; finish_decode would
+        // skip them anyway.
+        let next_finish = loop {
+            let &Reverse((step, stay, id)) = self.finish_heap.peek()?;
+            let live = matches!(reqs.get(id), Some(Request { phase: Phase::Running { stay: s, .. }, .. }) if *s == stay);
+            if live {
+                break step;
+            }
+            self.finish_heap.pop();
+        };
+        let batch = self.running.len() as u64;
+        let by_completion = next_finish.saturating_sub(self.decode_step + 1);
+        let by_memory = self.kv.available_tokens() / batch;
+        let most = by_completion.min(by_memory);
+        if most == 0 {
+            return None;
+        }
+        let attended_first = self.running_kv_tokens + batch;
+        // The largest number of steps whose end is before `limit`.
+        let budget = limit.saturating_since(now);
+        let (mut lo, mut hi) = (0u64, most);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.cost.decode_run(batch, attended_first, mid) < budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        (lo > 0).then_some(SkipPlan {
+            steps: lo,
+            batch,
+            attended_first,
+            used_first: self.kv.used_tokens() + batch,
+        })
+    }
+
+    /// Apply a planned fast-forward: exactly what `steps` calls of `try_decode` +
+    /// `finish_decode` would do.
+    fn take_skip(&mut self, now: SimTime, s: SkipPlan, out: &mut Outbox) -> Skip {
+        let (b, n) = (s.batch, s.steps);
+        let (total, kv_integral) =
+            self.cost
+                .decode_run_weighted(b, s.attended_first, n, s.used_first, b);
+        // Decode log lines inside the run, at the global step numbers that are multiples of the
+        // interval.
+        let interval = self.p.log_interval;
+        let mut j = interval - self.decode_step % interval;
+        let mut counted = 0u64;
+        while j <= n {
+            let at = now + self.cost.decode_run(b, s.attended_first, j);
+            self.decode_tokens_since_log += b * (j - counted);
+            counted = j;
+            let token = s.used_first + b * (j - 1);
+            let dt = at.saturating_since(self.last_decode_log_at).as_secs_f64();
+            out.log.push(LogRecord::Decode {
+                at,
+                running_req: b,
+                token,
+                token_usage: token as f64 / self.kv.capacity_tokens() as f64,
+                cuda_graph: b <= self.p.graph_max_bs,
+                gen_tok_per_s: if dt > 0.0 {
+                    self.decode_tokens_since_log as f64 / dt
+                } else {
+                    0.0
+                },
+                queue_req: self.waiting.len() as u64,
+            });
+            self.decode_tokens_since_log = 0;
+            self.last_decode_log_at = at;
+            j += interval;
+        }
+        self.decode_tokens_since_log += b * (n - counted);
+        // The ratio decays once per step, exactly as step by step.
+        for _ in 0..n {
+            if self.ratio <= self.p.ratio_min {
+                break;
+            }
+            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
+        }
+        self.kv.alloc_pages(b * n);
+        self.running_kv_tokens += b * n;
+        self.decode_step += n;
+        self.counters.decode_steps += n;
+        out.generated_tokens += b * n;
+        Skip {
+            steps: n,
+            end: now + total,
+            running: b + self.prefilling,
+            queued: self.waiting.len() as u64,
+            kv_integral,
+            kv_last: s.used_first + b * (n - 1),
+        }
+    }
+
     /// Recompute the incremental bookkeeping from scratch and compare (debug builds only).
     #[cfg(debug_assertions)]
     fn debug_check(&self, reqs: &Requests) {
@@ -864,6 +983,20 @@ impl Scheduler for Sglang {
 
     fn counters(&self) -> SchedulerCounters {
         self.counters
+    }
+
+    fn skip_decode(
+        &mut self,
+        now: SimTime,
+        limit: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> Option<Skip> {
+        let s = self.plan_skip(now, limit, reqs)?;
+        let skip = self.take_skip(now, s, out);
+        #[cfg(debug_assertions)]
+        self.debug_check(reqs);
+        Some(skip)
     }
 
     fn stuck_reason(&self, reqs: &Requests) -> Option<String> {
