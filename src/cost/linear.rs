@@ -46,7 +46,17 @@ impl StepTimeModel for Linear {
     }
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        self.decode_run_weighted(batch, kv_first, steps, 0, 0).0
+        let p = &self.p;
+        let fixed =
+            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
+        if steps == 0 || fixed == 0 {
+            return self.decode_run_weighted(batch, kv_first, steps, 0, 0).0;
+        }
+        let n = u128::from(steps);
+        let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
+        let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
+        let total = fixed * n + floor_sum(a, b, 1000, n - 1);
+        SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64)
     }
 
     fn decode_run_weighted(
@@ -97,6 +107,29 @@ impl StepTimeModel for Linear {
             p.prefill_per_token_ps as f64 / 1e6
         )
     }
+}
+
+/// `Σ_{i=0}^{n} ⌊(a·i + b)/c⌋` alone (the first component of [`floor_sums`], cheaper).
+pub fn floor_sum(a: u128, b: u128, c: u128, n: u128) -> u128 {
+    let mut ans = 0u128;
+    let (mut a, mut b) = (a, b);
+    if a >= c {
+        ans += n * (n + 1) / 2 * (a / c);
+        a %= c;
+    }
+    if b >= c {
+        ans += (n + 1) * (b / c);
+        b %= c;
+    }
+    if a == 0 {
+        return ans;
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return ans;
+    }
+    // Counting lattice points the other way: Σ = n·m − Σ_{j=0}^{m−1} ⌊(c·j + c − b − 1)/a⌋.
+    ans + n * m - floor_sum(c, c - b - 1, a, m - 1)
 }
 
 /// `(Σ_{i=0}^{n} ⌊(a·i + b)/c⌋, Σ i·⌊…⌋, Σ ⌊…⌋²)`, exactly, by the Euclid-like reduction
@@ -159,6 +192,11 @@ mod tests {
             let g: u128 = (0..=n).map(|i| i * fl(i)).sum();
             let h: u128 = (0..=n).map(|i| fl(i) * fl(i)).sum();
             prop_assert_eq!(floor_sums(a, b, c, n), (f, g, h));
+        }
+
+        #[test]
+        fn floor_sum_is_the_first_floor_sum(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
+            prop_assert_eq!(floor_sum(a, b, c, n), floor_sums(a, b, c, n).0);
         }
 
         #[test]

@@ -560,27 +560,37 @@ impl Sglang {
     /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
     fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         let step = self.decode_step;
-        let mut order = self.running.clone();
-        // Sort by (generated, −prompt) descending; victims are popped from the end. The sort is
-        // stable, like Python's, so ties keep batch order.
-        order.sort_by(|&a, &b| {
-            let ka = (reqs[a].output_tokens(step), Reverse(reqs[a].prompt_tokens));
-            let kb = (reqs[b].output_tokens(step), Reverse(reqs[b].prompt_tokens));
-            kb.cmp(&ka)
-        });
+        // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
+        // from the end: the victim is the smallest key, and among equal keys the latest in batch
+        // order. Usually one victim suffices, so select it rather than sort.
+        let mut keys: Vec<(u32, Reverse<u32>)> = self
+            .running
+            .iter()
+            .map(|&id| {
+                (
+                    reqs[id].output_tokens(step),
+                    Reverse(reqs[id].prompt_tokens),
+                )
+            })
+            .collect();
         let mut retracted: Vec<ReqId> = Vec::new();
         let mut freed = 0u64;
         let mut first = true;
         while first || !self.next_step_fits() {
-            if order.len() == 1 {
+            if self.running.len() == 1 {
                 break;
             }
             first = false;
-            let victim = order.pop().expect("invariant: more than one request left");
+            let mut at = 0;
+            for (i, k) in keys.iter().enumerate() {
+                if *k <= keys[at] {
+                    at = i;
+                }
+            }
+            keys.remove(at);
+            let victim = self.running.remove(at);
             freed += self.leave_running(victim, reqs);
             retracted.push(victim);
-            // Keep `running` consistent for the fit check (order-preserving removal).
-            self.running.retain(|&id| id != victim);
         }
         let ratio_before = self.ratio;
         if !self.next_step_fits() {
@@ -750,9 +760,12 @@ impl Sglang {
             return None;
         }
         let attended_first = self.running_kv_tokens + batch;
-        // The largest number of steps whose end is before `limit`.
+        // The largest number of steps whose end is before `limit` (usually all of them).
         let budget = limit.saturating_since(now);
         let (mut lo, mut hi) = (0u64, most);
+        if self.cost.decode_run(batch, attended_first, most) < budget {
+            lo = most;
+        }
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
             if self.cost.decode_run(batch, attended_first, mid) < budget {
