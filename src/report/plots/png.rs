@@ -1,0 +1,43 @@
+//! PNG bytes from the RGB buffer plotters draws into (plotters itself only writes PNG files).
+
+/// Encode an 8-bit RGB image as PNG.
+pub(crate) fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, width, height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Default);
+    let mut w = enc
+        .write_header()
+        .expect("invariant: writing a PNG header to memory cannot fail");
+    w.write_image_data(rgb)
+        .expect("invariant: the RGB buffer has width × height × 3 bytes");
+    w.finish()
+        .expect("invariant: finishing a PNG in memory cannot fail");
+    out
+}
+
+/// Decode an 8-bit RGB PNG (for tests).
+#[cfg(test)]
+pub(crate) fn decode_rgb(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
+    let dec = png::Decoder::new(bytes);
+    let mut reader = dec.read_info().expect("a PNG");
+    let mut buf = vec![0; reader.output_buffer_size()];
+    let info = reader.next_frame(&mut buf).expect("one frame");
+    buf.truncate(info.buffer_size());
+    (info.width, info.height, buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pixels_survive_a_round_trip() {
+        let (w, h) = (7u32, 5u32);
+        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 37 % 251) as u8).collect();
+        let png = encode_rgb(w, h, &rgb);
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        assert_eq!(decode_rgb(&png), (w, h, rgb));
+    }
+}
