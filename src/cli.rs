@@ -96,6 +96,12 @@ struct RunArgs {
     /// Advance one decode step at a time (the reference engine; same results, slower).
     #[arg(long)]
     step_by_step: bool,
+    /// With --out: skip the figures.
+    #[arg(long)]
+    no_plots: bool,
+    /// Stream one row per answered request to this CSV file (memory stays constant).
+    #[arg(long, value_name = "FILE")]
+    requests_csv: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -310,26 +316,28 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         },
         ..RunOptions::default()
     };
-    let result = engine::run(&sc, &opts)?;
+    let result = match &args.requests_csv {
+        None => engine::run(&sc, &opts)?,
+        Some(path) => run_streaming_requests(&sc, &opts, path)?,
+    };
     let analysis = analysis::analyse(&result);
     let summary = summary::summarize(&sc, &result, &analysis);
     let json = summary::to_json(&summary);
     if let Some(dir) = &args.out {
         let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
-        let files: Vec<(&str, Vec<u8>)> = vec![
-            ("summary.json", json.clone().into_bytes()),
-            ("timeseries.csv", timeseries::to_csv(&result)),
+        let mut files: Vec<(String, Vec<u8>)> = vec![
+            ("summary.json".into(), json.clone().into_bytes()),
+            ("timeseries.csv".into(), timeseries::to_csv(&result)),
             (
-                "server.log",
+                "server.log".into(),
                 server_log::render(&result.log, tp).into_bytes(),
             ),
         ];
+        if !args.no_plots {
+            files.extend(run_figures(&sc, &result, &analysis)?);
+        }
         write_outputs(dir, &files)?;
-        eprintln!(
-            "wrote {} to {}",
-            files.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", "),
-            dir.display()
-        );
+        eprintln!("wrote {} files to {}", files.len(), dir.display());
     }
     if args.json {
         print!("{json}");
@@ -338,6 +346,105 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let _ = report::SIMPLIFICATIONS;
     Ok(())
+}
+
+/// Run while streaming every answered request to a CSV file: written under a temporary name
+/// and renamed when the run has finished, so a failed run leaves no half-written file.
+fn run_streaming_requests(
+    sc: &Scenario,
+    opts: &RunOptions,
+    path: &Path,
+) -> Result<crate::metrics::RunResult, Failure> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| {
+        Failure::usage(
+            format!("--requests-csv `{}` is not a file path", path.display()),
+            "give a file name, e.g. --requests-csv requests.csv",
+        )
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let file = std::fs::File::create(&tmp).map_err(|e| {
+        Failure::usage(
+            format!("cannot create `{}`: {e}", path.display()),
+            "choose a writable location for --requests-csv",
+        )
+    })?;
+    let mut w = csv::Writer::from_writer(std::io::BufWriter::new(file));
+    let mut failed: Option<String> = w
+        .write_record(crate::report::requests::COLUMNS)
+        .err()
+        .map(|e| e.to_string());
+    let mut sink = |r: &crate::metrics::RequestRecord| {
+        if failed.is_none() {
+            if let Err(e) = w.write_record(crate::report::requests::row(r)) {
+                failed = Some(e.to_string());
+            }
+        }
+    };
+    let result = engine::run_with_sink(sc, opts, Some(&mut sink));
+    let flushed = w.flush().err().map(|e| e.to_string());
+    let cleanup = |why: String| {
+        let _ = std::fs::remove_file(&tmp);
+        Failure {
+            error: format!("cannot write `{}`", path.display()),
+            causes: vec![(why, None)],
+            hint: None,
+            code: 1,
+        }
+    };
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e.into());
+        }
+    };
+    if let Some(why) = failed.or(flushed) {
+        return Err(cleanup(why));
+    }
+    drop(w);
+    std::fs::rename(&tmp, path).map_err(|e| cleanup(e.to_string()))?;
+    Ok(result)
+}
+
+/// The run's figures, PNG and SVG, as `(file name, bytes)`.
+fn run_figures(
+    sc: &Scenario,
+    r: &crate::metrics::RunResult,
+    a: &analysis::Analysis,
+) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+    use report::plots::{self, Format};
+    let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
+    let mut out = Vec::new();
+    for fmt in Format::ALL {
+        let ext = fmt.extension();
+        let fail = |e: plots::PlotError| Failure {
+            error: "cannot draw the figures".into(),
+            causes: vec![(e.to_string(), None)],
+            hint: Some("rerun with --no-plots to write the data without figures".into()),
+            code: 1,
+        };
+        out.push((
+            format!("throughput.{ext}"),
+            plots::throughput(r, a, &observe, fmt).map_err(fail)?,
+        ));
+        out.push((
+            format!("engine-state.{ext}"),
+            plots::engine_state(r, fmt).map_err(fail)?,
+        ));
+        out.push((
+            format!("latency-cdf.{ext}"),
+            plots::latency_cdf(r, fmt).map_err(fail)?,
+        ));
+    }
+    Ok(out)
 }
 
 fn prepare_out_dir(dir: &Path) -> Result<(), Failure> {
@@ -369,7 +476,7 @@ fn prepare_out_dir(dir: &Path) -> Result<(), Failure> {
 
 /// Write every file to a temporary name first, then rename them all into place: a failure
 /// leaves the directory's previous files untouched.
-fn write_outputs(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), Failure> {
+fn write_outputs<N: AsRef<str>>(dir: &Path, files: &[(N, Vec<u8>)]) -> Result<(), Failure> {
     let runtime = |what: String, e: std::io::Error| Failure {
         error: what,
         causes: vec![(e.to_string(), None)],
@@ -379,6 +486,7 @@ fn write_outputs(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), Failure> {
     let pid = std::process::id();
     let mut staged = Vec::new();
     for (name, bytes) in files {
+        let name = name.as_ref();
         let tmp = dir.join(format!(".{name}.tmp-{pid}"));
         if let Err(e) = std::fs::write(&tmp, bytes) {
             for t in &staged {
@@ -393,6 +501,7 @@ fn write_outputs(dir: &Path, files: &[(&str, Vec<u8>)]) -> Result<(), Failure> {
         staged.push(tmp);
     }
     for ((name, _), tmp) in files.iter().zip(&staged) {
+        let name = name.as_ref();
         std::fs::rename(tmp, dir.join(name)).map_err(|e| {
             runtime(
                 format!("cannot move `{}` into place", dir.join(name).display()),

@@ -7,7 +7,7 @@
 pub mod events;
 
 use crate::cost;
-use crate::metrics::{Recorder, RunResult, StopReason};
+use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
 use crate::request::{Phase, Request, Requests};
 use crate::rng::{Seeds, Stream, StreamName};
 use crate::scenario::{EngineKind, Scenario};
@@ -76,7 +76,7 @@ struct Simulator<'s> {
     client: Client,
     scheduler: Box<dyn Scheduler>,
     requests: Requests,
-    recorder: Recorder,
+    recorder: Recorder<'s>,
     prompt_rng: Stream,
     output_rng: Stream,
     busy: bool,
@@ -87,6 +87,16 @@ struct Simulator<'s> {
 
 /// Simulate a scenario.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError> {
+    run_with_sink(scenario, opts, None)
+}
+
+/// Simulate a scenario, handing every answered request to `sink` as it is answered (memory
+/// then stays independent of the number of requests).
+pub fn run_with_sink<'s>(
+    scenario: &'s Scenario,
+    opts: &RunOptions,
+    sink: Option<&'s mut dyn FnMut(&RequestRecord)>,
+) -> Result<RunResult, SimError> {
     if scenario.engine.kind != EngineKind::Sglang {
         return Err(SimError::Unsupported(scenario.engine.kind.as_str()));
     }
@@ -109,6 +119,9 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError
         opts.keep_log,
     );
     recorder.keep_requests(opts.keep_requests);
+    if let Some(sink) = sink {
+        recorder.stream_requests(sink);
+    }
     let sim = Simulator {
         scenario,
         now: SimTime::ZERO,

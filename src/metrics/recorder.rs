@@ -29,8 +29,7 @@ enum SnapshotKind {
 }
 
 /// The recorder. See the module docs.
-#[derive(Debug)]
-pub struct Recorder {
+pub struct Recorder<'a> {
     // State as of `last_t` and its integrals up to `last_t` (ns × count).
     last_t: SimTime,
     state: ServerState,
@@ -66,6 +65,7 @@ pub struct Recorder {
     log: Vec<LogRecord>,
     keep_requests: bool,
     requests: Vec<RequestRecord>,
+    request_sink: Option<&'a mut dyn FnMut(&RequestRecord)>,
 
     // Time series and observations.
     interval: SimDuration,
@@ -83,7 +83,7 @@ pub struct Recorder {
     prompt_dist: Distribution,
 }
 
-impl Recorder {
+impl<'a> Recorder<'a> {
     /// A recorder with this window, initial time-series spacing, point budget (at least 4) and
     /// observation times (sorted). With `keep_log` the engine's log lines are kept.
     pub fn new(
@@ -126,6 +126,7 @@ impl Recorder {
             log: Vec::new(),
             keep_requests: false,
             requests: Vec::new(),
+            request_sink: None,
             interval: SimDuration::from_ns(interval.as_ns().max(1)),
             next_sample: SimTime::ZERO,
             max_points: max_points.max(4),
@@ -156,20 +157,32 @@ impl Recorder {
         self.keep_requests = on;
     }
 
+    /// Hand every answered request to `sink` as it is answered (e.g. to stream a CSV).
+    pub fn stream_requests(&mut self, sink: &'a mut dyn FnMut(&RequestRecord)) {
+        self.request_sink = Some(sink);
+    }
+
     fn record(&mut self, now: SimTime, r: &Request, completed: bool) {
+        if !self.keep_requests && self.request_sink.is_none() {
+            return;
+        }
+        let rec = RequestRecord {
+            seq: r.seq,
+            prompt_tokens: r.prompt_tokens,
+            output_tokens: r.out_tokens,
+            ready_ns: r.ready_at.as_ns(),
+            sent_ns: r.sent_at.as_ns(),
+            admitted_ns: r.admitted_at.map(SimTime::as_ns),
+            first_token_ns: r.first_token_at.map(SimTime::as_ns),
+            done_ns: now.as_ns(),
+            retractions: r.retractions,
+            completed,
+        };
+        if let Some(sink) = self.request_sink.as_mut() {
+            sink(&rec);
+        }
         if self.keep_requests {
-            self.requests.push(RequestRecord {
-                seq: r.seq,
-                prompt_tokens: r.prompt_tokens,
-                output_tokens: r.out_tokens,
-                ready_ns: r.ready_at.as_ns(),
-                sent_ns: r.sent_at.as_ns(),
-                admitted_ns: r.admitted_at.map(SimTime::as_ns),
-                first_token_ns: r.first_token_at.map(SimTime::as_ns),
-                done_ns: now.as_ns(),
-                retractions: r.retractions,
-                completed,
-            });
+            self.requests.push(rec);
         }
     }
 

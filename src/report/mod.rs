@@ -4,6 +4,7 @@
 pub mod explain;
 pub mod memory;
 pub mod plots;
+pub mod requests;
 pub mod server_log;
 pub mod summary;
 pub mod text;

@@ -237,7 +237,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             description: sc.description.clone(),
         },
         kv_capacity_tokens: r.kv_capacity_tokens,
-        kv_capacity_source: "given",
+        kv_capacity_source: sc.engine.kv_source.as_str(),
         engine: EngineInfo {
             kind: "sglang",
             schedule_policy: e.schedule_policy.as_str(),

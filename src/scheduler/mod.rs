@@ -123,6 +123,9 @@ pub struct SchedulerCounters {
     pub memory_stops: u64,
     /// Admission passes that stopped at the `max_running_requests` slot limit.
     pub slot_stops: u64,
+    /// Decode steps taken by fast-forward rather than one by one (never in reports: results
+    /// must not depend on it).
+    pub fast_forwarded_steps: u64,
 }
 
 /// A run of decode steps that [`Scheduler::skip_decode`] took at once.

@@ -829,6 +829,7 @@ impl Sglang {
         self.running_kv_tokens += b * n;
         self.decode_step += n;
         self.counters.decode_steps += n;
+        self.counters.fast_forwarded_steps += n;
         out.generated_tokens += b * n;
         Skip {
             steps: n,

@@ -2,6 +2,7 @@
 
 mod cli;
 mod determinism;
+mod differential;
 mod explain;
 mod hand;
 mod invariants;

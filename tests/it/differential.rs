@@ -1,0 +1,158 @@
+//! The fast-forward engine against the step-by-step reference: identical completion times,
+//! summary JSON, time series and server log. A mismatch is a bug in one of them.
+
+use proptest::prelude::*;
+use servesim::analysis;
+use servesim::engine::{self, RunOptions, Stepping};
+use servesim::report::{server_log, summary, timeseries};
+use servesim::scenario::{self as sc_mod, Scenario, Source};
+
+use crate::root;
+
+type Outputs = (
+    String,
+    Vec<u8>,
+    String,
+    Vec<servesim::metrics::RequestRecord>,
+    u64,
+);
+
+/// Everything a run writes, its per-request records, and the steps it fast-forwarded.
+fn outputs(sc: &Scenario, stepping: Stepping) -> Outputs {
+    let r = engine::run(
+        sc,
+        &RunOptions {
+            stepping,
+            keep_log: true,
+            keep_requests: true,
+            ..RunOptions::default()
+        },
+    )
+    .expect("the run finishes");
+    let a = analysis::analyse(&r);
+    let s = summary::summarize(sc, &r, &a);
+    (
+        summary::to_json(&s),
+        timeseries::to_csv(&r),
+        server_log::render(&r.log, 8),
+        r.requests,
+        r.counters.fast_forwarded_steps,
+    )
+}
+
+/// Returns the share of decode steps the fast engine skipped.
+fn assert_same(sc: &Scenario, what: &str) -> f64 {
+    let fast = outputs(sc, Stepping::FastForward);
+    let slow = outputs(sc, Stepping::StepByStep);
+    assert_eq!(slow.4, 0);
+    assert!(fast.3 == slow.3, "{what}: per-request times differ");
+    assert!(fast.0 == slow.0, "{what}: summary JSON differs");
+    assert!(fast.1 == slow.1, "{what}: time series differs");
+    assert!(fast.2 == slow.2, "{what}: server log differs");
+    let steps: u64 = serde_json::from_str::<serde_json::Value>(&fast.0).unwrap()["totals"]
+        ["decode_steps"]
+        .as_u64()
+        .unwrap();
+    fast.4 as f64 / steps.max(1) as f64
+}
+
+fn scenario_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            scenario_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "toml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn every_scenario_runs_identically_with_both_engines() {
+    let mut files = Vec::new();
+    scenario_files(&root().join("scenarios"), &mut files);
+    files.sort();
+    assert!(files.len() >= 10);
+    let mut skipped = Vec::new();
+    for f in files {
+        let src = Source::read(&f).unwrap();
+        // Enough requests to go well past the start-up; fewer than the files' own, to keep the
+        // debug-build suite quick.
+        let sc = sc_mod::load(&src, &["workload.requests=1500".to_string()]).unwrap();
+        skipped.push((
+            f.display().to_string(),
+            assert_same(&sc, &f.display().to_string()),
+        ));
+    }
+    // The comparison means something only if the fast engine did skip: in the case study most
+    // decode steps are skipped.
+    let b2 = skipped
+        .iter()
+        .find(|(f, _)| f.ends_with("case-study-b2.toml"))
+        .unwrap();
+    assert!(b2.1 > 0.5, "{skipped:?}");
+}
+
+fn random_scenario() -> impl Strategy<Value = String> {
+    (
+        (1_000u64..40_000, 0u32..3, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..200),
+        (1u32..600, 1u32..800, any::<bool>(), 0u32..3, 1u32..48),
+        (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
+        (1u32..40, any::<u64>()),
+    )
+        .prop_map(|((kv, policy, page, conc), (pmax, omax, eos, client, dli), (db, ds, dk, rate), (req, seed))| {
+            let kv = kv.max(u64::from(pmax) + 4096 + 16);
+            let policy = ["fcfs", "lof", "random"][policy as usize];
+            let client = match client {
+                0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
+                1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
+                _ => format!("mode = \"gamma\"\nrate_per_s = {rate}\nburstiness = 0.3\nconcurrency = {conc}"),
+            };
+            format!(
+                r#"
+name = "diff"
+seed = {seed}
+[run]
+observe_at_s = [1.5, 7.0, 30.0]
+window_s = 5
+timeseries_interval_s = 0.5
+[engine]
+kv_capacity_tokens = {kv}
+page_size = {page}
+schedule_policy = "{policy}"
+decode_log_interval = {dli}
+[engine.step_time]
+decode_base_ms = {db}
+decode_per_seq_ms = {ds}
+decode_per_kv_token_ns = {dk}
+prefill_base_ms = 3.0
+prefill_per_token_us = 20.0
+[workload]
+requests = {}
+prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
+output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
+max_new_tokens = 3000
+ignore_eos = {eos}
+[client]
+{client}
+"#,
+                req * 10
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_scenarios_run_identically_with_both_engines(text in random_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+}
