@@ -222,8 +222,38 @@ impl From<SimError> for Failure {
                 code: 1,
             },
             SimError::Unsupported(_) => Failure::usage(e.to_string(), "set engine.kind = \"sglang\" to simulate"),
+            SimError::TooManyBatches { retractions, .. } => Failure {
+                error: e.to_string(),
+                causes: vec![(format!("{retractions} retractions so far"), None)],
+                hint: Some(if *retractions > 0 {
+                    "a run that retracts this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long".into()
+                } else {
+                    "raise run.max_events, or lower workload.requests".into()
+                }),
+                code: 1,
+            },
+            SimError::Interrupted => Failure {
+                error: "interrupted: nothing was written".into(),
+                causes: Vec::new(),
+                hint: None,
+                code: 130,
+            },
         }
     }
+}
+
+/// Set by Ctrl-C; runs in progress stop at their next scheduler iteration.
+fn interrupt_flag() -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    static FLAG: std::sync::OnceLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+        std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = flag.clone();
+        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
+        let _ = ctrlc::set_handler(move || f.store(true, std::sync::atomic::Ordering::Relaxed));
+        flag
+    })
+    .clone()
 }
 
 /// Parse the arguments and run; returns the exit code.
@@ -308,6 +338,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         prepare_out_dir(dir)?;
     }
     let opts = RunOptions {
+        interrupt: Some(interrupt_flag()),
         keep_log: args.out.is_some(),
         stepping: if args.step_by_step {
             engine::Stepping::StepByStep
@@ -323,6 +354,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     let analysis = analysis::analyse(&result);
     let summary = summary::summarize(&sc, &result, &analysis);
     let json = summary::to_json(&summary);
+    warn_rejections(&result);
     if let Some(dir) = &args.out {
         let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
         let mut files: Vec<(String, Vec<u8>)> = vec![
@@ -346,6 +378,17 @@ fn run(args: RunArgs) -> Result<(), Failure> {
     }
     let _ = report::SIMPLIFICATIONS;
     Ok(())
+}
+
+/// Say on stderr when the server refused some requests (they are counted in the report).
+fn warn_rejections(r: &crate::metrics::RunResult) {
+    let t = &r.totals;
+    if t.requests_rejected > 0 {
+        eprintln!(
+            "warning: the server refused or aborted {} of {} requests (prompts too long for the KV pool or the context, as SGLang refuses them); they count as rejected, not completed",
+            t.requests_rejected, t.requests_sent
+        );
+    }
 }
 
 /// Run while streaming every answered request to a CSV file: written under a temporary name
@@ -587,12 +630,16 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
         )
         .expect("invariant: the progress template is valid"),
     );
+    let opts = RunOptions {
+        interrupt: Some(interrupt_flag()),
+        ..RunOptions::default()
+    };
     let results: Vec<Result<sweep::Row, PointError>> = pool.install(|| {
         use rayon::prelude::*;
         chosen
             .par_iter()
             .map(|&p| {
-                let r = sweep::run_point(p, &points[p], &scenarios[p]);
+                let r = sweep::run_point(p, &points[p], &scenarios[p], &opts);
                 bar.inc(1);
                 r
             })
@@ -601,6 +648,16 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
     bar.finish_and_clear();
     let mut rows = Vec::with_capacity(results.len());
     for r in results {
+        if let Err(PointError::Failed { error, .. }) = &r {
+            if matches!(error, SimError::Interrupted) {
+                return Err(Failure {
+                    error: "interrupted: nothing was written".into(),
+                    causes: Vec::new(),
+                    hint: None,
+                    code: 130,
+                });
+            }
+        }
         rows.push(r.map_err(|e| {
             let cause = match &e {
                 PointError::Failed { error, .. } => error.to_string(),
@@ -746,7 +803,11 @@ fn memory(
 
 fn explain(path: Option<&Path>, sets: &[String], format: ExplainFormat) -> Result<(), Failure> {
     let (_, sc) = load(path, sets)?;
-    let result = engine::run(&sc, &RunOptions::default())?;
+    let opts = RunOptions {
+        interrupt: Some(interrupt_flag()),
+        ..RunOptions::default()
+    };
+    let result = engine::run(&sc, &opts)?;
     let analysis = analysis::analyse(&result);
     let summary = summary::summarize(&sc, &result, &analysis);
     let ctx = report::explain::Context {

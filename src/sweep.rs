@@ -329,8 +329,13 @@ pub fn validate_points(
 }
 
 /// Simulate one point.
-pub fn run_point(point: usize, sets: &[String], sc: &Scenario) -> Result<Row, PointError> {
-    let r = engine::run(sc, &RunOptions::default()).map_err(|error| PointError::Failed {
+pub fn run_point(
+    point: usize,
+    sets: &[String],
+    sc: &Scenario,
+    opts: &RunOptions,
+) -> Result<Row, PointError> {
+    let r = engine::run(sc, opts).map_err(|error| PointError::Failed {
         point,
         sets: sets.join(" "),
         error,

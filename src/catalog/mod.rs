@@ -934,7 +934,17 @@ fn suggest<'a, E: Entry + 'a>(
 ) -> Option<&'a str> {
     let query = normalize(query);
     let query = query.as_str();
+    let entries: Vec<&'a E> = entries.collect();
+    // A name that starts with what was typed ("a100" → "a100-80gb") beats a near spelling.
+    if let Some(e) = entries.iter().find(|e| {
+        std::iter::once(e.name())
+            .chain(e.aliases().iter().map(String::as_str))
+            .any(|k| normalize(k).starts_with(query))
+    }) {
+        return Some(e.name());
+    }
     entries
+        .into_iter()
         .flat_map(|e| {
             std::iter::once(e.name())
                 .chain(e.aliases().iter().map(String::as_str))

@@ -38,6 +38,8 @@ pub struct RunOptions {
     pub max_points: usize,
     /// Keep a record of every answered request (memory grows with the run).
     pub keep_requests: bool,
+    /// Set from outside (Ctrl-C) to stop the run.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for RunOptions {
@@ -47,6 +49,7 @@ impl Default for RunOptions {
             keep_log: false,
             max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
             keep_requests: false,
+            interrupt: None,
         }
     }
 }
@@ -67,6 +70,21 @@ pub enum SimError {
         /// The scheduler's explanation.
         reason: String,
     },
+    /// `run.max_events` scheduler batches ran and requests remain.
+    #[error("stopped after {limit} scheduler batches (run.max_events) at t = {at_s:.3} s with {left} request(s) unanswered")]
+    TooManyBatches {
+        /// The bound.
+        limit: u64,
+        /// When it stopped.
+        at_s: f64,
+        /// Requests not yet answered.
+        left: u64,
+        /// Retractions so far (a high count means the batch thrashes).
+        retractions: u64,
+    },
+    /// The user interrupted the run.
+    #[error("interrupted")]
+    Interrupted,
 }
 
 struct Simulator<'s> {
@@ -83,6 +101,8 @@ struct Simulator<'s> {
     outbox: Outbox,
     stepping: Stepping,
     max_sim: Option<SimTime>,
+    max_batches: u64,
+    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 /// Simulate a scenario.
@@ -140,6 +160,8 @@ pub fn run_with_sink<'s>(
         outbox: Outbox::default(),
         stepping: opts.stepping,
         max_sim: scenario.run.max_sim.map(|d| SimTime::ZERO + d),
+        max_batches: scenario.run.max_events,
+        interrupt: opts.interrupt.clone(),
     };
     sim.run_loop()
 }
@@ -152,6 +174,7 @@ impl Simulator<'_> {
         let max_sim = self.max_sim;
         let stop = loop {
             if !self.busy {
+                self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
                     self.fast_forward();
                 }
@@ -198,6 +221,27 @@ impl Simulator<'_> {
         r.max_running_requests = u64::from(self.scenario.engine.max_running_requests);
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         Ok(r)
+    }
+
+    /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches.
+    fn check_limits(&self) -> Result<(), SimError> {
+        if self
+            .interrupt
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            return Err(SimError::Interrupted);
+        }
+        let c = self.scheduler.counters();
+        if c.decode_steps + c.prefill_batches >= self.max_batches {
+            return Err(SimError::TooManyBatches {
+                limit: self.max_batches,
+                at_s: self.now.as_secs_f64(),
+                left: self.client.remaining() + self.client.in_flight(),
+                retractions: c.retractions,
+            });
+        }
+        Ok(())
     }
 
     /// Take at once the decode steps that would change nothing but the KV, up to the next

@@ -101,6 +101,8 @@ pub struct RunSpec {
     pub window: SimDuration,
     /// Initial spacing of the time series (doubled whenever it would exceed its point budget).
     pub timeseries_interval: SimDuration,
+    /// Stop with an error after this many scheduler batches (prefill batches + decode steps).
+    pub max_events: u64,
 }
 
 /// `[hardware]`.

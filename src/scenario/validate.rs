@@ -28,6 +28,8 @@ pub const DEFAULT_SEED: u64 = 1;
 pub const DEFAULT_WINDOW_S: f64 = 60.0;
 /// Default initial time-series spacing (seconds).
 pub const DEFAULT_TIMESERIES_INTERVAL_S: f64 = 1.0;
+/// Default bound on scheduler batches (about a minute of simulation at worst).
+pub const DEFAULT_MAX_EVENTS: u64 = 2_000_000_000;
 
 struct Problems<'s> {
     text: &'s str,
@@ -240,9 +242,11 @@ fn check_f64(
     let msg = match bounds {
         F::Positive if x <= 0.0 => Some("must be greater than 0".to_string()),
         F::Fraction if !(x > 0.0 && x <= 1.0) => Some("must be in (0, 1]".to_string()),
-        F::Within(lo, hi) if !(lo..=hi).contains(&x) => {
-            Some(format!("must be between {lo} and {hi}"))
-        }
+        F::Within(lo, hi) if !(lo..=hi).contains(&x) => Some(if lo <= 1e-6 {
+            format!("must be greater than 0 and at most {hi}")
+        } else {
+            format!("must be between {lo} and {hi}")
+        }),
         _ => None,
     };
     match msg {
@@ -476,6 +480,25 @@ const ROOT_KEYS: &[&str] = &[
     "client",
 ];
 
+/// Where the value at `path` was written (for problems found after its table was read).
+fn origin_of(root: &Table, path: &[&str]) -> Origin {
+    let mut table = root;
+    let mut origin = Origin::Unknown;
+    for key in path {
+        match table.get(key) {
+            Some(node) => {
+                origin = node.origin.clone();
+                match &node.value {
+                    Value::Table(t) => table = t,
+                    _ => break,
+                }
+            }
+            None => break,
+        }
+    }
+    origin
+}
+
 /// The catalog: the built-in one, extended by the scenario's `catalog = "file.toml"` if given.
 fn read_catalog(t: &mut Tbl, p: &mut Problems, base_dir: &Path) -> Option<Catalog> {
     let node = t.table.get("catalog");
@@ -567,6 +590,31 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
     t.finish(p, ROOT_KEYS);
     let (hardware, model) = (hardware?, model?);
     let (engine, memory) = finish_engine(engine?, hardware.as_ref(), model.as_ref(), p)?;
+    let workload = workload?;
+    // SGLang refuses prompts of max_req_len − 5 tokens or more (`managers/scheduler.py`). If
+    // every prompt would be refused there is nothing to simulate: say so before running. (When
+    // only some are, the run refuses and counts them, as SGLang does.)
+    let max_req_len = model
+        .as_ref()
+        .and_then(|m| m.context_len)
+        .map_or(engine.kv_capacity_tokens - 1, |c| {
+            (c - 1).min(engine.kv_capacity_tokens - 1)
+        });
+    let max_input = max_req_len.saturating_sub(5);
+    let smallest = u64::from(workload.prompt_tokens.smallest());
+    if smallest >= max_input {
+        p.push(
+            "workload.prompt_tokens",
+            &origin_of(root, &["workload", "prompt_tokens"]),
+            format!(
+                "every prompt has at least {smallest} tokens, but SGLang refuses prompts of {max_input} tokens or more \
+                 (max_req_len − 5, with max_req_len = min(context_len − 1, KV pool − 1) = {max_req_len}): every request would be refused"
+            ),
+            None,
+            Some("shorten the prompts, or raise engine.kv_capacity_tokens (or the memory that derives it)".into()),
+        );
+        return None;
+    }
     Some(Scenario {
         name: name?,
         description: description?,
@@ -575,7 +623,7 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
         hardware,
         model,
         engine,
-        workload: workload?,
+        workload,
         client: client?,
         memory,
     })
@@ -610,6 +658,14 @@ fn read_run(s: Option<Tbl>, p: &mut Problems) -> Option<RunSpec> {
         F::Within(1e-3, MAX_SIM_S),
         "seconds between time-series points, e.g. 1",
     ));
+    let max_events = ok(get_u64(
+        &mut t,
+        p,
+        "max_events",
+        1,
+        1_000_000_000_000,
+        "a bound on scheduler batches (prefill batches + decode steps), e.g. 2000000000",
+    ));
     let observe = read_observe(&mut t, p);
     t.finish(
         p,
@@ -618,6 +674,7 @@ fn read_run(s: Option<Tbl>, p: &mut Problems) -> Option<RunSpec> {
             "observe_at_s",
             "window_s",
             "timeseries_interval_s",
+            "max_events",
         ],
     );
     Some(RunSpec {
@@ -625,6 +682,7 @@ fn read_run(s: Option<Tbl>, p: &mut Problems) -> Option<RunSpec> {
         observe_at: observe?,
         window: secs(window?.unwrap_or(DEFAULT_WINDOW_S)),
         timeseries_interval: secs(interval?.unwrap_or(DEFAULT_TIMESERIES_INTERVAL_S)),
+        max_events: max_events?.unwrap_or(DEFAULT_MAX_EVENTS),
     })
 }
 
@@ -943,16 +1001,7 @@ fn read_engine(
         1 << 24,
         "tokens per prefill batch, e.g. 16384",
     ));
-    let policy = ok(get_choice(
-        &mut t,
-        p,
-        "schedule_policy",
-        &[
-            ("fcfs", SchedulePolicy::Fcfs),
-            ("lof", SchedulePolicy::Lof),
-            ("random", SchedulePolicy::Random),
-        ],
-    ));
+    let policy = read_policy(&mut t, p);
     let dli = ok(get_u64(
         &mut t,
         p,
@@ -1107,6 +1156,47 @@ fn read_engine(
         keys,
         origin: t.origin.clone(),
     })
+}
+
+/// `engine.schedule_policy`, with a specific word for SGLang's policies servesim does not model.
+fn read_policy(t: &mut Tbl, p: &mut Problems) -> Option<Option<SchedulePolicy>> {
+    let path = t.key_path("schedule_policy");
+    let node = t.table.get("schedule_policy");
+    if let Some(Node {
+        value: Value::Str(s),
+        ..
+    }) = node
+    {
+        let hint = match s.as_str() {
+            "lpm" | "dfs-weight" => Some(
+                "a cache-aware SGLang policy: without shared prompt prefixes (servesim has none) it orders requests like \"fcfs\"; use \"fcfs\"",
+            ),
+            "priority" | "hrrn" | "routing-key" | "shortest-prefill-first" => Some(
+                "an SGLang policy servesim does not model yet; modelled: \"fcfs\", \"lof\", \"random\"",
+            ),
+            _ => None,
+        };
+        if let Some(hint) = hint {
+            t.get("schedule_policy");
+            p.bad_value(
+                &path,
+                node.expect("invariant: value present"),
+                "is not modelled",
+                hint,
+            );
+            return None;
+        }
+    }
+    ok(get_choice(
+        t,
+        p,
+        "schedule_policy",
+        &[
+            ("fcfs", SchedulePolicy::Fcfs),
+            ("lof", SchedulePolicy::Lof),
+            ("random", SchedulePolicy::Random),
+        ],
+    ))
 }
 
 /// Settle the KV budget (given, or derived from memory) and what depends on it.

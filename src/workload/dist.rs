@@ -130,6 +130,17 @@ impl LengthDist {
         }
     }
 
+    /// The smallest count the distribution can return.
+    pub fn smallest(&self) -> u32 {
+        match &self.shape {
+            Shape::Constant { value } => self.clamp(*value),
+            Shape::Empirical { values } => {
+                self.clamp(values.iter().copied().fold(f64::INFINITY, f64::min))
+            }
+            _ => self.min,
+        }
+    }
+
     /// The distribution's nominal mean before rounding and clamping (for reports).
     pub fn nominal_mean(&self) -> f64 {
         match &self.shape {

@@ -1,6 +1,7 @@
 //! servesim's integration tests, in one binary.
 
 mod cli;
+mod corpus;
 mod determinism;
 mod differential;
 mod explain;
