@@ -59,6 +59,9 @@ enum Command {
         /// Print JSON instead of tables.
         #[arg(long)]
         json: bool,
+        /// Write the memory figure (PNG and SVG) for the range into this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// List the built-in GPUs and models (and those of a catalog file of your own).
     Catalog {
@@ -132,6 +135,9 @@ struct SweepArgs {
     /// Run only the points whose number is I mod N (for a job array); merge with `servesim merge`.
     #[arg(long, value_name = "I/N")]
     shard: Option<String>,
+    /// With --out: skip the figures.
+    #[arg(long)]
+    no_plots: bool,
 }
 
 /// A failure to report: the message, its causes with hints, and the exit code.
@@ -285,7 +291,8 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
             sets,
             vary,
             json,
-        } => memory(scenario.as_deref(), &sets, &vary, json),
+            out,
+        } => memory(scenario.as_deref(), &sets, &vary, json, out.as_deref()),
         Command::Catalog { file, json } => catalog(file.as_deref(), json),
         Command::Explain {
             scenario,
@@ -674,7 +681,12 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
     let keys: Vec<String> = axes.iter().map(|a| a.key.clone()).collect();
     let csv = sweep::to_csv(&keys, &rows);
     if let Some(dir) = &args.out {
-        let mut files: Vec<(&str, Vec<u8>)> = vec![("sweep.csv", csv.clone().into_bytes())];
+        let mut files: Vec<(String, Vec<u8>)> =
+            vec![("sweep.csv".into(), csv.clone().into_bytes())];
+        // A shard's figures would show only its slice: draw them from the merged sweep instead.
+        if !args.no_plots && shard.is_none() {
+            files.extend(sweep_figure_files(&keys, &rows, &scenarios, &points)?);
+        }
         if let Some(s) = shard {
             let manifest = ShardManifest {
                 servesim_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -687,7 +699,7 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
             let mut j = serde_json::to_string_pretty(&manifest)
                 .expect("invariant: the manifest serialises");
             j.push('\n');
-            files.push(("sweep-shard.json", j.into_bytes()));
+            files.push(("sweep-shard.json".into(), j.into_bytes()));
         }
         write_outputs(dir, &files)?;
         eprintln!(
@@ -739,6 +751,7 @@ fn memory(
     sets: &[String],
     vary: &[String],
     json: bool,
+    out: Option<&Path>,
 ) -> Result<(), Failure> {
     let axes = parse_axes(vary)?;
     let (source, sc) = load(path, sets)?;
@@ -780,6 +793,32 @@ fn memory(
             let m = s.memory.ok_or_else(|| no_memory_model(&source.name))?;
             rows.push(report::memory::RangeRow { sets: p, memory: m });
         }
+    }
+    if let Some(dir) = out {
+        let mut bars: Vec<(f64, crate::memory::SglangMemory)> = Vec::new();
+        for m in std::iter::once(&base).chain(rows.iter().map(|r| &r.memory)) {
+            if let crate::scenario::MemoryDerivation::Sglang(s) = &m.derivation {
+                bars.push((s.inputs.mem_fraction_static, s.clone()));
+            }
+        }
+        if rows.is_empty() || bars.len() != rows.len() + 1 {
+            return Err(Failure::usage(
+                "--out draws the memory figure of a range of settings of an SGLang scenario",
+                "add e.g. --vary engine.mem_fraction_static=0.80:0.95:0.01",
+            ));
+        }
+        // The figure shows the range; the base scenario is its reference, not a bar.
+        let bars = bars.split_off(1);
+        prepare_out_dir(dir)?;
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for fmt in report::plots::Format::ALL {
+            files.push((
+                format!("memory.{}", fmt.extension()),
+                report::plots::memory_figure(&bars, fmt).map_err(plot_failure)?,
+            ));
+        }
+        write_outputs(dir, &files)?;
+        eprintln!("wrote the memory figure to {}", dir.display());
     }
     if json {
         let j = serde_json::json!({
@@ -849,6 +888,62 @@ fn catalog(file: Option<&Path>, json: bool) -> Result<(), Failure> {
         print!("{}", report::memory::catalog(&c));
     }
     Ok(())
+}
+
+fn plot_failure(e: report::plots::PlotError) -> Failure {
+    Failure {
+        error: "cannot draw the figures".into(),
+        causes: vec![(e.to_string(), None)],
+        hint: Some("rerun with --no-plots to write the data without figures".into()),
+        code: 1,
+    }
+}
+
+/// The sweep's figures, and the memory figure when the sweep varies the static fraction.
+fn sweep_figure_files(
+    keys: &[String],
+    rows: &[sweep::Row],
+    scenarios: &[Scenario],
+    points: &[Vec<String>],
+) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+    use report::plots::{self, Format};
+    let mut out = Vec::new();
+    let memory = memory_rows(keys, scenarios, points);
+    for fmt in Format::ALL {
+        let ext = fmt.extension();
+        for (stem, bytes) in plots::sweep_figures(keys, rows, fmt).map_err(plot_failure)? {
+            out.push((format!("{stem}.{ext}"), bytes));
+        }
+        if let Some(m) = &memory {
+            out.push((
+                format!("memory.{ext}"),
+                plots::memory_figure(m, fmt).map_err(plot_failure)?,
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `(fraction, SGLang derivation)` for each distinct fraction, when the only varied key is
+/// `engine.mem_fraction_static` and the scenario has a memory model.
+fn memory_rows(
+    keys: &[String],
+    scenarios: &[Scenario],
+    points: &[Vec<String>],
+) -> Option<Vec<(f64, crate::memory::SglangMemory)>> {
+    if keys != ["engine.mem_fraction_static"] {
+        return None;
+    }
+    let mut rows = Vec::new();
+    for (sc, _) in scenarios.iter().zip(points) {
+        match &sc.memory.as_ref()?.derivation {
+            crate::scenario::MemoryDerivation::Sglang(m) => {
+                rows.push((m.inputs.mem_fraction_static, m.clone()))
+            }
+            crate::scenario::MemoryDerivation::Vllm(_) => return None,
+        }
+    }
+    Some(rows)
 }
 
 fn vary_hint(e: &sweep::VaryError) -> String {

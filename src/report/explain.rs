@@ -283,7 +283,10 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         Constraint::KvBudget => format!(
             "Requests waited in the server's queue {} of the steady window, yet only {:.1} ran on \
              average — far below the slot limit of {} — with token usage at {:.2}. Admission \
-             stopped {} times because the next request did not fit in the KV budget{}.",
+             stopped {} times because the next request did not fit in the KV budget{}. (SGLang \
+             admits a request only if the free KV, minus a reservation for the running requests' \
+             future tokens, also holds the new request's prompt and clipped max_new_tokens: \
+             memory binds before the pool is full.)",
             pct(b.queue_busy_fraction),
             b.mean_running,
             thousands(b.max_running_requests),

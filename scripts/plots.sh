@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Regenerates the figures in plots/ — the ones the README shows — from the built-in scenarios.
+# Usage: scripts/plots.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --quiet
+bin=target/release/servesim
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$bin" run scenarios/case-study-b2.toml --out "$tmp/b2" > /dev/null
+"$bin" run scenarios/case-study-b1.toml --out "$tmp/b1" > /dev/null
+"$bin" run scenarios/teaching/kv-bound.toml --out "$tmp/kv" > /dev/null
+"$bin" sweep scenarios/case-study-b2-memory.toml \
+  --vary engine.mem_fraction_static=0.80:0.95:0.01 --out "$tmp/sweep" > /dev/null
+"$bin" memory scenarios/case-study-b2-memory.toml \
+  --vary engine.mem_fraction_static=0.80:0.95:0.01 --out "$tmp/memory" > /dev/null
+
+mkdir -p plots
+cp "$tmp/b2/throughput.png"   plots/b2-throughput.png
+cp "$tmp/b2/engine-state.png" plots/b2-engine-state.png
+cp "$tmp/b2/latency-cdf.png"  plots/b2-latency-cdf.png
+cp "$tmp/b1/throughput.png"   plots/b1-throughput.png
+cp "$tmp/kv/engine-state.png" plots/teaching-kv-bound-engine-state.png
+cp "$tmp/sweep/sweep-engine-mem_fraction_static.png" plots/b2-memory-sweep.png
+cp "$tmp/memory/memory.png"   plots/b2-memory.png
+echo "wrote $(ls plots/*.png | wc -l) figures to plots/"
