@@ -46,6 +46,9 @@ enum Command {
         #[arg(long, value_enum, default_value_t = ExplainFormat::Text)]
         format: ExplainFormat,
     },
+    /// Which GPU type, how many and which layout finish the workload by a deadline, cheapest
+    /// first (roofline step times from the catalog's datasheet figures).
+    Plan(PlanArgs),
     /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
     Memory {
         /// Scenario file (default: the built-in case study B2).
@@ -105,6 +108,43 @@ struct RunArgs {
     /// Stream one row per answered request to this CSV file (memory stays constant).
     #[arg(long, value_name = "FILE")]
     requests_csv: Option<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct PlanArgs {
+    /// Scenario file: the model, the workload and the client (no pinned KV budget or weights).
+    scenario: PathBuf,
+    /// GPU types from the catalog, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    gpus: Vec<String>,
+    /// Numbers of GPUs to rent, comma-separated.
+    #[arg(long, value_delimiter = ',', required = true)]
+    counts: Vec<u32>,
+    /// Tensor-parallel sizes to try (each that divides the count); default: one server on all
+    /// the GPUs.
+    #[arg(long, value_delimiter = ',')]
+    tp: Vec<u32>,
+    /// Only candidates finishing within this many hours are ranked by cost.
+    #[arg(long, value_name = "HOURS")]
+    deadline_h: Option<f64>,
+    /// Override a GPU's $/GPU-hour, e.g. --price h100=2.49 (repeatable).
+    #[arg(long = "price", value_name = "GPU=USD")]
+    prices: Vec<String>,
+    /// Override a scenario key for every candidate.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    sets: Vec<String>,
+    /// Write plan.csv, plan.json and the cost-versus-time figure into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Print the candidates as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Candidates run at once (default: one per core).
+    #[arg(long, value_name = "N")]
+    jobs: Option<usize>,
+    /// With --out: skip the figure.
+    #[arg(long)]
+    no_plots: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -286,6 +326,7 @@ fn dispatch(cli: Cli) -> Result<(), Failure> {
         Command::Run(args) => run(args),
         Command::Check { scenarios, sets } => check(&scenarios, &sets),
         Command::Sweep(args) => sweep(args),
+        Command::Plan(args) => plan(args),
         Command::Memory {
             scenario,
             sets,
@@ -1041,4 +1082,249 @@ fn merge(dirs: &[PathBuf], out: &Path) -> Result<(), Failure> {
         out.join("sweep.csv").display()
     );
     Ok(())
+}
+
+fn plan(args: PlanArgs) -> Result<(), Failure> {
+    use crate::plan::{self as pl, PlanRow};
+    let source = Source::read(&args.scenario)?;
+    // The base scenario supplies the model, the workload and the client. Its own hardware is
+    // replaced by every candidate, so a budget that does not fit it must not stop the plan.
+    let mut base_sets = args.sets.clone();
+    base_sets.push(format!(
+        "engine.kv_capacity_tokens={}",
+        scenario::validate::MAX_KV_TOKENS
+    ));
+    let base = scenario::load(&source, &base_sets)?;
+    let pinned = pl::pinned_keys(&source);
+    if !pinned.is_empty() {
+        return Err(Failure {
+            error: format!(
+                "scenario `{}` pins what a plan derives for each GPU",
+                source.name
+            ),
+            causes: pinned
+                .iter()
+                .map(|k| (format!("{k} is set"), None))
+                .collect(),
+            hint: Some(
+                "remove those keys: each candidate derives them from its GPU and the catalog"
+                    .into(),
+            ),
+            code: 2,
+        });
+    }
+    if base.model.as_ref().and_then(|m| m.entry.as_ref()).is_none() {
+        return Err(Failure::usage(
+            format!("scenario `{}` names no catalog model", source.name),
+            "set model.name (see `servesim catalog`): the roofline needs the architecture",
+        ));
+    }
+    let catalog = crate::catalog::Catalog::builtin_ref();
+    let mut bad = Vec::new();
+    for g in &args.gpus {
+        if catalog.gpu(g).is_none() {
+            let hint = catalog
+                .suggest_gpu(g)
+                .map(|s| format!("did you mean \"{s}\"?"));
+            bad.push((format!("--gpus: \"{g}\" is not in the catalog"), hint));
+        }
+    }
+    if args.counts.contains(&0) {
+        bad.push((
+            "--counts: 0 GPUs".to_string(),
+            Some("give positive counts, e.g. --counts 1,2,4,8".into()),
+        ));
+    }
+    if args.tp.contains(&0) {
+        bad.push((
+            "--tp: 0".to_string(),
+            Some("tensor-parallel sizes are positive".into()),
+        ));
+    }
+    if let Some(d) = args.deadline_h {
+        if !(d.is_finite() && d > 0.0) {
+            bad.push((
+                format!("--deadline-h {d}: must be a positive number of hours"),
+                None,
+            ));
+        }
+    }
+    let mut prices: Vec<(String, f64)> = Vec::new();
+    for p in &args.prices {
+        match p
+            .split_once('=')
+            .map(|(g, v)| (g.trim(), v.trim().parse::<f64>()))
+        {
+            Some((g, Ok(v))) if v.is_finite() && v >= 0.0 && catalog.gpu(g).is_some() => {
+                prices.push((catalog.gpu(g).expect("invariant: checked").name.clone(), v));
+            }
+            _ => bad.push((
+                format!("--price `{p}` is not GPU=USD for a catalog GPU"),
+                Some("e.g. --price h100=2.49".into()),
+            )),
+        }
+    }
+    if !bad.is_empty() {
+        return Err(Failure {
+            error: "bad plan arguments".into(),
+            causes: bad,
+            hint: Some("`servesim catalog` lists the GPUs".into()),
+            code: 2,
+        });
+    }
+    let gpus: Vec<String> = args
+        .gpus
+        .iter()
+        .map(|g| catalog.gpu(g).expect("invariant: checked").name.clone())
+        .collect();
+    let cands = pl::candidates(&gpus, &args.counts, &args.tp);
+    if cands.is_empty() {
+        return Err(Failure::usage(
+            "no candidate: every --tp is larger than every --counts",
+            "give a TP no larger than the GPU count",
+        ));
+    }
+    if let Some(dir) = &args.out {
+        prepare_out_dir(dir)?;
+    }
+    let price_of = |g: &str| {
+        prices
+            .iter()
+            .find(|(n, _)| n == g)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| catalog.gpu(g).map_or(0.0, |e| e.price_usd_per_hour))
+    };
+    let deadline_s = args.deadline_h.map(|h| h * 3600.0);
+    let opts = RunOptions {
+        interrupt: Some(interrupt_flag()),
+        ..RunOptions::default()
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(args.jobs.unwrap_or(0))
+        .build()
+        .map_err(|e| Failure::usage(format!("cannot start worker threads: {e}"), "lower --jobs"))?;
+    let bar = indicatif::ProgressBar::new(cands.len() as u64);
+    let results: Vec<Result<PlanRow, SimError>> = pool.install(|| {
+        use rayon::prelude::*;
+        cands
+            .par_iter()
+            .map(|c| {
+                let r = pl::evaluate(
+                    &source,
+                    &args.sets,
+                    &base,
+                    c,
+                    price_of(&c.gpu),
+                    deadline_s,
+                    &opts,
+                );
+                bar.inc(1);
+                r
+            })
+            .collect()
+    });
+    bar.finish_and_clear();
+    let mut rows = Vec::with_capacity(results.len());
+    for r in results {
+        rows.push(r?);
+    }
+    pl::sort(&mut rows);
+    let json = {
+        let mut j = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
+        j.push('\n');
+        j
+    };
+    if let Some(dir) = &args.out {
+        let mut files: Vec<(String, Vec<u8>)> = vec![
+            ("plan.csv".into(), pl::to_csv(&rows).into_bytes()),
+            ("plan.json".into(), json.clone().into_bytes()),
+        ];
+        if !args.no_plots {
+            for fmt in report::plots::Format::ALL {
+                files.push((
+                    format!("plan.{}", fmt.extension()),
+                    report::plots::plan_figure(&rows, args.deadline_h, fmt)
+                        .map_err(plot_failure)?,
+                ));
+            }
+        }
+        write_outputs(dir, &files)?;
+        eprintln!("wrote {} files to {}", files.len(), dir.display());
+    }
+    if args.json {
+        print!("{json}");
+    } else {
+        print!("{}", plan_table(&base, &rows, args.deadline_h));
+    }
+    Ok(())
+}
+
+fn plan_table(base: &Scenario, rows: &[crate::plan::PlanRow], deadline_h: Option<f64>) -> String {
+    use std::fmt::Write as _;
+    let mut o = String::new();
+    let model = base
+        .model
+        .as_ref()
+        .and_then(|m| m.entry.as_ref())
+        .map_or("the model".to_string(), |m| m.display.clone());
+    let _ = writeln!(
+        o,
+        "servesim plan — {model}, {} requests ({}); roofline step times from the catalog, uncalibrated",
+        report::text::thousands(base.workload.requests),
+        base.name
+    );
+    if let Some(d) = deadline_h {
+        let _ = writeln!(
+            o,
+            "deadline {d} h: candidates that meet it first, cheapest first"
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{:<14} {:>4} {:>3} {:>4} {:>10} {:>9} {:>8} {:>8} {:>10} {:>9} {:>9} {:>9}  binds / why not",
+        "GPU", "GPUs", "TP", "reps", "KV tokens", "gen tok/s", "req/s", "finish h", "cost $", "$/M tok", "TTFT p99", "E2E p99"
+    );
+    for r in rows {
+        if !r.feasible {
+            let _ = writeln!(
+                o,
+                "{:<14} {:>4} {:>3} {:>4} {:>10}  infeasible: {}",
+                r.gpu,
+                r.num_gpus,
+                r.tensor_parallel,
+                r.replicas,
+                "—",
+                r.reason.as_deref().unwrap_or("")
+            );
+            continue;
+        }
+        let mark = match r.meets_deadline {
+            Some(false) => " (misses the deadline)",
+            _ => "",
+        };
+        let _ = writeln!(
+            o,
+            "{:<14} {:>4} {:>3} {:>4} {:>10} {:>9.0} {:>8.3} {:>8.2} {:>10.0} {:>9.2} {:>8.1}s {:>8.0}s  {}{mark}",
+            r.gpu,
+            r.num_gpus,
+            r.tensor_parallel,
+            r.replicas,
+            r.kv_capacity_tokens,
+            r.gen_tok_per_s,
+            r.steady_req_per_s,
+            r.time_to_finish_s / 3600.0,
+            r.cost_usd,
+            r.usd_per_m_output_tokens,
+            r.ttft_p99_ms / 1000.0,
+            r.e2e_p99_ms / 1000.0,
+            r.binding.map_or("", |b| b.describe())
+        );
+    }
+    let _ = writeln!(
+        o,
+        "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
+         gets an equal share of the requests and of the client's concurrency."
+    );
+    o
 }

@@ -34,6 +34,7 @@ pub mod engine;
 pub mod kv;
 pub mod memory;
 pub mod metrics;
+pub mod plan;
 pub mod report;
 pub mod request;
 pub mod rng;

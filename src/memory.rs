@@ -50,7 +50,9 @@ pub enum SlackNeed {
         /// The fraction it was seen at.
         at_fraction: f64,
     },
-    /// SGLang's own reservation heuristic (0.5.23), which is conservative.
+    /// SGLang's own reservation heuristic (0.5.23), which is conservative. SGLang sizes it
+    /// against the GPU's total memory, so part of it — the CUDA context and communication
+    /// buffers — is already in use before the weights load and is not in the slack.
     Heuristic(HeuristicReserve),
 }
 
@@ -198,7 +200,11 @@ impl SglangInputs {
                 free_gib,
                 at_fraction,
             } => ((1.0 - at_fraction) * self.memory_before_weights_gib - free_gib).max(0.0),
-            SlackNeed::Heuristic(h) => h.total_mib() / MIB_PER_GIB,
+            SlackNeed::Heuristic(h) => {
+                let before_weights =
+                    self.gpu_memory_mib as f64 / MIB_PER_GIB - self.memory_before_weights_gib;
+                (h.total_mib() / MIB_PER_GIB - before_weights.max(0.0)).max(0.0)
+            }
         }
     }
 
@@ -401,6 +407,31 @@ mod tests {
         }
         assert_eq!(sglang_memory_bucket(183_359, 1), (16384, 512));
         assert_eq!(sglang_memory_bucket(46_068, 1), (4096, 32));
+    }
+
+    #[test]
+    fn sglangs_own_default_fraction_is_never_out_of_memory_by_its_own_heuristic() {
+        for (mib, tp, mla) in [
+            (81_559u64, 4u32, false),
+            (143_771, 8, false),
+            (97_887, 8, true),
+            (46_068, 1, false),
+        ] {
+            let (chunk, bs) = sglang_memory_bucket(mib, tp);
+            let h = HeuristicReserve::sglang(u64::from(chunk), tp, mla, bs);
+            let f = sglang_default_fraction(mib, &h, 1.0);
+            let m = SglangInputs {
+                gpu_memory_mib: mib,
+                memory_before_weights_gib: mib as f64 / 1024.0 - if tp > 1 { 2.0 } else { 1.0 },
+                weight_gib_per_gpu: 10.0,
+                kv_bytes_per_token: 1000,
+                page_size: 1,
+                mem_fraction_static: f,
+                need: SlackNeed::Heuristic(h),
+            }
+            .derive();
+            assert_ne!(m.verdict, Verdict::Oom, "{mib} MiB TP{tp}: {m:?}");
+        }
     }
 
     #[test]

@@ -430,6 +430,35 @@ impl Model {
         c.attention() + c.dense_ffn + per_token_experts + c.router + c.lm_head
     }
 
+    /// Bytes one routed expert of one MoE layer occupies on one GPU: its three matrices in the
+    /// released format, sharded across `tp` ranks (`0` is read as 1); 0 for a dense model.
+    pub fn expert_bytes_per_gpu(&self, tp: u32) -> u64 {
+        if !self.is_moe() {
+            return 0;
+        }
+        self.expert_storage()
+            .bytes(self.expert_params())
+            .div_ceil(u64::from(tp.max(1)))
+    }
+
+    /// Weight bytes one GPU reads on every decode step whatever the batch: everything it holds
+    /// except the routed experts (read only when routed to), the input embedding (a decode step
+    /// looks up one row per token; kept when tied to the LM head) and the vision tower (unused
+    /// for text).
+    pub fn dense_read_bytes_per_gpu(&self, tp: u32) -> u64 {
+        let tp64 = u64::from(tp.max(1));
+        let c = self.param_counts();
+        let routed = self.expert_storage().bytes(c.routed_experts).div_ceil(tp64);
+        let embedding = if self.tie_word_embeddings {
+            0
+        } else {
+            Storage::Bf16.bytes(c.embedding).div_ceil(tp64)
+        };
+        let vision = Storage::Bf16.bytes(c.vision);
+        self.weight_bytes_per_gpu(tp)
+            .saturating_sub(routed + embedding + vision)
+    }
+
     /// Storage of the linear layers other than routed experts.
     fn linear_storage(&self) -> Storage {
         match self.weight_dtype {

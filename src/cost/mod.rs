@@ -5,6 +5,7 @@
 //! trait so that the roofline model can join the linear one.
 
 pub mod linear;
+pub mod roofline;
 
 use crate::scenario::StepTimeSpec;
 use crate::time::SimDuration;
@@ -60,5 +61,6 @@ pub trait StepTimeModel: Send + Sync {
 pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
     match spec {
         StepTimeSpec::Linear(l) => Box::new(linear::Linear::new(l.clone())),
+        StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
     }
 }

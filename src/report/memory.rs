@@ -105,8 +105,15 @@ fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
     if let SlackNeed::Heuristic(h) = &i.need {
         let _ = writeln!(
             w,
-            "  {:<36} {:>18}   = {:.0} MiB constant + {:.0} activations + {:.0} TP buffers + {:.0} CUDA graphs",
+            "  {:<36} {:>18}   = {:.0} MiB constant + {:.0} activations + {:.0} TP buffers + {:.0} CUDA graphs,",
             "", "", h.constant_mib, h.activations_mib, h.tp_buffers_mib, h.cuda_graphs_mib
+        );
+        let _ = writeln!(
+            w,
+            "  {:<36} {:>18}     less the {:.2} GiB in use before the weights load",
+            "",
+            "",
+            i.gpu_memory_mib as f64 / 1024.0 - i.memory_before_weights_gib
         );
     }
     let _ = writeln!(w);

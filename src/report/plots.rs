@@ -31,11 +31,13 @@
 mod axis;
 mod legend;
 mod memory;
+mod plan;
 mod png;
 mod style;
 mod sweep;
 
 pub use memory::{memory_figure, MEMORY_TITLE};
+pub use plan::{plan_figure, PLAN_TITLE};
 pub use sweep::{sweep_figures, sweep_title, MAX_SWEEP_LINES};
 
 use std::sync::atomic::{AtomicBool, Ordering};

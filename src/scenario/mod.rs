@@ -247,6 +247,8 @@ pub struct EngineSpec {
 pub enum StepTimeSpec {
     /// The linear model.
     Linear(LinearStepTime),
+    /// The roofline model, resolved against the catalog's GPU and model.
+    Roofline(Box<crate::cost::roofline::Roofline>),
 }
 
 /// The linear step-time model, quantised to integers so that simulated time stays exact:

@@ -1,4 +1,4 @@
-//! The validated layer: reads the [`tree`](super::tree) into a [`Scenario`], collecting every
+//! The validated layer: reads the [`super::tree`] into a [`Scenario`], collecting every
 //! problem with its key path, position, bad value and a hint.
 
 use std::path::Path;
@@ -589,8 +589,16 @@ fn read_root(root: &Table, source: &Source, p: &mut Problems) -> Option<Scenario
     };
     t.finish(p, ROOT_KEYS);
     let (hardware, model) = (hardware?, model?);
-    let (engine, memory) = finish_engine(engine?, hardware.as_ref(), model.as_ref(), p)?;
+    let (mut engine, memory, step) = finish_engine(engine?, hardware.as_ref(), model.as_ref(), p)?;
     let workload = workload?;
+    engine.step_time = finish_step_time(
+        step,
+        hardware.as_ref(),
+        model.as_ref(),
+        memory.as_ref(),
+        &workload,
+        p,
+    )?;
     // SGLang refuses prompts of max_req_len − 5 tokens or more (`managers/scheduler.py`). If
     // every prompt would be refused there is nothing to simulate: say so before running. (When
     // only some are, the run refuses and counts them, as SGLang does.)
@@ -897,9 +905,10 @@ const ENGINE_KEYS: &[&str] = &[
     "step_time",
 ];
 
-/// The engine as read, before the KV budget is known.
+/// The engine as read, before the KV budget and the step-time model are known.
 struct EngineDraft {
     spec: EngineSpec,
+    step: StepTimeDraft,
     kv_given: Option<u64>,
     max_running_given: Option<u64>,
     keys: derive::EngineMemoryKeys,
@@ -1149,8 +1158,16 @@ fn read_engine(
                 clip_max_new_tokens: clip?.unwrap_or(4096) as u32,
             },
             cuda_graph_max_bs: graph_max_bs,
-            step_time: step?,
+            // Replaced by `finish_step_time` once the hardware and model are known.
+            step_time: StepTimeSpec::Linear(LinearStepTime {
+                decode_base_ns: 1,
+                decode_per_seq_ns: 0,
+                decode_per_kv_token_ps: 0,
+                prefill_base_ns: 1,
+                prefill_per_token_ps: 0,
+            }),
         },
+        step: step?,
         kv_given: kv?,
         max_running_given: mrr?,
         keys,
@@ -1205,9 +1222,10 @@ fn finish_engine(
     hardware: Option<&HardwareSpec>,
     model: Option<&ModelSpec>,
     p: &mut Problems,
-) -> Option<(EngineSpec, Option<MemoryModel>)> {
+) -> Option<(EngineSpec, Option<MemoryModel>, StepTimeDraft)> {
     let EngineDraft {
         mut spec,
+        step,
         kv_given,
         max_running_given,
         keys,
@@ -1280,10 +1298,10 @@ fn finish_engine(
             spec.mem_fraction_static = Some(s.inputs.mem_fraction_static);
         }
     }
-    Some((spec, memory.ok()))
+    Some((spec, memory.ok(), step))
 }
 
-const STEP_KEYS: &[&str] = &[
+const LINEAR_KEYS: &[&str] = &[
     "model",
     "decode_base_ms",
     "decode_per_seq_ms",
@@ -1292,10 +1310,38 @@ const STEP_KEYS: &[&str] = &[
     "prefill_per_token_us",
 ];
 
-fn read_step_time(s: Option<Tbl>, p: &mut Problems) -> Option<StepTimeSpec> {
+const ROOFLINE_KEYS: &[&str] = &[
+    "model",
+    "bandwidth_efficiency",
+    "compute_efficiency",
+    "decode_overhead_ms",
+    "prefill_overhead_ms",
+    "calibration",
+];
+
+/// `[engine.step_time]` as read, before the hardware and model are known.
+enum StepTimeDraft {
+    Linear(LinearStepTime),
+    Roofline {
+        settings: crate::cost::roofline::RooflineSettings,
+        /// `(gen_tok_per_s, running, kv_tokens)`.
+        calibration: Option<(f64, u64, Option<u64>)>,
+        origin: Origin,
+    },
+}
+
+fn read_step_time(s: Option<Tbl>, p: &mut Problems) -> Option<StepTimeDraft> {
     let empty = Table::default();
     let mut t = s.unwrap_or_else(|| Tbl::new("engine.step_time", &empty, Origin::Unknown));
-    let model = ok(get_choice(&mut t, p, "model", &[("linear", ())]));
+    let model = ok(get_choice(
+        &mut t,
+        p,
+        "model",
+        &[("linear", false), ("roofline", true)],
+    ))?;
+    if model == Some(true) {
+        return read_roofline(t, p);
+    }
     let hint = "a non-negative number";
     let db = ok(get_f64(
         &mut t,
@@ -1332,16 +1378,159 @@ fn read_step_time(s: Option<Tbl>, p: &mut Problems) -> Option<StepTimeSpec> {
         F::Within(0.0, 1e9),
         hint,
     ));
-    t.finish(p, STEP_KEYS);
-    model?;
+    t.finish(p, LINEAR_KEYS);
     let ns = |ms: f64| (ms * 1e6).round() as u64;
-    Some(StepTimeSpec::Linear(LinearStepTime {
+    Some(StepTimeDraft::Linear(LinearStepTime {
         decode_base_ns: ns(db?.unwrap_or(35.0)),
         decode_per_seq_ns: ns(ds?.unwrap_or(0.3)),
         decode_per_kv_token_ps: (dk?.unwrap_or(0.0) * 1e3).round() as u64,
         prefill_base_ns: ns(pb?.unwrap_or(10.0)),
         prefill_per_token_ps: (pt?.unwrap_or(120.0) * 1e6).round() as u64,
     }))
+}
+
+fn read_roofline(mut t: Tbl, p: &mut Problems) -> Option<StepTimeDraft> {
+    use crate::cost::roofline::RooflineSettings;
+    let d = RooflineSettings::default();
+    let bw = ok(get_f64(
+        &mut t,
+        p,
+        "bandwidth_efficiency",
+        F::Fraction,
+        "the fraction of peak memory bandwidth reached, e.g. 0.75",
+    ));
+    let c = ok(get_f64(
+        &mut t,
+        p,
+        "compute_efficiency",
+        F::Fraction,
+        "the fraction of peak compute reached, e.g. 0.5",
+    ));
+    let dov = ok(get_f64(
+        &mut t,
+        p,
+        "decode_overhead_ms",
+        F::Within(0.0, 1e6),
+        "milliseconds per decode step, e.g. 2",
+    ));
+    let pov = ok(get_f64(
+        &mut t,
+        p,
+        "prefill_overhead_ms",
+        F::Within(0.0, 1e6),
+        "milliseconds per prefill batch, e.g. 5",
+    ));
+    let cal = match get_table(&mut t, p, "calibration") {
+        Ok(None) => Some(None),
+        Ok(Some(mut ct)) => {
+            let g = get_f64(
+                &mut ct,
+                p,
+                "gen_tok_per_s",
+                F::Within(1e-6, 1e12),
+                "the gen throughput you observed, tok/s, e.g. 850",
+            );
+            let g = required(
+                &ct,
+                p,
+                "gen_tok_per_s",
+                g,
+                "calibration needs the observed gen_tok_per_s",
+            );
+            let r = get_u64(
+                &mut ct,
+                p,
+                "running",
+                1,
+                1 << 24,
+                "the running requests at that moment, e.g. 50",
+            );
+            let r = required(
+                &ct,
+                p,
+                "running",
+                r,
+                "calibration needs the running requests",
+            );
+            let k = ok(get_u64(
+                &mut ct,
+                p,
+                "kv_tokens",
+                0,
+                1 << 40,
+                "KV tokens in use at that moment, e.g. 100000",
+            ));
+            ct.finish(p, &["gen_tok_per_s", "running", "kv_tokens"]);
+            match (g, r, k) {
+                (Some(g), Some(r), Some(k)) => Some(Some((g, r, k))),
+                _ => None,
+            }
+        }
+        Err(Bad) => None,
+    };
+    t.finish(p, ROOFLINE_KEYS);
+    Some(StepTimeDraft::Roofline {
+        settings: RooflineSettings {
+            bandwidth_efficiency: bw?.unwrap_or(d.bandwidth_efficiency),
+            compute_efficiency: c?.unwrap_or(d.compute_efficiency),
+            decode_overhead_ms: dov?.unwrap_or(d.decode_overhead_ms),
+            prefill_overhead_ms: pov?.unwrap_or(d.prefill_overhead_ms),
+        },
+        calibration: cal?,
+        origin: t.origin.clone(),
+    })
+}
+
+/// Turn the step-time draft into the model: the roofline needs the catalog's GPU and model.
+fn finish_step_time(
+    draft: StepTimeDraft,
+    hardware: Option<&HardwareSpec>,
+    model: Option<&ModelSpec>,
+    memory: Option<&MemoryModel>,
+    workload: &WorkloadSpec,
+    p: &mut Problems,
+) -> Option<StepTimeSpec> {
+    let (settings, calibration, origin) = match draft {
+        StepTimeDraft::Linear(l) => return Some(StepTimeSpec::Linear(l)),
+        StepTimeDraft::Roofline {
+            settings,
+            calibration,
+            origin,
+        } => (settings, calibration, origin),
+    };
+    let gpu = hardware.and_then(|h| h.gpu_entry.as_ref());
+    let entry = model.and_then(|m| m.entry.as_ref());
+    let (Some(gpu), Some(entry)) = (gpu, entry) else {
+        p.push(
+            "engine.step_time.model",
+            &origin,
+            "\"roofline\" predicts step times from the catalog's GPU and model, and this scenario names no catalog GPU or model",
+            Some("\"roofline\"".into()),
+            Some("set hardware.gpu and model.name (see `servesim catalog`), or use model = \"linear\"".into()),
+        );
+        return None;
+    };
+    let tp = hardware.map_or(1, |h| h.tensor_parallel);
+    let kv_bytes = match (
+        memory.map(|m| &m.derivation),
+        model.and_then(|m| m.kv_bytes_per_token),
+    ) {
+        (Some(MemoryDerivation::Sglang(s)), _) => s.inputs.kv_bytes_per_token,
+        (Some(MemoryDerivation::Vllm(v)), _) => v.inputs.kv_bytes_per_token,
+        (None, Some(b)) => b,
+        (None, None) => entry.kv_bytes_per_token(tp, 2),
+    };
+    let mut r = crate::cost::roofline::Roofline::new(gpu, entry, tp, kv_bytes, settings);
+    if let Some((g, running, kv)) = calibration {
+        // Without the KV in use, assume each running request is halfway through its response.
+        let kv = kv.unwrap_or_else(|| {
+            let per_request =
+                workload.prompt_tokens.nominal_mean() + workload.output_tokens.nominal_mean() / 2.0;
+            (running as f64 * per_request).round() as u64
+        });
+        r = r.calibrated(g, running, kv);
+    }
+    Some(StepTimeSpec::Roofline(Box::new(r)))
 }
 
 fn read_workload(mut t: Tbl, p: &mut Problems, base_dir: &Path) -> Option<WorkloadSpec> {

@@ -1074,7 +1074,9 @@ mod tests {
 
     fn sched(kv: u64, policy: SchedulePolicy) -> Sglang {
         let s = spec(kv, policy);
-        let StepTimeSpec::Linear(l) = s.step_time.clone();
+        let StepTimeSpec::Linear(l) = s.step_time.clone() else {
+            unreachable!("the test spec is linear")
+        };
         Sglang::new(
             &s,
             None,
@@ -1218,7 +1220,9 @@ mod tests {
     fn page_buckets_track_which_requests_need_a_new_page() {
         let mut sp = spec(10_000, SchedulePolicy::Fcfs);
         sp.page_size = 4;
-        let StepTimeSpec::Linear(l) = sp.step_time.clone();
+        let StepTimeSpec::Linear(l) = sp.step_time.clone() else {
+            unreachable!("the test spec is linear")
+        };
         let mut s = Sglang::new(
             &sp,
             None,

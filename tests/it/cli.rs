@@ -410,3 +410,107 @@ fn a_16_point_sweep_over_the_fraction_finishes_with_a_monotone_budget() {
     assert_eq!(verdicts[0], "safe");
     assert_eq!(verdicts[15], "oom");
 }
+
+#[test]
+fn plan_ranks_candidates_writes_its_files_and_lists_the_infeasible_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = servesim()
+        .args([
+            "plan",
+            "scenarios/plan-llama-3.1-70b.toml",
+            "--gpus",
+            "h100,l40s,h200",
+            "--counts",
+            "2,4",
+            "--deadline-h",
+            "24",
+            "--price",
+            "h100=2.0",
+            "--set",
+            "workload.requests=2000",
+            "--json",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        for k in [
+            "gpu",
+            "num_gpus",
+            "tensor_parallel",
+            "feasible",
+            "reason",
+            "kv_capacity_tokens",
+            "gen_tok_per_s",
+            "steady_req_per_s",
+            "time_to_finish_s",
+            "cost_usd",
+            "usd_per_m_output_tokens",
+        ] {
+            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        }
+    }
+    // 70B in BF16 does not fit two 48 GB cards: listed, with the reason.
+    let l40s2 = rows
+        .iter()
+        .find(|r| r["gpu"] == "l40s" && r["num_gpus"] == 2)
+        .unwrap();
+    assert_eq!(l40s2["feasible"], false);
+    assert!(l40s2["reason"]
+        .as_str()
+        .unwrap()
+        .contains("leave no KV cache"));
+    // Feasible ones come first, cheapest first, with the price given.
+    let feasible: Vec<&serde_json::Value> = rows.iter().filter(|r| r["feasible"] == true).collect();
+    assert!(feasible.len() >= 3);
+    let costs: Vec<f64> = feasible
+        .iter()
+        .filter(|r| r["meets_deadline"] == true)
+        .map(|r| r["cost_usd"].as_f64().unwrap())
+        .collect();
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]));
+    let h100 = feasible.iter().find(|r| r["gpu"] == "h100").unwrap();
+    assert_eq!(h100["price_usd_per_gpu_hour"], 2.0);
+    let expected = h100["time_to_finish_s"].as_f64().unwrap() / 3600.0 * 4.0 * 2.0;
+    assert!((h100["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-6 * expected.max(1.0));
+    for f in ["plan.csv", "plan.json", "plan.png", "plan.svg"] {
+        assert!(dir.path().join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn plan_refuses_a_scenario_that_pins_the_budget_and_unknown_gpus() {
+    servesim()
+        .args([
+            "plan",
+            "scenarios/case-study-b2.toml",
+            "--gpus",
+            "h100",
+            "--counts",
+            "8",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("engine.kv_capacity_tokens is set"));
+    servesim()
+        .args([
+            "plan",
+            "scenarios/plan-kimi-k2.5.toml",
+            "--gpus",
+            "h1000",
+            "--counts",
+            "8",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean \"h100\"?"));
+}

@@ -77,3 +77,19 @@ fn case_study_b1_lifetime_matches_the_server_throughput() {
         );
     }
 }
+
+#[test]
+fn the_roofline_predicts_the_case_study_throughput_within_35_percent() {
+    let s = summary_of("scenarios/case-study-b2-roofline.toml");
+    assert!(!s.observations.is_empty());
+    for o in &s.observations {
+        let rel = o.gen_tok_per_s / 850.0 - 1.0;
+        assert!(
+            rel.abs() <= 0.35,
+            "{} tok/s at t = {} s",
+            o.gen_tok_per_s,
+            o.t_s
+        );
+        assert!((40..=60).contains(&o.running), "{o:?}");
+    }
+}

@@ -1,0 +1,377 @@
+//! The roofline step-time model: step times predicted from the catalog's datasheet figures, for
+//! hardware nobody has profiled yet.
+//!
+//! Per GPU, for a decode step of `B` running requests attending `K` KV tokens in all:
+//!
+//! * **bytes read** = the weights every step reads (attention, dense layers, shared experts,
+//!   router, LM head: [`Model::dense_read_bytes_per_gpu`]) + the routed experts the batch
+//!   touches — under uniform routing a layer's `E` experts, `k` per token, are touched
+//!   `E·(1 − (1 − k/E)^B)` distinct times in expectation, each costing
+//!   [`Model::expert_bytes_per_gpu`] — + the KV cache, `K × KV bytes per token` (per GPU, with
+//!   SGLang's TP rules: MLA's latent is read whole on every GPU);
+//! * **FLOPs** = `B × 2 × active parameters / TP` + attention over the context,
+//!   `K × 4 × heads × head width × layers / TP` (scores and weighted values);
+//! * **time** = `max(bytes / (bandwidth × η_bw), FLOPs / (BF16 peak × η_c))` + the tensor-parallel
+//!   all-reduces — two per layer, each `latency + 2(TP − 1)/TP × B × hidden × 2 B / link
+//!   bandwidth` — + a fixed per-step overhead.
+//!
+//! A prefill batch of `T` new tokens over `n` requests computes `T × 2 × active/TP` plus the
+//! causal attention, `2 × T²/n × heads × head width × layers / TP` (the batch's requests taken as
+//! equally long), reads the weights once (all experts a batch of `T` tokens touches), and pays the
+//! same all-reduces with `T` tokens.
+//!
+//! Defaults (each overridable in `[engine.step_time]`): `η_bw = 0.75` — serving stacks reach
+//! 60–85 % of peak memory bandwidth in decode ("model bandwidth utilization"); `η_c = 0.5` —
+//! large prefill GEMMs typically reach 40–60 % of dense peak; 2 ms of per-step overhead for
+//! scheduling, sampling and launches between CUDA-graph replays; 5 ms per prefill batch.
+//!
+//! An optional calibration point (`gen_tok_per_s` at `running` requests) scales every step time
+//! by one factor so the model reproduces that point, leaving its shape intact.
+
+use serde::Serialize;
+
+use super::StepTimeModel;
+use crate::catalog::{AttentionKind, Gpu, Model};
+use crate::time::SimDuration;
+
+/// Default fraction of peak memory bandwidth reached.
+pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.75;
+/// Default fraction of dense BF16 peak reached.
+pub const DEFAULT_COMPUTE_EFFICIENCY: f64 = 0.5;
+/// Default per-decode-step overhead, ms.
+pub const DEFAULT_DECODE_OVERHEAD_MS: f64 = 2.0;
+/// Default per-prefill-batch overhead, ms.
+pub const DEFAULT_PREFILL_OVERHEAD_MS: f64 = 5.0;
+
+/// The model's parameters (all per GPU, SI units).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Roofline {
+    /// GPU name, for reports.
+    pub gpu: String,
+    /// Model name, for reports.
+    pub model: String,
+    /// Tensor parallelism.
+    pub tensor_parallel: u32,
+    /// Weight bytes read on every step.
+    pub dense_bytes: f64,
+    /// Bytes of one routed expert of one layer.
+    pub expert_bytes: f64,
+    /// Routed experts per MoE layer (0 for a dense model).
+    pub experts: f64,
+    /// Experts each token is routed to.
+    pub experts_per_token: f64,
+    /// MoE layers.
+    pub moe_layers: f64,
+    /// KV bytes per token.
+    pub kv_bytes_per_token: f64,
+    /// FLOPs per generated token: `2 × active parameters / TP`.
+    pub flops_per_token: f64,
+    /// Attention FLOPs per (token, context token) pair, full (non-causal) form:
+    /// `4 × heads × head width × layers / TP`.
+    pub attention_flops_per_pair: f64,
+    /// Transformer layers (two all-reduces each).
+    pub layers: f64,
+    /// Hidden size (the all-reduced activation width).
+    pub hidden: f64,
+    /// Peak memory bandwidth, bytes/s.
+    pub bandwidth: f64,
+    /// Dense BF16 peak, FLOP/s.
+    pub peak_flops: f64,
+    /// GPU-to-GPU bandwidth per direction, bytes/s.
+    pub link_bandwidth: f64,
+    /// Latency of one small all-reduce, s.
+    pub collective_latency: f64,
+    /// Fraction of peak bandwidth reached.
+    pub bandwidth_efficiency: f64,
+    /// Fraction of peak compute reached.
+    pub compute_efficiency: f64,
+    /// Fixed cost of a decode step, s.
+    pub decode_overhead: f64,
+    /// Fixed cost of a prefill batch, s.
+    pub prefill_overhead: f64,
+    /// Calibration factor applied to every step (1 without calibration).
+    pub scale: f64,
+}
+
+/// The terms of one step, seconds (before `scale`, except `total`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Breakdown {
+    /// Reading weights.
+    pub weights_s: f64,
+    /// Reading the KV cache.
+    pub kv_s: f64,
+    /// `weights + kv` (the memory side of the roofline).
+    pub memory_s: f64,
+    /// The compute side.
+    pub compute_s: f64,
+    /// Tensor-parallel all-reduces.
+    pub communication_s: f64,
+    /// Fixed overhead.
+    pub overhead_s: f64,
+    /// Distinct routed experts touched per MoE layer.
+    pub experts_touched: f64,
+    /// `(max(memory, compute) + communication + overhead) × scale`.
+    pub total_s: f64,
+}
+
+/// The efficiency and overhead settings.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct RooflineSettings {
+    /// Fraction of peak memory bandwidth reached.
+    pub bandwidth_efficiency: f64,
+    /// Fraction of peak compute reached.
+    pub compute_efficiency: f64,
+    /// Per-decode-step overhead, ms.
+    pub decode_overhead_ms: f64,
+    /// Per-prefill-batch overhead, ms.
+    pub prefill_overhead_ms: f64,
+}
+
+impl Default for RooflineSettings {
+    fn default() -> Self {
+        RooflineSettings {
+            bandwidth_efficiency: DEFAULT_BANDWIDTH_EFFICIENCY,
+            compute_efficiency: DEFAULT_COMPUTE_EFFICIENCY,
+            decode_overhead_ms: DEFAULT_DECODE_OVERHEAD_MS,
+            prefill_overhead_ms: DEFAULT_PREFILL_OVERHEAD_MS,
+        }
+    }
+}
+
+impl Roofline {
+    /// The model for `model` on `gpu` with tensor parallelism `tp` and `kv_bytes_per_token` KV
+    /// bytes per token per GPU.
+    pub fn new(
+        gpu: &Gpu,
+        model: &Model,
+        tp: u32,
+        kv_bytes_per_token: u64,
+        s: RooflineSettings,
+    ) -> Self {
+        let tp = tp.max(1);
+        let tpf = f64::from(tp);
+        let (heads, width) = match model.attention {
+            AttentionKind::Gqa => (f64::from(model.q_heads), f64::from(model.head_dim)),
+            // Absorbed MLA decode attends over the latent: scores over kv_lora_rank + rope,
+            // values over kv_lora_rank; ≈ the latent width for both.
+            AttentionKind::Mla => (
+                f64::from(model.q_heads),
+                f64::from(model.kv_lora_rank + model.qk_rope_head_dim),
+            ),
+        };
+        Roofline {
+            gpu: gpu.display.clone(),
+            model: model.display.clone(),
+            tensor_parallel: tp,
+            dense_bytes: model.dense_read_bytes_per_gpu(tp) as f64,
+            expert_bytes: model.expert_bytes_per_gpu(tp) as f64,
+            experts: f64::from(model.num_experts),
+            experts_per_token: f64::from(model.experts_per_token),
+            moe_layers: f64::from(model.moe_layers()),
+            kv_bytes_per_token: kv_bytes_per_token as f64,
+            flops_per_token: 2.0 * model.active_params() as f64 / tpf,
+            attention_flops_per_pair: 4.0 * heads * width * f64::from(model.layers) / tpf,
+            layers: f64::from(model.layers),
+            hidden: f64::from(model.hidden_size),
+            bandwidth: gpu.hbm_bandwidth_gb_per_s * 1e9,
+            peak_flops: gpu.bf16_dense_tflops * 1e12,
+            link_bandwidth: gpu.interconnect_gb_per_s * 1e9,
+            collective_latency: gpu.collective_latency_us * 1e-6,
+            bandwidth_efficiency: s.bandwidth_efficiency,
+            compute_efficiency: s.compute_efficiency,
+            decode_overhead: s.decode_overhead_ms * 1e-3,
+            prefill_overhead: s.prefill_overhead_ms * 1e-3,
+            scale: 1.0,
+        }
+    }
+
+    /// Expected distinct experts per MoE layer touched by `tokens` tokens under uniform routing.
+    pub fn experts_touched(&self, tokens: f64) -> f64 {
+        if self.experts == 0.0 {
+            return 0.0;
+        }
+        self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(tokens))
+    }
+
+    fn all_reduce(&self, tokens: f64) -> f64 {
+        let tp = f64::from(self.tensor_parallel);
+        if self.tensor_parallel <= 1 {
+            return 0.0;
+        }
+        let bytes = tokens * self.hidden * 2.0;
+        2.0 * self.layers
+            * (self.collective_latency + 2.0 * (tp - 1.0) / tp * bytes / self.link_bandwidth)
+    }
+
+    fn finish(&self, mut b: Breakdown) -> Breakdown {
+        b.memory_s = b.weights_s + b.kv_s;
+        b.total_s = (b.memory_s.max(b.compute_s) + b.communication_s + b.overhead_s) * self.scale;
+        b
+    }
+
+    /// The terms of a decode step of `batch` requests attending `kv_tokens` tokens.
+    pub fn decode_breakdown(&self, batch: u64, kv_tokens: u64) -> Breakdown {
+        let b = batch as f64;
+        let touched = self.experts_touched(b);
+        let weights = self.dense_bytes + touched * self.moe_layers * self.expert_bytes;
+        let bw = self.bandwidth * self.bandwidth_efficiency;
+        let flops = b * self.flops_per_token + kv_tokens as f64 * self.attention_flops_per_pair;
+        self.finish(Breakdown {
+            weights_s: weights / bw,
+            kv_s: kv_tokens as f64 * self.kv_bytes_per_token / bw,
+            compute_s: flops / (self.peak_flops * self.compute_efficiency),
+            communication_s: self.all_reduce(b),
+            overhead_s: self.decode_overhead,
+            experts_touched: touched,
+            ..Breakdown::default()
+        })
+    }
+
+    /// The terms of a prefill batch of `seqs` requests computing `tokens` new tokens.
+    pub fn prefill_breakdown(&self, seqs: u64, tokens: u64) -> Breakdown {
+        let t = tokens as f64;
+        let n = seqs.max(1) as f64;
+        let touched = self.experts_touched(t);
+        let weights = self.dense_bytes + touched * self.moe_layers * self.expert_bytes;
+        // Causal attention: half of the full T²/n pairs.
+        let flops = t * self.flops_per_token + 0.5 * t * t / n * self.attention_flops_per_pair;
+        self.finish(Breakdown {
+            weights_s: weights / (self.bandwidth * self.bandwidth_efficiency),
+            kv_s: 0.0,
+            compute_s: flops / (self.peak_flops * self.compute_efficiency),
+            communication_s: self.all_reduce(t),
+            overhead_s: self.prefill_overhead,
+            experts_touched: touched,
+            ..Breakdown::default()
+        })
+    }
+
+    /// Scale every step so that a decode step of `running` requests attending `kv_tokens`
+    /// tokens generates `gen_tok_per_s`.
+    pub fn calibrated(mut self, gen_tok_per_s: f64, running: u64, kv_tokens: u64) -> Self {
+        self.scale = 1.0;
+        let modelled = self.decode_breakdown(running, kv_tokens).total_s;
+        let observed = running as f64 / gen_tok_per_s;
+        self.scale = observed / modelled;
+        self
+    }
+}
+
+fn to_duration(s: f64) -> SimDuration {
+    let ns = (s * 1e9).round();
+    SimDuration::from_ns(if ns.is_finite() && ns >= 1.0 {
+        ns.min(u64::MAX as f64 / 2.0) as u64
+    } else {
+        1
+    })
+}
+
+impl StepTimeModel for Roofline {
+    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
+        to_duration(self.decode_breakdown(batch, kv_tokens).total_s)
+    }
+
+    fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
+        to_duration(self.prefill_breakdown(seqs, extend_tokens).total_s)
+    }
+
+    fn describe(&self) -> String {
+        let cal = if self.scale == 1.0 {
+            "uncalibrated".to_string()
+        } else {
+            format!("calibrated ×{:.3}", self.scale)
+        };
+        format!(
+            "roofline: {} on {} at TP {}, {:.0} % of bandwidth, {:.0} % of compute, {cal}",
+            self.model,
+            self.gpu,
+            self.tensor_parallel,
+            100.0 * self.bandwidth_efficiency,
+            100.0 * self.compute_efficiency
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    fn parts(gpu: &str, model: &str) -> (Gpu, Model) {
+        let c = Catalog::builtin();
+        (c.gpu(gpu).unwrap().clone(), c.model(model).unwrap().clone())
+    }
+
+    #[test]
+    fn a_dense_model_by_hand() {
+        // Llama-3.1-8B on one H100: no experts, no all-reduce.
+        let (gpu, model) = parts("h100", "llama-3.1-8b");
+        let r = Roofline::new(&gpu, &model, 1, 131_072, RooflineSettings::default());
+        let b = r.decode_breakdown(32, 100_000);
+        let bw = 3350e9 * 0.75;
+        let dense = model.dense_read_bytes_per_gpu(1) as f64;
+        assert!((b.weights_s - dense / bw).abs() < 1e-12);
+        assert!((b.kv_s - 100_000.0 * 131_072.0 / bw).abs() < 1e-12);
+        // FLOPs: 32 tokens × 2 × active + 100 000 pairs × 4 × 32 heads × 128 × 32 layers.
+        let flops =
+            32.0 * 2.0 * model.active_params() as f64 + 100_000.0 * 4.0 * 32.0 * 128.0 * 32.0;
+        assert!((b.compute_s - flops / (989e12 * 0.5)).abs() < 1e-12);
+        assert_eq!(b.communication_s, 0.0);
+        assert_eq!(b.experts_touched, 0.0);
+        let total = (dense / bw + 100_000.0 * 131_072.0 / bw).max(flops / (989e12 * 0.5)) + 0.002;
+        assert!((b.total_s - total).abs() < 1e-12);
+        // About 5.3 ms of weights and 5.2 ms of KV: memory-bound.
+        assert!(b.memory_s > b.compute_s);
+    }
+
+    #[test]
+    fn an_moe_model_by_hand() {
+        // Kimi-K2.5 on 8 × RTX PRO 6000: 384 experts, 8 per token, 60 MoE layers.
+        let (gpu, model) = parts("rtx-pro-6000", "kimi-k2.5");
+        let r = Roofline::new(&gpu, &model, 8, 70_272, RooflineSettings::default());
+        let touched = 384.0 * (1.0 - (1.0 - 8.0 / 384.0_f64).powf(50.0));
+        assert!((r.experts_touched(50.0) - touched).abs() < 1e-9);
+        assert!((touched - 250.0).abs() < 1.0);
+        let b = r.decode_breakdown(50, 100_000);
+        let bw = gpu.hbm_bandwidth_gb_per_s * 1e9 * 0.75;
+        let expert = model.expert_bytes_per_gpu(8) as f64;
+        let weights = model.dense_read_bytes_per_gpu(8) as f64 + touched * 60.0 * expert;
+        assert!((b.weights_s - weights / bw).abs() < 1e-12);
+        assert!((b.kv_s - 100_000.0 * 70_272.0 / bw).abs() < 1e-12);
+        // Two all-reduces per layer of 50 × 7168 × 2 bytes.
+        let link = gpu.interconnect_gb_per_s * 1e9;
+        let ar = 2.0
+            * 61.0
+            * (gpu.collective_latency_us * 1e-6 + 2.0 * 7.0 / 8.0 * 50.0 * 7168.0 * 2.0 / link);
+        assert!((b.communication_s - ar).abs() < 1e-12);
+        assert!(b.memory_s > b.compute_s);
+        // One expert of one layer on one GPU: 3 × 7168 × 2048 INT4 weights with BF16 scales per
+        // 32, split 8 ways: ≈ 3.1 MB.
+        assert!((expert - 3.0 * 7168.0 * 2048.0 * 9.0 / 16.0 / 8.0).abs() < 2.0);
+    }
+
+    #[test]
+    fn prefill_pays_the_quadratic_attention_term() {
+        let (gpu, model) = parts("h100", "llama-3.1-8b");
+        let r = Roofline::new(&gpu, &model, 1, 131_072, RooflineSettings::default());
+        let one = r.prefill_breakdown(1, 8192).compute_s;
+        let split = r.prefill_breakdown(8, 8192).compute_s;
+        assert!(
+            one > split,
+            "one long prompt costs more attention than eight short ones"
+        );
+    }
+
+    #[test]
+    fn calibration_reproduces_the_point_and_keeps_the_shape() {
+        let (gpu, model) = parts("rtx-pro-6000", "kimi-k2.5");
+        let r = Roofline::new(&gpu, &model, 8, 70_272, RooflineSettings::default());
+        let ratio =
+            r.decode_breakdown(20, 50_000).total_s / r.decode_breakdown(50, 100_000).total_s;
+        let c = r.calibrated(850.0, 50, 100_000);
+        assert!((50.0 / c.decode_breakdown(50, 100_000).total_s - 850.0).abs() < 1e-6);
+        let ratio_c =
+            c.decode_breakdown(20, 50_000).total_s / c.decode_breakdown(50, 100_000).total_s;
+        assert!((ratio - ratio_c).abs() < 1e-12);
+    }
+}
