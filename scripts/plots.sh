@@ -15,6 +15,8 @@ trap 'rm -rf "$tmp"' EXIT
   --vary engine.mem_fraction_static=0.80:0.95:0.01 --out "$tmp/sweep" > /dev/null
 "$bin" memory scenarios/case-study-b2-memory.toml \
   --vary engine.mem_fraction_static=0.80:0.95:0.01 --out "$tmp/memory" > /dev/null
+"$bin" plan scenarios/plan-llama-3.1-70b.toml --gpus a100-80gb,h100,h200,l40s,rtx-pro-6000 \
+  --counts 2,4,8 --tp 2,4,8 --deadline-h 24 --out "$tmp/plan" > /dev/null
 
 mkdir -p plots
 cp "$tmp/b2/throughput.png"   plots/b2-throughput.png
@@ -24,4 +26,5 @@ cp "$tmp/b1/throughput.png"   plots/b1-throughput.png
 cp "$tmp/kv/engine-state.png" plots/teaching-kv-bound-engine-state.png
 cp "$tmp/sweep/sweep-engine-mem_fraction_static.png" plots/b2-memory-sweep.png
 cp "$tmp/memory/memory.png"   plots/b2-memory.png
+cp "$tmp/plan/plan.png"       plots/plan-llama-3.1-70b.png
 echo "wrote $(ls plots/*.png | wc -l) figures to plots/"

@@ -47,6 +47,9 @@ pub struct Summary {
     pub last_send_s: Option<f64>,
     /// Latency statistics, milliseconds.
     pub latency: LatencyOut,
+    /// For the roofline model: one decode step at the steady state's mean batch and KV, term
+    /// by term.
+    pub roofline_step: Option<RooflineStep>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,
 }
@@ -179,6 +182,19 @@ pub struct Observation {
     pub in_progress_token_share: f64,
 }
 
+/// `roofline_step`.
+#[derive(Clone, Debug, Serialize)]
+pub struct RooflineStep {
+    /// Running requests (the steady mean, rounded).
+    pub batch: u64,
+    /// KV tokens attended (the steady mean use, rounded).
+    pub kv_tokens: u64,
+    /// The terms.
+    pub breakdown: crate::cost::roofline::Breakdown,
+    /// `batch / step time`.
+    pub gen_tok_per_s: f64,
+}
+
 /// `latency`.
 #[derive(Clone, Debug, Serialize)]
 pub struct LatencyOut {
@@ -303,6 +319,21 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             client_wait_ms: r.latency.client_wait_ms.stats(),
         },
         simplifications: super::SIMPLIFICATIONS.to_vec(),
+        roofline_step: match &sc.engine.step_time {
+            crate::scenario::StepTimeSpec::Roofline(model) => {
+                let batch = a.steady.mean_running.round().max(1.0) as u64;
+                let kv_tokens =
+                    (a.steady.mean_token_usage * r.kv_capacity_tokens as f64).round() as u64;
+                let breakdown = model.decode_breakdown(batch, kv_tokens);
+                Some(RooflineStep {
+                    batch,
+                    kv_tokens,
+                    breakdown,
+                    gen_tok_per_s: batch as f64 / breakdown.total_s,
+                })
+            }
+            crate::scenario::StepTimeSpec::Linear(_) => None,
+        },
     }
 }
 

@@ -187,6 +187,31 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         }
     }
 
+    if let Some(rs) = &s.roofline_step {
+        let b = &rs.breakdown;
+        let _ = writeln!(w);
+        let _ = writeln!(
+            w,
+            "Roofline decode step at the steady state ({} running, {} KV tokens): {:.1} ms → {:.0} tok/s",
+            rs.batch,
+            thousands(rs.kv_tokens),
+            1e3 * b.total_s,
+            rs.gen_tok_per_s
+        );
+        let _ = writeln!(
+            w,
+            "  memory {:.1} ms (weights {:.1} ms, {:.0} experts touched per MoE layer; KV {:.1} ms) vs compute {:.1} ms; \
+             all-reduces {:.1} ms; overhead {:.1} ms",
+            1e3 * b.memory_s,
+            1e3 * b.weights_s,
+            b.experts_touched,
+            1e3 * b.kv_s,
+            1e3 * b.compute_s,
+            1e3 * b.communication_s,
+            1e3 * b.overhead_s
+        );
+    }
+
     let _ = writeln!(w);
     let _ = writeln!(
         w,
