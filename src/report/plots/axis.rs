@@ -22,6 +22,16 @@ pub(super) struct Ticked {
 }
 
 impl Ticked {
+    /// An axis from `lo` to `hi` with the given ticks and minor grid lines.
+    pub(super) fn with_ticks(lo: f64, hi: f64, ticks: Vec<f64>, minor: Vec<f64>) -> Ticked {
+        Ticked {
+            lo,
+            hi,
+            ticks,
+            minor,
+        }
+    }
+
     /// A plain linear axis from `lo` to `hi` with about `max_ticks` round ticks.
     pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize) -> Ticked {
         Ticked {

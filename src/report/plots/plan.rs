@@ -21,14 +21,13 @@
 //!   40 % of the largest, else from a round value below the smallest, so that candidates of
 //!   similar cost or time are told apart (the tick labels say where the axis starts).
 
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::plan::PlanRow;
 
-use super::axis::{fmt_tick, nice_ticks, sig3, thousands};
+use super::axis::{fmt_tick, nice_ticks, sig3, thousands, Ticked};
 use super::style::{
     heading, BLUE, DARK, DESC_PX, FONT, GREEN, GREY, GRID_BOLD, GRID_LIGHT, LEGEND_PX, ORANGE,
     PANEL_MARGIN_BOTTOM_PX, PANEL_MARGIN_LEFT_PX, PANEL_MARGIN_TOP_PX, PURPLE, RED, SUBTITLE_PX,
@@ -327,6 +326,11 @@ impl Scale {
         c >= self.lo - 1e-9 && c <= self.hi + 1e-9
     }
 
+    /// The plotting coordinate: a linear range over `at(value)` with this axis's ticks.
+    fn coord(&self) -> Ticked {
+        Ticked::with_ticks(self.lo, self.hi, self.ticks.clone(), self.minor.clone())
+    }
+
     /// The text of the tick at `c`, with `$` in front if `money`.
     fn label(&self, c: f64, money: bool) -> String {
         let v = self.value(c);
@@ -356,32 +360,6 @@ impl Scale {
         } else {
             text
         }
-    }
-}
-
-impl Ranged for Scale {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.hi - self.lo;
-        if span.is_nan() || span <= 0.0 {
-            return (limit.0 + limit.1) / 2;
-        }
-        let f = ((value - self.lo) / span).clamp(-1.0, 2.0);
-        limit.0 + (f64::from(limit.1 - limit.0) * f).round() as i32
-    }
-
-    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            self.minor.clone()
-        } else {
-            self.ticks.clone()
-        }
-    }
-
-    fn range(&self) -> std::ops::Range<f64> {
-        self.lo..self.hi
     }
 }
 
@@ -1192,7 +1170,7 @@ impl PlanFigure<'_> {
             .margin_bottom(PANEL_MARGIN_BOTTOM_PX)
             .x_label_area_size(X_LABEL_AREA_PX)
             .y_label_area_size(Y_LABEL_AREA_PX)
-            .build_cartesian_2d(x.clone(), y.clone())?;
+            .build_cartesian_2d(x.coord(), y.coord())?;
         let fx = |c: &f64| x.label(*c, false);
         let fy = |c: &f64| y.label(*c, true);
         chart
