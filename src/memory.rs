@@ -280,6 +280,20 @@ pub struct VllmMemory {
     pub kv_tokens: u64,
     /// Memory outside the requested budget, GiB (`total − requested`): vLLM keeps it free.
     pub headroom_gib: f64,
+    /// The smallest `gpu_memory_utilization` that leaves room for one KV block (may exceed 1:
+    /// then no setting does).
+    pub min_utilization_for_one_block: f64,
+}
+
+impl VllmMemory {
+    /// Whether vLLM would start. With no room for a KV block it refuses:
+    /// `vllm/v1/core/kv_cache_utils.py: check_enough_kv_cache_memory` raises "No available
+    /// memory for the cache blocks" when the KV memory is not positive. (The same check also
+    /// refuses when one request of `max_model_len` tokens does not fit; servesim does not model
+    /// `max_model_len` yet.)
+    pub fn starts(&self) -> bool {
+        self.num_blocks > 0
+    }
 }
 
 impl VllmInputs {
@@ -306,6 +320,11 @@ impl VllmInputs {
             num_blocks: blocks,
             kv_tokens: blocks * u64::from(self.block_size.max(1)),
             headroom_gib: (total_bytes - requested) / GIB,
+            min_utilization_for_one_block: if total_bytes > 0.0 {
+                (used + block_bytes as f64) / total_bytes
+            } else {
+                f64::INFINITY
+            },
         }
     }
 }
@@ -455,5 +474,30 @@ mod tests {
             v.num_blocks
         );
         assert_eq!(v.kv_tokens, v.num_blocks * 16);
+        assert!(v.starts());
+    }
+
+    #[test]
+    fn vllm_without_room_for_a_block_refuses_and_names_the_setting_that_would_do() {
+        // 80 GiB total; 70 GiB of weights + 2.5 GiB measured = 72.5 GiB used; one block of
+        // 16 × 1 MiB = 16 MiB. At 0.90 (72 GiB requested) nothing is left; the smallest
+        // utilisation with one block is (72.5 GiB + 16 MiB) / 80 GiB = 0.906445….
+        let mut i = VllmInputs {
+            gpu_memory_mib: 80 * 1024,
+            gpu_memory_utilization: 0.90,
+            weight_gib_per_gpu: 70.0,
+            non_torch_gib: 0.6,
+            activation_peak_gib: 1.2,
+            cuda_graph_gib: 0.7,
+            kv_bytes_per_token: 1 << 20,
+            block_size: 16,
+        };
+        let v = i.derive();
+        assert!(!v.starts());
+        assert_eq!(v.num_blocks, 0);
+        let want = (72.5 * 1024.0 + 16.0) / (80.0 * 1024.0);
+        assert!((v.min_utilization_for_one_block - want).abs() < 1e-12);
+        i.gpu_memory_utilization = want + 1e-9;
+        assert_eq!(i.derive().num_blocks, 1);
     }
 }

@@ -20,10 +20,16 @@
 //! equally long), reads the weights once (all experts a batch of `T` tokens touches), and pays the
 //! same all-reduces with `T` tokens.
 //!
-//! Defaults (each overridable in `[engine.step_time]`): `η_bw = 0.75` — serving stacks reach
-//! 60–85 % of peak memory bandwidth in decode ("model bandwidth utilization"); `η_c = 0.5` —
-//! large prefill GEMMs typically reach 40–60 % of dense peak; 2 ms of per-step overhead for
-//! scheduling, sampling and launches between CUDA-graph replays; 5 ms per prefill batch.
+//! Defaults (each overridable in `[engine.step_time]`), rules of thumb rather than measurements:
+//! * `η_bw = 0.75` — serving stacks reach roughly 60–85 % of peak memory bandwidth in decode,
+//!   well-tuned CUDA stacks (vLLM, TensorRT-LLM) 70–85 % ("model bandwidth utilization",
+//!   <https://www.open-source-ai.tech/glossary/model-bandwidth-utilization>);
+//! * `η_c = 0.5` — the top of the 30–50 % model-FLOPs utilization quoted for inference prefill
+//!   (<https://zeroentropy.dev/concepts/mfu/>); prefill is a small share of a decode-heavy
+//!   workload's time, so this matters mostly for long prompts and short answers;
+//! * 2 ms of per-step overhead for scheduling, sampling and launches between CUDA-graph replays,
+//!   and 5 ms per prefill batch — servesim's own assumptions, not sourced; calibrate them away
+//!   when a measured point exists.
 //!
 //! An optional calibration point (`gen_tok_per_s` at `running` requests) scales every step time
 //! by one factor so the model reproduces that point, leaving its shape intact.

@@ -212,6 +212,31 @@ fn vllm_table(w: &mut String, m: &MemoryModel, v: &VllmMemory) {
         format!("{:.2} GiB", v.headroom_gib),
         "total − requested",
     );
+    let _ = writeln!(w);
+    if v.starts() {
+        let _ = writeln!(
+            w,
+            "  verdict: starts, with {} tokens of KV cache (vLLM also refuses to start when one \
+             request of max_model_len tokens does not fit; servesim does not check that yet)",
+            thousands(v.kv_tokens)
+        );
+    } else if v.min_utilization_for_one_block <= 1.0 {
+        let _ = writeln!(
+            w,
+            "  verdict: vLLM refuses to start (\"No available memory for the cache blocks\", \
+             check_enough_kv_cache_memory); raise gpu_memory_utilization to at least {:.3}, \
+             or use more GPUs",
+            (v.min_utilization_for_one_block * 1000.0).ceil() / 1000.0
+        );
+    } else {
+        let _ = writeln!(
+            w,
+            "  verdict: vLLM refuses to start (\"No available memory for the cache blocks\", \
+             check_enough_kv_cache_memory) at any gpu_memory_utilization: the weights and \
+             measured terms alone exceed the GPU; use more GPUs (a larger tensor_parallel) or a \
+             smaller model"
+        );
+    }
 }
 
 /// One row of `servesim memory --vary`.

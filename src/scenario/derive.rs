@@ -138,7 +138,7 @@ pub fn resolve(
         (None, Some(e)) => {
             sources.push((
                 "weights per GPU".into(),
-                format!("catalog: {} checkpoint split over TP {tp}", e.display),
+                format!("catalog: {} parameters, sharded over TP {tp}", e.display),
             ));
             Some(e.weight_bytes_per_gpu(tp) as f64 / GIB)
         }

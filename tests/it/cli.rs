@@ -514,3 +514,50 @@ fn plan_refuses_a_scenario_that_pins_the_budget_and_unknown_gpus() {
         .code(2)
         .stderr(predicate::str::contains("did you mean \"h100\"?"));
 }
+
+#[test]
+fn memory_derives_vllm_blocks_by_hand_and_says_when_vllm_would_not_start() {
+    // By hand: 81,920 MiB × 0.9 = 72 GiB requested; 40 GiB weights + 0.6 + 1.2 + 0.7 GiB
+    // measured terms (vLLM defaults) = 42.5 GiB; KV = 29.5 GiB = 31,675,383,808 B; one block
+    // = 16 × 100,000 B; floor(31,675,383,808 / 1,600,000) = 19,797 blocks = 316,752 tokens.
+    let args = |weights: &str| {
+        vec![
+            "memory".to_string(),
+            "scenarios/case-study-b1.toml".into(),
+            "--set".into(),
+            "engine.kind=vllm".into(),
+            "--set".into(),
+            "hardware.memory_mib=81920".into(),
+            "--set".into(),
+            format!("model.weight_gib_per_gpu={weights}"),
+            "--set".into(),
+            "model.kv_bytes_per_token=100000".into(),
+            "--set".into(),
+            "engine.gpu_memory_utilization=0.9".into(),
+        ]
+    };
+    servesim()
+        .args(args("40"))
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(r"KV cache +29\.50 GiB").unwrap())
+        .stdout(predicate::str::is_match(r"blocks +19,797 ").unwrap())
+        .stdout(predicate::str::is_match(r"GPU KV cache size +316,752 tokens").unwrap())
+        .stdout(predicate::str::is_match(r"left unused by vLLM +8\.00 GiB").unwrap())
+        .stdout(predicate::str::contains(
+            "verdict: starts, with 316,752 tokens",
+        ));
+    // 70 GiB of weights: 72.5 GiB used > 72 GiB requested. One block needs
+    // (72.5 GiB + 1.6 MB) / 80 GiB = 0.90627…, so "at least 0.907".
+    servesim()
+        .args(args("70"))
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(r"blocks +0 ").unwrap())
+        .stdout(predicate::str::contains(
+            "vLLM refuses to start (\"No available memory for the cache blocks\"",
+        ))
+        .stdout(predicate::str::contains(
+            "raise gpu_memory_utilization to at least 0.907",
+        ));
+}
