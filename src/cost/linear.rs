@@ -9,8 +9,23 @@
 //! ([`StepTimeModel::decode_run`]): an arithmetic series plus a sum of floors.
 
 use super::StepTimeModel;
-use crate::scenario::LinearStepTime;
 use crate::time::SimDuration;
+
+/// The linear step-time model, quantised to integers so that simulated time stays exact:
+/// fixed and per-request terms in nanoseconds, per-token terms in picoseconds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinearStepTime {
+    /// Fixed cost of a decode step.
+    pub decode_base_ns: u64,
+    /// Cost per running request in a decode step.
+    pub decode_per_seq_ns: u64,
+    /// Cost per KV token attended in a decode step, in picoseconds.
+    pub decode_per_kv_token_ps: u64,
+    /// Fixed cost of a prefill batch.
+    pub prefill_base_ns: u64,
+    /// Cost per prefilled (extend) token, in picoseconds.
+    pub prefill_per_token_ps: u64,
+}
 
 /// The linear model.
 #[derive(Clone, Debug)]

@@ -7,8 +7,16 @@
 pub mod linear;
 pub mod roofline;
 
-use crate::scenario::StepTimeSpec;
 use crate::time::SimDuration;
+
+/// `[engine.step_time]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepTimeSpec {
+    /// The linear model.
+    Linear(linear::LinearStepTime),
+    /// The roofline model, resolved against the catalog's GPU and model.
+    Roofline(Box<roofline::Roofline>),
+}
 
 /// The cost of one scheduler iteration.
 pub trait StepTimeModel: Send + Sync {

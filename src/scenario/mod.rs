@@ -13,6 +13,10 @@ pub mod validate;
 use std::path::{Path, PathBuf};
 
 pub use error::{LoadError, Location, Problem, ScenarioError};
+// The specs built from `[engine.step_time]` and `[client]` live with the code that runs them.
+pub use crate::cost::linear::LinearStepTime;
+pub use crate::cost::StepTimeSpec;
+pub use crate::workload::client::ClientSpec;
 
 use crate::time::{SimDuration, SimTime};
 use crate::workload::dist::LengthDist;
@@ -242,31 +246,6 @@ pub struct EngineSpec {
     pub step_time: StepTimeSpec,
 }
 
-/// `[engine.step_time]`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum StepTimeSpec {
-    /// The linear model.
-    Linear(LinearStepTime),
-    /// The roofline model, resolved against the catalog's GPU and model.
-    Roofline(Box<crate::cost::roofline::Roofline>),
-}
-
-/// The linear step-time model, quantised to integers so that simulated time stays exact:
-/// fixed and per-request terms in nanoseconds, per-token terms in picoseconds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LinearStepTime {
-    /// Fixed cost of a decode step.
-    pub decode_base_ns: u64,
-    /// Cost per running request in a decode step.
-    pub decode_per_seq_ns: u64,
-    /// Cost per KV token attended in a decode step, in picoseconds.
-    pub decode_per_kv_token_ps: u64,
-    /// Fixed cost of a prefill batch.
-    pub prefill_base_ns: u64,
-    /// Cost per prefilled (extend) token, in picoseconds.
-    pub prefill_per_token_ps: u64,
-}
-
 /// `[workload]`.
 #[derive(Clone, Debug)]
 pub struct WorkloadSpec {
@@ -281,46 +260,6 @@ pub struct WorkloadSpec {
     pub max_new_tokens: Option<u32>,
     /// `ignore_eos`: every request runs to its `max_new_tokens`.
     pub ignore_eos: bool,
-}
-
-/// `[client]`.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ClientSpec {
-    /// A concurrency limit; all slots fire at t = 0; each completion releases the next request.
-    Closed {
-        /// Slots.
-        concurrency: u32,
-        /// Pause between a completion and the slot's next send.
-        think_time: SimDuration,
-    },
-    /// Open loop, Poisson arrivals (first request at t = 0, as `sglang.bench_serving`).
-    Poisson {
-        /// Mean arrivals per second.
-        rate_per_s: f64,
-        /// Optional cap on requests in flight (`--max-concurrency`).
-        concurrency: Option<u32>,
-    },
-    /// Open loop, gamma inter-arrival gaps (as `vllm bench serve --burstiness`).
-    Gamma {
-        /// Mean arrivals per second.
-        rate_per_s: f64,
-        /// Gamma shape: 1 = Poisson, < 1 burstier, > 1 more regular.
-        burstiness: f64,
-        /// Optional cap on requests in flight.
-        concurrency: Option<u32>,
-    },
-}
-
-impl ClientSpec {
-    /// The concurrency limit, if any.
-    pub fn concurrency(&self) -> Option<u32> {
-        match self {
-            ClientSpec::Closed { concurrency, .. } => Some(*concurrency),
-            ClientSpec::Poisson { concurrency, .. } | ClientSpec::Gamma { concurrency, .. } => {
-                *concurrency
-            }
-        }
-    }
 }
 
 /// A scenario's text and the name to show for it.

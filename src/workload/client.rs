@@ -18,8 +18,47 @@ use std::collections::VecDeque;
 use rand_distr::{Distribution, Exp, Gamma};
 
 use crate::rng::Stream;
-use crate::scenario::ClientSpec;
 use crate::time::{SimDuration, SimTime};
+
+/// `[client]`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientSpec {
+    /// A concurrency limit; all slots fire at t = 0; each completion releases the next request.
+    Closed {
+        /// Slots.
+        concurrency: u32,
+        /// Pause between a completion and the slot's next send.
+        think_time: SimDuration,
+    },
+    /// Open loop, Poisson arrivals (first request at t = 0, as `sglang.bench_serving`).
+    Poisson {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+        /// Optional cap on requests in flight (`--max-concurrency`).
+        concurrency: Option<u32>,
+    },
+    /// Open loop, gamma inter-arrival gaps (as `vllm bench serve --burstiness`).
+    Gamma {
+        /// Mean arrivals per second.
+        rate_per_s: f64,
+        /// Gamma shape: 1 = Poisson, < 1 burstier, > 1 more regular.
+        burstiness: f64,
+        /// Optional cap on requests in flight.
+        concurrency: Option<u32>,
+    },
+}
+
+impl ClientSpec {
+    /// The concurrency limit, if any.
+    pub fn concurrency(&self) -> Option<u32> {
+        match self {
+            ClientSpec::Closed { concurrency, .. } => Some(*concurrency),
+            ClientSpec::Poisson { concurrency, .. } | ClientSpec::Gamma { concurrency, .. } => {
+                *concurrency
+            }
+        }
+    }
+}
 
 /// What the client asks the simulator to do.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
