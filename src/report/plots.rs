@@ -291,7 +291,7 @@ fn fit(raster: bool, max_stretch: f64, prefer_top: bool) -> Fit {
     Fit {
         max_stretch,
         prefer_top,
-        text_scale: if raster { 1.0 } else { 1.15 },
+        text_scale: style::text_scale(raster),
     }
 }
 

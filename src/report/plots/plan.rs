@@ -29,9 +29,9 @@ use crate::plan::PlanRow;
 
 use super::axis::{fmt_tick, nice_ticks, sig3, thousands, Ticked};
 use super::style::{
-    heading, BLUE, DARK, DESC_PX, FONT, GREEN, GREY, GRID_BOLD, GRID_LIGHT, LEGEND_PX, ORANGE,
-    PANEL_MARGIN_BOTTOM_PX, PANEL_MARGIN_LEFT_PX, PANEL_MARGIN_TOP_PX, PURPLE, RED, SUBTITLE_PX,
-    TICK_PX, VERMILLION, X_LABEL_AREA_PX, Y_LABEL_AREA_PX,
+    heading, measure, wrap, BLUE, DARK, DESC_PX, FONT, GREEN, GREY, GRID_BOLD, GRID_LIGHT,
+    LEGEND_PX, ORANGE, PANEL_MARGIN_BOTTOM_PX, PANEL_MARGIN_LEFT_PX, PANEL_MARGIN_TOP_PX, PURPLE,
+    RED, SUBTITLE_PX, TICK_PX, VERMILLION, X_LABEL_AREA_PX, Y_LABEL_AREA_PX,
 };
 use super::{render, DrawFailure, Figure, Format, PlotError, WIDTH_PX};
 
@@ -609,59 +609,10 @@ const MAX_ENTRY_LINES: usize = 3;
 /// Dash and gap of the deadline line.
 const DASH_PX: (i32, i32) = (8, 5);
 
-/// Text is measured wider in SVG, whose viewer may draw it in a wider font.
-fn text_scale(raster: bool) -> f64 {
-    if raster {
-        1.0
-    } else {
-        1.15
-    }
-}
-
 /// `c` darkened for text.
 fn ink(c: RGBColor) -> RGBColor {
     let d = |v: u8| (f64::from(v) * 0.72).round() as u8;
     RGBColor(d(c.0), d(c.1), d(c.2))
-}
-
-/// The size of `text` in `font`, widened as [`text_scale`] says.
-fn measure<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    text: &str,
-    px: u32,
-    raster: bool,
-) -> Result<(i32, i32), DrawFailure> {
-    let font = TextStyle::from((FONT, px).into_font());
-    let (w, h) = area.estimate_text_size(text, &font)?;
-    Ok(((f64::from(w) * text_scale(raster)).ceil() as i32, h as i32))
-}
-
-/// `text` broken into lines at most `width` pixels wide, at spaces (a longer word stands
-/// alone).
-fn wrap<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    text: &str,
-    width: i32,
-    raster: bool,
-) -> Result<Vec<String>, DrawFailure> {
-    let mut lines: Vec<String> = Vec::new();
-    let mut current = String::new();
-    for word in text.split_whitespace() {
-        let candidate = if current.is_empty() {
-            word.to_string()
-        } else {
-            format!("{current} {word}")
-        };
-        if measure(area, &candidate, LEGEND_PX, raster)?.0 > width && !current.is_empty() {
-            lines.push(std::mem::replace(&mut current, word.to_string()));
-        } else {
-            current = candidate;
-        }
-    }
-    if !current.is_empty() {
-        lines.push(current);
-    }
-    Ok(lines)
 }
 
 /// Draw a marker centred on pixel `c` of `area`, with a white outline that keeps overlapping

@@ -30,7 +30,8 @@ use crate::sweep::Row;
 
 use super::axis::{thousands, Ticked};
 use super::style::{
-    heading, plot_px, BLUE, DARK, FONT, GREEN, GREY, LEGEND_PX, ORANGE, PURPLE, RED, VERMILLION,
+    heading, plot_px, text_scale, wrap, BLUE, DARK, FONT, GREEN, GREY, LEGEND_PX, ORANGE, PURPLE,
+    RED, VERMILLION,
 };
 use super::{line, panel, render, y_top, Chart, DrawFailure, Figure, Format, PlotError};
 
@@ -825,46 +826,6 @@ const KEY_SWATCH_PX: i32 = 30;
 const KEY_GAP_PX: i32 = 8;
 /// Distance of the key from its cell's edges.
 const KEY_INSET_PX: i32 = 14;
-
-/// Text is measured wider in SVG, whose viewer may draw it in a wider font (as the run
-/// figures' legends do).
-fn text_scale(raster: bool) -> f64 {
-    if raster {
-        1.0
-    } else {
-        1.15
-    }
-}
-
-/// `text` broken into lines at most `width` pixels wide (a word longer than that stands
-/// alone).
-fn wrap<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    text: &str,
-    width: i32,
-    raster: bool,
-) -> Result<Vec<String>, DrawFailure> {
-    let font = TextStyle::from((FONT, LEGEND_PX).into_font());
-    let mut lines: Vec<String> = Vec::new();
-    let mut current = String::new();
-    for word in text.split_whitespace() {
-        let candidate = if current.is_empty() {
-            word.to_string()
-        } else {
-            format!("{current} {word}")
-        };
-        let w = f64::from(area.estimate_text_size(&candidate, &font)?.0) * text_scale(raster);
-        if w > f64::from(width) && !current.is_empty() {
-            lines.push(std::mem::replace(&mut current, word.to_string()));
-        } else {
-            current = candidate;
-        }
-    }
-    if !current.is_empty() {
-        lines.push(current);
-    }
-    Ok(lines)
-}
 
 /// A line with a dot on it, centred vertically on `(x, y)`.
 fn line_swatch<DB: DrawingBackend>(
