@@ -697,22 +697,8 @@ impl Sglang {
             self.finished_since_filter = true;
         }
         if self.decode_step % self.p.log_interval == 0 {
-            let dt = now.saturating_since(self.last_decode_log_at).as_secs_f64();
-            out.log.push(LogRecord::Decode {
-                at: now,
-                running_req: batch,
-                token: self.kv.used_tokens(),
-                token_usage: self.kv.usage(),
-                cuda_graph: batch <= self.p.graph_max_bs,
-                gen_tok_per_s: if dt > 0.0 {
-                    self.decode_tokens_since_log as f64 / dt
-                } else {
-                    0.0
-                },
-                queue_req: self.waiting.len() as u64,
-            });
-            self.decode_tokens_since_log = 0;
-            self.last_decode_log_at = now;
+            let (token, usage) = (self.kv.used_tokens(), self.kv.usage());
+            self.log_decode(&mut out.log, now, batch, token, usage);
         }
     }
 }
@@ -729,6 +715,36 @@ struct SkipPlan {
 }
 
 impl Sglang {
+    /// Append a `Decode batch` log record for the step that ends at `at` with `batch` running
+    /// requests and `token` KV tokens in use, and restart the throughput window: `gen
+    /// throughput` is the decode tokens since the previous Decode line over the time since it
+    /// (`managers/scheduler_components/metrics_reporter.py: report_decode_stats`).
+    fn log_decode(
+        &mut self,
+        log: &mut Vec<LogRecord>,
+        at: SimTime,
+        batch: u64,
+        token: u64,
+        token_usage: f64,
+    ) {
+        let dt = at.saturating_since(self.last_decode_log_at).as_secs_f64();
+        log.push(LogRecord::Decode {
+            at,
+            running_req: batch,
+            token,
+            token_usage,
+            cuda_graph: batch <= self.p.graph_max_bs,
+            gen_tok_per_s: if dt > 0.0 {
+                self.decode_tokens_since_log as f64 / dt
+            } else {
+                0.0
+            },
+            queue_req: self.waiting.len() as u64,
+        });
+        self.decode_tokens_since_log = 0;
+        self.last_decode_log_at = at;
+    }
+
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
     /// once: until the step before the next completion, while memory lasts, and while they end
     /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
@@ -799,22 +815,9 @@ impl Sglang {
             self.decode_tokens_since_log += b * (j - counted);
             counted = j;
             let token = s.used_first + b * (j - 1);
-            let dt = at.saturating_since(self.last_decode_log_at).as_secs_f64();
-            out.log.push(LogRecord::Decode {
-                at,
-                running_req: b,
-                token,
-                token_usage: token as f64 / self.kv.capacity_tokens() as f64,
-                cuda_graph: b <= self.p.graph_max_bs,
-                gen_tok_per_s: if dt > 0.0 {
-                    self.decode_tokens_since_log as f64 / dt
-                } else {
-                    0.0
-                },
-                queue_req: self.waiting.len() as u64,
-            });
-            self.decode_tokens_since_log = 0;
-            self.last_decode_log_at = at;
+            // Pages are one token here (see `plan_skip`), so tokens ÷ capacity is the usage.
+            let usage = token as f64 / self.kv.capacity_tokens() as f64;
+            self.log_decode(&mut out.log, at, b, token, usage);
             j += interval;
         }
         self.decode_tokens_since_log += b * (n - counted);

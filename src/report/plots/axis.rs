@@ -5,6 +5,7 @@
 //! (seconds to minutes, or `log10`) with the axis's `x` and give plotters explicit tick
 //! positions, so one code path serves linear and logarithmic axes alike.
 
+pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 
 use crate::metrics::{RunResult, Sample};
@@ -458,19 +459,6 @@ pub(super) fn sig3(v: f64) -> String {
     }
     let decimals = (2 - v.abs().log10().floor() as i32).max(0) as usize;
     format!("{v:.decimals$}")
-}
-
-/// `116171` → `116,171`.
-pub(super) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]
