@@ -8,6 +8,7 @@ mod explain;
 mod hand;
 mod invariants;
 mod memory;
+mod outputs;
 mod queueing;
 mod scenarios;
 
