@@ -699,4 +699,64 @@ mod tests {
             Err(ShardError::NotIOverN("1/x".into()))
         );
     }
+
+    fn row(point: usize, value: &str) -> Row {
+        Row {
+            point,
+            varied: vec![("workload.output_tokens".into(), value.into())],
+            kv_capacity_tokens: 1000 + point as u64,
+            oom_verdict: "unknown".into(),
+            steady_req_per_s: 0.1 * point as f64,
+            steady_req_per_s_ci: [0.0, 1.0],
+            gen_tok_per_s: 10.0,
+            mean_running: 2.0,
+            ttft_p50_ms: 1.0,
+            ttft_p99_ms: 2.0,
+            e2e_p50_ms: 3.0,
+            e2e_p99_ms: 4.0,
+            time_to_finish_s: (point != 1).then_some(60.0),
+            lifetime_req_per_s: 0.05,
+            mean_token_usage: 0.5,
+            retractions: 0,
+            requests_completed: 10,
+        }
+    }
+
+    #[test]
+    fn merged_shards_are_the_unsharded_bytes_even_with_quoted_values() {
+        let keys = vec!["workload.output_tokens".to_string()];
+        let values = [
+            "1",
+            "{ dist = \"constant\", value = 5 }",
+            "[1,\n2]",
+            "4",
+            "5",
+        ];
+        let rows: Vec<Row> = values.iter().enumerate().map(|(i, v)| row(i, v)).collect();
+        let whole = to_csv(&keys, &rows);
+        assert!(
+            String::from_utf8_lossy(&whole).contains("\"{ dist = \"\"constant\"\", value = 5 }\"")
+        );
+        let shards: Vec<(String, ShardManifest, String)> = (0..2)
+            .rev()
+            .map(|i| {
+                let mine: Vec<Row> = rows.iter().filter(|r| r.point % 2 == i).cloned().collect();
+                let manifest = ShardManifest {
+                    servesim_version: "test".into(),
+                    scenario: "s".into(),
+                    header: header(&keys),
+                    total_points: rows.len(),
+                    shard_index: i,
+                    shard_count: 2,
+                };
+                let text = String::from_utf8(to_csv(&keys, &mine)).unwrap();
+                (format!("shard{i}"), manifest, text)
+            })
+            .collect();
+        assert_eq!(merge(&shards).unwrap(), whole);
+        assert_eq!(
+            merge(&shards[..1]),
+            Err(MergeError::Coverage("shard 0/2 is missing".into()))
+        );
+    }
 }

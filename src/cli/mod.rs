@@ -2,11 +2,11 @@
 //! and exit codes (0 success, 1 a run that cannot finish, 2 bad usage or a bad scenario —
 //! nothing written, 130 interrupted).
 //!
-//! * [`args`] — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
-//!   [`values`] — the value parsers of typed flags.
+//! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
+//!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
 //!   `check`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
-//! * [`parallel`] — a parallel map with a progress bar; [`output`] — atomic output files and
+//! * `parallel` — a parallel map with a progress bar; `output` — atomic output files and
 //!   terminal tables; [`Failure`] — `error:` / `caused by:` / `hint:` and the exit code.
 //!
 //! Adding a verb: a new file with its `Args` and `run`, one arm in `Command` and in `dispatch`.
@@ -38,11 +38,13 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Simulate one scenario and print the three views, the steady state and latencies
-    /// (--out: summary.json, timeseries.csv, server.log and the figures).
+    /// Simulate one scenario and print the three views, the steady state and latencies.
+    ///
+    /// --out writes summary.json, timeseries.csv, server.log and the figures.
     Run(run::Args),
-    /// Run a what-if grid: every combination of the --vary values, in parallel (--out:
-    /// sweep.csv, the figures, and for a shard sweep-shard.json).
+    /// Run a what-if grid: every combination of the --vary values, in parallel.
+    ///
+    /// --out writes sweep.csv and the figures (a shard: sweep.csv and sweep-shard.json).
     Sweep(sweep::Args),
     /// Combine the outputs of sharded sweeps into one sweep.csv.
     Merge(sweep::MergeArgs),
@@ -50,8 +52,11 @@ enum Command {
     /// throughput, in numbers from this run.
     Explain(explain::Args),
     /// Which GPU type, how many and which layout finish the workload by a deadline, cheapest
-    /// first (roofline step times from the catalog's datasheet figures; --out: plan.csv,
-    /// plan.json and the cost-versus-time figure).
+    /// first (roofline step times from the catalog's datasheet figures).
+    ///
+    /// The scenario gives the model, the workload and the client; it must not pin the KV
+    /// budget or the weights, which each candidate derives from its GPU. --out writes
+    /// plan.csv, plan.json and the cost-versus-time figure.
     Plan(plan::Args),
     /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
     Memory(memory::Args),
