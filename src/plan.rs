@@ -9,9 +9,10 @@
 //! whose attention heads do not split over the TP degree, or whose memory verdict is `oom` are
 //! listed as infeasible with the reason.
 
-use serde::Serialize;
+use serde::{Serialize, Serializer};
 
 use crate::analysis::{self, Constraint};
+use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
 use crate::memory::Verdict;
 use crate::metrics::StopReason;
@@ -28,8 +29,9 @@ pub struct Candidate {
     pub tensor_parallel: u32,
 }
 
-/// The outcome for one candidate.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// The outcome for one candidate. In JSON: the candidate, `feasible`, the price, then either
+/// the metrics or the `reason`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PlanRow {
     /// Catalog GPU name.
     pub gpu: String,
@@ -39,22 +41,38 @@ pub struct PlanRow {
     pub tensor_parallel: u32,
     /// Servers (`num_gpus / tensor_parallel`).
     pub replicas: u32,
-    /// Whether the model fits and the run finished.
-    pub feasible: bool,
-    /// Why not, when infeasible.
-    pub reason: Option<String>,
+    /// `$/GPU-hour` used.
+    pub price_usd_per_gpu_hour: f64,
+    /// Whether it works, and how well.
+    pub outcome: Outcome,
+}
+
+/// Whether a candidate works.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Outcome {
+    /// The model fits and every request was answered: what the run measured.
+    Feasible(PlanMetrics),
+    /// It cannot work.
+    Infeasible {
+        /// Why, in words.
+        reason: String,
+    },
+}
+
+/// What a feasible candidate achieves (all servers together unless said otherwise).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanMetrics {
     /// KV pool per server.
     pub kv_capacity_tokens: u64,
-    /// `safe` / `tight` (infeasible candidates may be `oom`).
-    pub oom_verdict: Option<String>,
-    /// Steady output tokens per second, all servers.
+    /// `safe` or `tight`; `None` without a memory model.
+    pub oom_verdict: Option<Verdict>,
+    /// Steady output tokens per second.
     pub gen_tok_per_s: f64,
-    /// Steady completions per second, all servers.
+    /// Steady completions per second.
     pub steady_req_per_s: f64,
     /// Time until the last request is answered.
     pub time_to_finish_s: f64,
-    /// `$/GPU-hour` used.
-    pub price_usd_per_gpu_hour: f64,
     /// `time × GPUs × price`.
     pub cost_usd: f64,
     /// Cost per million output tokens.
@@ -64,33 +82,68 @@ pub struct PlanRow {
     /// E2E p99.
     pub e2e_p99_ms: f64,
     /// What binds each server's batch.
-    pub binding: Option<Constraint>,
+    pub binding: Constraint,
     /// Whether it finishes by the deadline (when one is given).
     pub meets_deadline: Option<bool>,
 }
 
 impl PlanRow {
-    fn infeasible(c: &Candidate, price: f64, reason: String) -> Self {
+    /// The row of candidate `c` at `price` $/GPU-hour.
+    pub fn new(c: &Candidate, price_usd_per_gpu_hour: f64, outcome: Outcome) -> Self {
         PlanRow {
             gpu: c.gpu.clone(),
             num_gpus: c.num_gpus,
             tensor_parallel: c.tensor_parallel,
             replicas: c.num_gpus / c.tensor_parallel.max(1),
-            feasible: false,
-            reason: Some(reason),
-            kv_capacity_tokens: 0,
-            oom_verdict: None,
-            gen_tok_per_s: 0.0,
-            steady_req_per_s: 0.0,
-            time_to_finish_s: 0.0,
-            price_usd_per_gpu_hour: price,
-            cost_usd: 0.0,
-            usd_per_m_output_tokens: 0.0,
-            ttft_p99_ms: 0.0,
-            e2e_p99_ms: 0.0,
-            binding: None,
-            meets_deadline: None,
+            price_usd_per_gpu_hour,
+            outcome,
         }
+    }
+
+    fn infeasible(c: &Candidate, price: f64, reason: String) -> Self {
+        PlanRow::new(c, price, Outcome::Infeasible { reason })
+    }
+
+    /// The metrics, when feasible.
+    pub fn metrics(&self) -> Option<&PlanMetrics> {
+        match &self.outcome {
+            Outcome::Feasible(m) => Some(m),
+            Outcome::Infeasible { .. } => None,
+        }
+    }
+
+    /// Why not, when infeasible.
+    pub fn reason(&self) -> Option<&str> {
+        match &self.outcome {
+            Outcome::Feasible(_) => None,
+            Outcome::Infeasible { reason } => Some(reason),
+        }
+    }
+}
+
+impl Serialize for PlanRow {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Json<'a> {
+            gpu: &'a str,
+            num_gpus: u32,
+            tensor_parallel: u32,
+            replicas: u32,
+            feasible: bool,
+            price_usd_per_gpu_hour: f64,
+            #[serde(flatten)]
+            outcome: &'a Outcome,
+        }
+        Json {
+            gpu: &self.gpu,
+            num_gpus: self.num_gpus,
+            tensor_parallel: self.tensor_parallel,
+            replicas: self.replicas,
+            feasible: self.metrics().is_some(),
+            price_usd_per_gpu_hour: self.price_usd_per_gpu_hour,
+            outcome: &self.outcome,
+        }
+        .serialize(s)
     }
 }
 
@@ -227,26 +280,24 @@ pub fn evaluate(
         }
         Err(e) => return Err(e),
     };
+    if r.stop != StopReason::AllAnswered {
+        return Ok(PlanRow::infeasible(
+            c,
+            price,
+            "stopped at run.max_sim_s before every request was answered".to_string(),
+        ));
+    }
     let a = analysis::analyse(&r);
     let replicas = f64::from(c.num_gpus / c.tensor_parallel);
-    let finished = r.stop == StopReason::AllAnswered;
     let time = r.totals.sim_duration_s;
     let cost = time / 3600.0 * f64::from(c.num_gpus) * price;
     let tokens = r.totals.output_tokens as f64 * replicas;
-    Ok(PlanRow {
-        gpu: c.gpu.clone(),
-        num_gpus: c.num_gpus,
-        tensor_parallel: c.tensor_parallel,
-        replicas: c.num_gpus / c.tensor_parallel,
-        feasible: finished,
-        reason: (!finished)
-            .then(|| "stopped at run.max_sim_s before every request was answered".to_string()),
+    let metrics = PlanMetrics {
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        oom_verdict: verdict.map(|v| v.as_str().to_string()),
+        oom_verdict: verdict,
         gen_tok_per_s: a.steady.output_tok_per_s * replicas,
         steady_req_per_s: a.steady.req_per_s * replicas,
         time_to_finish_s: time,
-        price_usd_per_gpu_hour: price,
         cost_usd: cost,
         usd_per_m_output_tokens: if tokens > 0.0 {
             cost / (tokens / 1e6)
@@ -255,25 +306,26 @@ pub fn evaluate(
         },
         ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
         e2e_p99_ms: r.latency.e2e_ms.quantile(0.99),
-        binding: Some(a.binding.constraint),
-        meets_deadline: deadline_s.map(|d| finished && time <= d),
-    })
+        binding: a.binding.constraint,
+        meets_deadline: deadline_s.map(|d| time <= d),
+    };
+    Ok(PlanRow::new(c, price, Outcome::Feasible(metrics)))
 }
 
 /// Order: feasible candidates meeting the deadline by cost, then feasible ones by time to
 /// finish, then the infeasible ones.
 pub fn sort(rows: &mut [PlanRow]) {
     rows.sort_by(|a, b| {
-        let rank = |r: &PlanRow| match (r.feasible, r.meets_deadline) {
-            (true, Some(true)) | (true, None) => 0,
-            (true, Some(false)) => 1,
-            (false, _) => 2,
+        let rank = |r: &PlanRow| match r.metrics().map(|m| m.meets_deadline) {
+            Some(Some(true) | None) => 0,
+            Some(Some(false)) => 1,
+            None => 2,
         };
         rank(a)
             .cmp(&rank(b))
-            .then_with(|| match rank(a) {
-                0 => a.cost_usd.total_cmp(&b.cost_usd),
-                1 => a.time_to_finish_s.total_cmp(&b.time_to_finish_s),
+            .then_with(|| match (a.metrics(), b.metrics(), rank(a)) {
+                (Some(x), Some(y), 0) => x.cost_usd.total_cmp(&y.cost_usd),
+                (Some(x), Some(y), _) => x.time_to_finish_s.total_cmp(&y.time_to_finish_s),
                 _ => std::cmp::Ordering::Equal,
             })
             .then_with(|| a.gpu.cmp(&b.gpu))
@@ -310,59 +362,58 @@ pub fn candidates(gpus: &[String], counts: &[u32], tps: &[u32]) -> Vec<Candidate
     out
 }
 
-/// CSV of the plan.
-pub fn to_csv(rows: &[PlanRow]) -> String {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record([
-        "gpu",
-        "num_gpus",
-        "tensor_parallel",
-        "replicas",
-        "feasible",
-        "reason",
-        "kv_capacity_tokens",
-        "oom_verdict",
-        "gen_tok_per_s",
-        "steady_req_per_s",
-        "time_to_finish_s",
-        "price_usd_per_gpu_hour",
-        "cost_usd",
-        "usd_per_m_output_tokens",
-        "ttft_p99_ms",
-        "e2e_p99_ms",
-        "binding",
-        "meets_deadline",
-    ])
-    .expect("invariant: writing to memory cannot fail");
-    for r in rows {
-        w.write_record([
-            r.gpu.clone(),
-            r.num_gpus.to_string(),
-            r.tensor_parallel.to_string(),
-            r.replicas.to_string(),
-            r.feasible.to_string(),
-            r.reason.clone().unwrap_or_default(),
-            r.kv_capacity_tokens.to_string(),
-            r.oom_verdict.clone().unwrap_or_default(),
-            format!("{:.3}", r.gen_tok_per_s),
-            format!("{:.6}", r.steady_req_per_s),
-            format!("{:.3}", r.time_to_finish_s),
-            format!("{:.4}", r.price_usd_per_gpu_hour),
-            format!("{:.2}", r.cost_usd),
-            format!("{:.4}", r.usd_per_m_output_tokens),
-            format!("{:.3}", r.ttft_p99_ms),
-            format!("{:.3}", r.e2e_p99_ms),
-            r.binding
-                .map_or(String::new(), |b| b.describe().to_string()),
-            r.meets_deadline.map_or(String::new(), |m| m.to_string()),
-        ])
-        .expect("invariant: writing to memory cannot fail");
+/// One row of `plan.csv`; an infeasible candidate's metric cells are empty.
+#[derive(Debug, Default, Serialize)]
+struct CsvRow<'a> {
+    gpu: &'a str,
+    num_gpus: u32,
+    tensor_parallel: u32,
+    replicas: u32,
+    feasible: bool,
+    reason: Option<&'a str>,
+    kv_capacity_tokens: Option<u64>,
+    oom_verdict: Option<&'static str>,
+    gen_tok_per_s: Option<Fixed<3>>,
+    steady_req_per_s: Option<Fixed<6>>,
+    time_to_finish_s: Option<Fixed<3>>,
+    price_usd_per_gpu_hour: Fixed<4>,
+    cost_usd: Option<Fixed<2>>,
+    usd_per_m_output_tokens: Option<Fixed<4>>,
+    ttft_p99_ms: Option<Fixed<3>>,
+    e2e_p99_ms: Option<Fixed<3>>,
+    binding: Option<&'static str>,
+    meets_deadline: Option<bool>,
+}
+
+impl<'a> From<&'a PlanRow> for CsvRow<'a> {
+    fn from(r: &'a PlanRow) -> Self {
+        let m = r.metrics();
+        CsvRow {
+            gpu: &r.gpu,
+            num_gpus: r.num_gpus,
+            tensor_parallel: r.tensor_parallel,
+            replicas: r.replicas,
+            feasible: m.is_some(),
+            reason: r.reason(),
+            kv_capacity_tokens: m.map(|m| m.kv_capacity_tokens),
+            oom_verdict: m.and_then(|m| m.oom_verdict).map(Verdict::as_str),
+            gen_tok_per_s: m.map(|m| Fixed(m.gen_tok_per_s)),
+            steady_req_per_s: m.map(|m| Fixed(m.steady_req_per_s)),
+            time_to_finish_s: m.map(|m| Fixed(m.time_to_finish_s)),
+            price_usd_per_gpu_hour: Fixed(r.price_usd_per_gpu_hour),
+            cost_usd: m.map(|m| Fixed(m.cost_usd)),
+            usd_per_m_output_tokens: m.map(|m| Fixed(m.usd_per_m_output_tokens)),
+            ttft_p99_ms: m.map(|m| Fixed(m.ttft_p99_ms)),
+            e2e_p99_ms: m.map(|m| Fixed(m.e2e_p99_ms)),
+            binding: m.map(|m| m.binding.describe()),
+            meets_deadline: m.and_then(|m| m.meets_deadline),
+        }
     }
-    String::from_utf8(
-        w.into_inner()
-            .expect("invariant: flushing memory cannot fail"),
-    )
-    .expect("invariant: the CSV is UTF-8")
+}
+
+/// CSV of the plan.
+pub fn to_csv(rows: &[PlanRow]) -> Vec<u8> {
+    csv_rows::rows_to_bytes(rows.iter().map(CsvRow::from))
 }
 
 #[cfg(test)]
@@ -378,31 +429,68 @@ mod tests {
         assert_eq!(d[0].tensor_parallel, 4);
     }
 
+    fn candidate(gpu: &str) -> Candidate {
+        Candidate {
+            gpu: gpu.into(),
+            num_gpus: 1,
+            tensor_parallel: 1,
+        }
+    }
+
+    fn feasible(gpu: &str, cost: f64, time: f64, meets: Option<bool>) -> PlanRow {
+        PlanRow::new(
+            &candidate(gpu),
+            1.0,
+            Outcome::Feasible(PlanMetrics {
+                kv_capacity_tokens: 1000,
+                oom_verdict: Some(Verdict::Safe),
+                gen_tok_per_s: 100.0,
+                steady_req_per_s: 1.0,
+                time_to_finish_s: time,
+                cost_usd: cost,
+                usd_per_m_output_tokens: 2.0,
+                ttft_p99_ms: 10.0,
+                e2e_p99_ms: 20.0,
+                binding: Constraint::KvBudget,
+                meets_deadline: meets,
+            }),
+        )
+    }
+
     #[test]
     fn the_cheapest_candidate_meeting_the_deadline_comes_first() {
-        let row = |gpu: &str, cost: f64, time: f64, ok: bool, meets: Option<bool>| PlanRow {
-            feasible: ok,
-            cost_usd: cost,
-            time_to_finish_s: time,
-            meets_deadline: meets,
-            ..PlanRow::infeasible(
-                &Candidate {
-                    gpu: gpu.into(),
-                    num_gpus: 1,
-                    tensor_parallel: 1,
-                },
-                1.0,
-                String::new(),
-            )
-        };
         let mut rows = vec![
-            row("a", 50.0, 10.0, true, Some(false)),
-            row("b", 80.0, 5.0, true, Some(true)),
-            row("c", 0.0, 0.0, false, None),
-            row("d", 60.0, 6.0, true, Some(true)),
+            feasible("a", 50.0, 10.0, Some(false)),
+            feasible("b", 80.0, 5.0, Some(true)),
+            PlanRow::infeasible(&candidate("c"), 1.0, "no".into()),
+            feasible("d", 60.0, 6.0, Some(true)),
         ];
         sort(&mut rows);
         let order: Vec<&str> = rows.iter().map(|r| r.gpu.as_str()).collect();
         assert_eq!(order, vec!["d", "b", "a", "c"]);
+    }
+
+    #[test]
+    fn an_infeasible_candidate_has_a_reason_and_no_metrics_in_csv_and_json() {
+        let rows = [
+            feasible("h100", 12.5, 3600.0, Some(true)),
+            PlanRow::infeasible(&candidate("l40s"), 1.4, "too small, really".into()),
+        ];
+        let csv = String::from_utf8(to_csv(&rows)).unwrap();
+        assert_eq!(
+            csv,
+            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,gen_tok_per_s,steady_req_per_s,time_to_finish_s,price_usd_per_gpu_hour,cost_usd,usd_per_m_output_tokens,ttft_p99_ms,e2e_p99_ms,binding,meets_deadline\n\
+             h100,1,1,1,true,,1000,safe,100.000,1.000000,3600.000,1.0000,12.50,2.0000,10.000,20.000,the KV budget,true\n\
+             l40s,1,1,1,false,\"too small, really\",,,,,,1.4000,,,,,,\n"
+        );
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(json[0]["feasible"], true);
+        assert_eq!(json[0]["binding"], "kv_budget");
+        assert_eq!(json[0]["oom_verdict"], "safe");
+        assert!(json[0].get("reason").is_none());
+        assert_eq!(json[1]["feasible"], false);
+        assert_eq!(json[1]["reason"], "too small, really");
+        assert_eq!(json[1]["price_usd_per_gpu_hour"], 1.4);
+        assert!(json[1].get("cost_usd").is_none());
     }
 }

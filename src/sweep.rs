@@ -7,11 +7,10 @@
 //! in that order; a shard `I/N` runs the points whose number is `I mod N`, and merging shards
 //! sorts rows back by point number, so a merged sweep is byte-identical to an unsharded one.
 
-use std::fmt::Write as _;
-
 use serde::Serialize;
 
 use crate::analysis::{self, Analysis};
+use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
 use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{self, Scenario, ScenarioError, Source};
@@ -203,10 +202,18 @@ pub struct Shard {
 
 impl Shard {
     /// Parse `I/N` with `0 ≤ I < N`.
-    pub fn parse(s: &str) -> Option<Shard> {
-        let (i, n) = s.split_once('/')?;
-        let (index, count) = (i.trim().parse().ok()?, n.trim().parse().ok()?);
-        (count > 0 && index < count).then_some(Shard { index, count })
+    pub fn parse(s: &str) -> Result<Shard, ShardError> {
+        let (i, n) = s
+            .split_once('/')
+            .ok_or_else(|| ShardError::NotIOverN(s.to_string()))?;
+        let (Ok(index), Ok(count)) = (i.trim().parse(), n.trim().parse()) else {
+            return Err(ShardError::NotIOverN(s.to_string()));
+        };
+        if index < count {
+            Ok(Shard { index, count })
+        } else {
+            Err(ShardError::OutOfRange { index, count })
+        }
     }
 
     /// Whether point `p` belongs to this shard.
@@ -215,26 +222,21 @@ impl Shard {
     }
 }
 
-/// The fixed columns after the varied keys, in order (the contract of issue #3), then extras.
-pub const COLUMNS: &[&str] = &[
-    "kv_capacity_tokens",
-    "oom_verdict",
-    "steady_req_per_s",
-    "steady_req_per_s_ci_low",
-    "steady_req_per_s_ci_high",
-    "gen_tok_per_s",
-    "mean_running",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "time_to_finish_s",
-    "lifetime_req_per_s",
-    "mean_token_usage",
-    "retractions",
-    "requests_completed",
-    "point",
-];
+/// Why a shard `I/N` is not usable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ShardError {
+    /// Not two whole numbers around a `/`.
+    #[error("`{0}` is not I/N (two whole numbers)")]
+    NotIOverN(String),
+    /// `I ≥ N`.
+    #[error("`{index}/{count}`: the index must be below the count (0 ≤ I < N)")]
+    OutOfRange {
+        /// I.
+        index: usize,
+        /// N.
+        count: usize,
+    },
+}
 
 /// One row of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -384,61 +386,75 @@ fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis
     }
 }
 
-/// The CSV header for these axes.
+/// The columns after the varied keys, as written to `sweep.csv`: the contract of issue #3
+/// (through `time_to_finish_s`), then extras; the point number comes last so that `merge`
+/// finds it.
+#[derive(Debug, Default, Serialize)]
+struct CsvMetrics<'a> {
+    kv_capacity_tokens: u64,
+    oom_verdict: &'a str,
+    steady_req_per_s: Fixed<6>,
+    steady_req_per_s_ci_low: Fixed<6>,
+    steady_req_per_s_ci_high: Fixed<6>,
+    gen_tok_per_s: Fixed<3>,
+    mean_running: Fixed<3>,
+    ttft_p50_ms: Fixed<3>,
+    ttft_p99_ms: Fixed<3>,
+    e2e_p50_ms: Fixed<3>,
+    e2e_p99_ms: Fixed<3>,
+    time_to_finish_s: Option<Fixed<3>>,
+    lifetime_req_per_s: Fixed<6>,
+    mean_token_usage: Fixed<4>,
+    retractions: u64,
+    requests_completed: u64,
+    point: usize,
+}
+
+impl Row {
+    /// The CSV record: the varied values, then the metrics.
+    fn csv(&self) -> (Vec<&str>, CsvMetrics<'_>) {
+        let values = self.varied.iter().map(|(_, v)| v.as_str()).collect();
+        let metrics = CsvMetrics {
+            kv_capacity_tokens: self.kv_capacity_tokens,
+            oom_verdict: &self.oom_verdict,
+            steady_req_per_s: Fixed(self.steady_req_per_s),
+            steady_req_per_s_ci_low: Fixed(self.steady_req_per_s_ci[0]),
+            steady_req_per_s_ci_high: Fixed(self.steady_req_per_s_ci[1]),
+            gen_tok_per_s: Fixed(self.gen_tok_per_s),
+            mean_running: Fixed(self.mean_running),
+            ttft_p50_ms: Fixed(self.ttft_p50_ms),
+            ttft_p99_ms: Fixed(self.ttft_p99_ms),
+            e2e_p50_ms: Fixed(self.e2e_p50_ms),
+            e2e_p99_ms: Fixed(self.e2e_p99_ms),
+            time_to_finish_s: self.time_to_finish_s.map(Fixed),
+            lifetime_req_per_s: Fixed(self.lifetime_req_per_s),
+            mean_token_usage: Fixed(self.mean_token_usage),
+            retractions: self.retractions,
+            requests_completed: self.requests_completed,
+            point: self.point,
+        };
+        (values, metrics)
+    }
+}
+
+/// The CSV columns for these axes: the varied keys, then the metrics.
+pub fn columns(keys: &[String]) -> Vec<String> {
+    let mut cols = keys.to_vec();
+    cols.extend(csv_rows::header::<CsvMetrics>());
+    cols
+}
+
+/// The CSV header line for these axes (no newline), as a shard's manifest records it.
 pub fn header(keys: &[String]) -> String {
-    let mut cols: Vec<&str> = keys.iter().map(String::as_str).collect();
-    cols.extend_from_slice(COLUMNS);
-    cols.join(",")
-}
-
-/// One CSV line (no newline).
-pub fn csv_line(r: &Row) -> String {
-    let mut s = String::new();
-    for (_, v) in &r.varied {
-        let _ = write!(s, "{},", csv_field(v));
-    }
-    let _ = write!(
-        s,
-        "{},{},{:.6},{:.6},{:.6},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{},{:.6},{:.4},{},{},{}",
-        r.kv_capacity_tokens,
-        r.oom_verdict,
-        r.steady_req_per_s,
-        r.steady_req_per_s_ci[0],
-        r.steady_req_per_s_ci[1],
-        r.gen_tok_per_s,
-        r.mean_running,
-        r.ttft_p50_ms,
-        r.ttft_p99_ms,
-        r.e2e_p50_ms,
-        r.e2e_p99_ms,
-        r.time_to_finish_s
-            .map_or(String::new(), |t| format!("{t:.3}")),
-        r.lifetime_req_per_s,
-        r.mean_token_usage,
-        r.retractions,
-        r.requests_completed,
-        r.point
-    );
-    s
-}
-
-fn csv_field(v: &str) -> String {
-    if v.contains([',', '"', '\n']) {
-        format!("\"{}\"", v.replace('"', "\"\""))
-    } else {
-        v.to_string()
-    }
+    let mut line = String::from_utf8(csv_rows::to_bytes(&columns(keys), [(); 0]))
+        .expect("invariant: the CSV is UTF-8");
+    line.pop();
+    line
 }
 
 /// The whole CSV for rows in point order.
-pub fn to_csv(keys: &[String], rows: &[Row]) -> String {
-    let mut out = header(keys);
-    out.push('\n');
-    for r in rows {
-        out.push_str(&csv_line(r));
-        out.push('\n');
-    }
-    out
+pub fn to_csv(keys: &[String], rows: &[Row]) -> Vec<u8> {
+    csv_rows::to_bytes(&columns(keys), rows.iter().map(Row::csv))
 }
 
 /// What a shard writes beside its `sweep.csv`, so that `merge` can check the shards belong
@@ -484,14 +500,20 @@ pub enum MergeError {
 }
 
 /// Merge shard CSVs (with their manifests) into the unsharded CSV. `shards` are
-/// `(directory name, manifest, csv text)`.
-pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<String, MergeError> {
+/// `(directory name, manifest, csv text)`. The rows are read and written back through the
+/// same CSV writer as an unsharded sweep's, so the result is byte-identical to it.
+pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<Vec<u8>, MergeError> {
     let Some((_, first, _)) = shards.first() else {
         return Err(MergeError::Coverage("no shards given".into()));
     };
     let mut seen_shards = vec![false; first.shard_count];
-    let mut rows: Vec<(usize, String)> = Vec::with_capacity(first.total_points);
+    let mut header = None;
+    let mut rows: Vec<(usize, csv::StringRecord)> = Vec::with_capacity(first.total_points);
     for (dir, m, text) in shards {
+        let bad = |why: String| MergeError::BadShard {
+            dir: dir.clone(),
+            why,
+        };
         for (what, a, b) in [
             ("scenario", &m.scenario, &first.scenario),
             ("header", &m.header, &first.header),
@@ -512,37 +534,50 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<String, Merge
                 ),
             });
         }
-        if std::mem::replace(&mut seen_shards[m.shard_index], true) {
+        let shard = Shard {
+            index: m.shard_index,
+            count: m.shard_count,
+        };
+        if shard.index >= shard.count {
+            return Err(bad(format!(
+                "its manifest names shard {}/{}",
+                shard.index, shard.count
+            )));
+        }
+        if std::mem::replace(&mut seen_shards[shard.index], true) {
             return Err(MergeError::Coverage(format!(
                 "shard {}/{} is given twice",
                 m.shard_index, m.shard_count
             )));
         }
-        let mut lines = text.lines();
-        if lines.next() != Some(m.header.as_str()) {
-            return Err(MergeError::BadShard {
-                dir: dir.clone(),
-                why: "sweep.csv does not start with the manifest's header".into(),
-            });
+        if text.lines().next() != Some(m.header.as_str()) {
+            return Err(bad(
+                "sweep.csv does not start with the manifest's header".into()
+            ));
         }
-        for line in lines {
-            let point = line
-                .rsplit(',')
-                .next()
+        let mut records = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(text.as_bytes())
+            .into_records();
+        let head = records
+            .next()
+            .and_then(Result::ok)
+            .ok_or_else(|| bad("sweep.csv has no header".into()))?;
+        header.get_or_insert_with(|| head.iter().map(str::to_string).collect::<Vec<_>>());
+        for record in records {
+            let record = record.map_err(|e| bad(format!("sweep.csv: {e}")))?;
+            let point = record
+                .iter()
+                .next_back()
                 .and_then(|p| p.parse::<usize>().ok())
-                .filter(|p| {
-                    *p < m.total_points
-                        && Shard {
-                            index: m.shard_index,
-                            count: m.shard_count,
-                        }
-                        .owns(*p)
-                })
-                .ok_or_else(|| MergeError::BadShard {
-                    dir: dir.clone(),
-                    why: format!("a row has no valid point number: {line}"),
+                .filter(|p| *p < m.total_points && shard.owns(*p))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "a row has no valid point number: {}",
+                        record.iter().collect::<Vec<_>>().join(",")
+                    ))
                 })?;
-            rows.push((point, line.to_string()));
+            rows.push((point, record));
         }
     }
     if let Some(missing) = seen_shards.iter().position(|s| !s) {
@@ -566,13 +601,11 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<String, Merge
             first.total_points
         )));
     }
-    let mut out = first.header.clone();
-    out.push('\n');
-    for (_, l) in rows {
-        out.push_str(&l);
-        out.push('\n');
-    }
-    Ok(out)
+    let header = header.expect("invariant: every shard has a header, and there is one");
+    Ok(csv_rows::to_bytes(
+        &header,
+        rows.iter().map(|(_, r)| r.iter().collect::<Vec<_>>()),
+    ))
 }
 
 #[cfg(test)]
@@ -652,8 +685,78 @@ mod tests {
         for p in 0..10 {
             assert_eq!(s.iter().filter(|x| x.owns(p)).count(), 1);
         }
-        assert_eq!(Shard::parse("3/3"), None);
-        assert_eq!(Shard::parse("0/0"), None);
-        assert_eq!(Shard::parse("x"), None);
+        assert_eq!(
+            Shard::parse("3/3"),
+            Err(ShardError::OutOfRange { index: 3, count: 3 })
+        );
+        assert_eq!(
+            Shard::parse("0/0"),
+            Err(ShardError::OutOfRange { index: 0, count: 0 })
+        );
+        assert_eq!(Shard::parse("x"), Err(ShardError::NotIOverN("x".into())));
+        assert_eq!(
+            Shard::parse("1/x"),
+            Err(ShardError::NotIOverN("1/x".into()))
+        );
+    }
+
+    fn row(point: usize, value: &str) -> Row {
+        Row {
+            point,
+            varied: vec![("workload.output_tokens".into(), value.into())],
+            kv_capacity_tokens: 1000 + point as u64,
+            oom_verdict: "unknown".into(),
+            steady_req_per_s: 0.1 * point as f64,
+            steady_req_per_s_ci: [0.0, 1.0],
+            gen_tok_per_s: 10.0,
+            mean_running: 2.0,
+            ttft_p50_ms: 1.0,
+            ttft_p99_ms: 2.0,
+            e2e_p50_ms: 3.0,
+            e2e_p99_ms: 4.0,
+            time_to_finish_s: (point != 1).then_some(60.0),
+            lifetime_req_per_s: 0.05,
+            mean_token_usage: 0.5,
+            retractions: 0,
+            requests_completed: 10,
+        }
+    }
+
+    #[test]
+    fn merged_shards_are_the_unsharded_bytes_even_with_quoted_values() {
+        let keys = vec!["workload.output_tokens".to_string()];
+        let values = [
+            "1",
+            "{ dist = \"constant\", value = 5 }",
+            "[1,\n2]",
+            "4",
+            "5",
+        ];
+        let rows: Vec<Row> = values.iter().enumerate().map(|(i, v)| row(i, v)).collect();
+        let whole = to_csv(&keys, &rows);
+        assert!(
+            String::from_utf8_lossy(&whole).contains("\"{ dist = \"\"constant\"\", value = 5 }\"")
+        );
+        let shards: Vec<(String, ShardManifest, String)> = (0..2)
+            .rev()
+            .map(|i| {
+                let mine: Vec<Row> = rows.iter().filter(|r| r.point % 2 == i).cloned().collect();
+                let manifest = ShardManifest {
+                    servesim_version: "test".into(),
+                    scenario: "s".into(),
+                    header: header(&keys),
+                    total_points: rows.len(),
+                    shard_index: i,
+                    shard_count: 2,
+                };
+                let text = String::from_utf8(to_csv(&keys, &mine)).unwrap();
+                (format!("shard{i}"), manifest, text)
+            })
+            .collect();
+        assert_eq!(merge(&shards).unwrap(), whole);
+        assert_eq!(
+            merge(&shards[..1]),
+            Err(MergeError::Coverage("shard 0/2 is missing".into()))
+        );
     }
 }

@@ -1,43 +1,69 @@
 //! `timeseries.csv`: one row per time-series point.
 
-use crate::metrics::RunResult;
+use serde::Serialize;
 
-/// The CSV columns, in order (the contract's columns first).
-pub const COLUMNS: &[&str] = &[
-    "t_s",
-    "running",
-    "queued",
-    "kv_used_tokens",
-    "token_usage",
-    "gen_tok_per_s",
-    "completed",
-    "lifetime_req_per_s",
-    "window_req_per_s",
-    "in_flight",
-    "generated_tokens",
-];
+use crate::csv_rows::{self, Fixed};
+use crate::metrics::{RunResult, Sample};
+
+/// One row of `timeseries.csv`; the field names are the columns (the contract's first).
+#[derive(Debug, Default, Serialize)]
+pub struct Row {
+    /// Simulated seconds.
+    pub t_s: Fixed<3>,
+    /// Requests admitted and not finished.
+    pub running: u64,
+    /// Requests in the server's queue.
+    pub queued: u64,
+    /// KV slots in use.
+    pub kv_used_tokens: u64,
+    /// `kv_used_tokens / capacity`.
+    pub token_usage: Fixed<4>,
+    /// The latest Decode log line's gen throughput.
+    pub gen_tok_per_s: Fixed<2>,
+    /// Responses received so far.
+    pub completed: u64,
+    /// `completed / t`.
+    pub lifetime_req_per_s: Fixed<6>,
+    /// Completions in the last window, per second.
+    pub window_req_per_s: Fixed<6>,
+    /// Requests sent and not answered.
+    pub in_flight: u64,
+    /// Output tokens generated so far.
+    pub generated_tokens: u64,
+}
+
+impl From<&Sample> for Row {
+    fn from(s: &Sample) -> Self {
+        Row {
+            t_s: Fixed(s.t_s),
+            running: s.running,
+            queued: s.queued,
+            kv_used_tokens: s.kv_used_tokens,
+            token_usage: Fixed(s.token_usage),
+            gen_tok_per_s: Fixed(s.gen_tok_per_s),
+            completed: s.completed,
+            lifetime_req_per_s: Fixed(s.lifetime_req_per_s),
+            window_req_per_s: Fixed(s.window_req_per_s),
+            in_flight: s.in_flight,
+            generated_tokens: s.generated_tokens,
+        }
+    }
+}
 
 /// The time series as CSV bytes.
 pub fn to_csv(r: &RunResult) -> Vec<u8> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(COLUMNS)
-        .expect("invariant: writing to memory cannot fail");
-    for s in &r.samples {
-        w.write_record([
-            format!("{:.3}", s.t_s),
-            s.running.to_string(),
-            s.queued.to_string(),
-            s.kv_used_tokens.to_string(),
-            format!("{:.4}", s.token_usage),
-            format!("{:.2}", s.gen_tok_per_s),
-            s.completed.to_string(),
-            format!("{:.6}", s.lifetime_req_per_s),
-            format!("{:.6}", s.window_req_per_s),
-            s.in_flight.to_string(),
-            s.generated_tokens.to_string(),
-        ])
-        .expect("invariant: writing to memory cannot fail");
+    csv_rows::rows_to_bytes(r.samples.iter().map(Row::from))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_columns_are_the_documented_ones() {
+        assert_eq!(
+            csv_rows::header::<Row>().join(","),
+            "t_s,running,queued,kv_used_tokens,token_usage,gen_tok_per_s,completed,lifetime_req_per_s,window_req_per_s,in_flight,generated_tokens"
+        );
     }
-    w.into_inner()
-        .expect("invariant: flushing memory cannot fail")
 }

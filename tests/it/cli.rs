@@ -442,21 +442,36 @@ fn plan_ranks_candidates_writes_its_files_and_lists_the_infeasible_with_a_reason
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 6);
+    // Every row names its candidate; a feasible one has its metrics, an infeasible one only
+    // the reason (no zeroed metrics).
     for r in rows {
         for k in [
             "gpu",
             "num_gpus",
             "tensor_parallel",
             "feasible",
-            "reason",
+            "price_usd_per_gpu_hour",
+        ] {
+            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        }
+        let metrics = [
             "kv_capacity_tokens",
             "gen_tok_per_s",
             "steady_req_per_s",
             "time_to_finish_s",
             "cost_usd",
             "usd_per_m_output_tokens",
-        ] {
-            assert!(r.get(k).is_some(), "missing {k} in {r}");
+        ];
+        if r["feasible"] == true {
+            assert!(r.get("reason").is_none(), "{r}");
+            for k in metrics {
+                assert!(r[k].is_number(), "missing {k} in {r}");
+            }
+        } else {
+            assert!(r["reason"].is_string(), "{r}");
+            for k in metrics {
+                assert!(r.get(k).is_none(), "{k} in infeasible {r}");
+            }
         }
     }
     // 70B in BF16 does not fit two 48 GB cards: listed, with the reason.
@@ -560,4 +575,39 @@ fn memory_derives_vllm_blocks_by_hand_and_says_when_vllm_would_not_start() {
         .stdout(predicate::str::contains(
             "raise gpu_memory_utilization to at least 0.907",
         ));
+}
+
+#[test]
+fn plan_prints_a_table_with_the_infeasible_candidates_and_their_reason() {
+    servesim()
+        .args([
+            "plan",
+            "scenarios/plan-llama-3.1-70b.toml",
+            "--gpus",
+            "l40s,h100",
+            "--counts",
+            "2,4",
+            "--set",
+            "workload.requests=200",
+            "--jobs",
+            "2",
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(r"(?m)^ GPU +GPUs +TP +reps +KV tokens .* binds / why not$")
+                .unwrap(),
+        )
+        .stdout(
+            predicate::str::is_match(
+                r"(?m)^ h100 +4 +4 +1 +402912 +\d+ +[\d.]+ +[\d.]+ .*s  the \w",
+            )
+            .unwrap(),
+        )
+        .stdout(
+            predicate::str::is_match(
+                r"(?m)^ l40s +2 +2 +1 +— +infeasible: the weights .* leave no KV cache",
+            )
+            .unwrap(),
+        );
 }

@@ -72,6 +72,8 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     std::fs::write(dir.join("a-file"), b"").unwrap();
     let good = root().join("scenarios/case-study-b2.toml");
     let good = good.to_str().unwrap();
+    let plan = root().join("scenarios/plan-llama-3.1-70b.toml");
+    let plan = plan.to_str().unwrap();
     let cases: &[(&str, &[&str], i32)] = &[
         (
             "cli-set-unknown-path",
@@ -143,6 +145,56 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
                 "client.concurrency=1,2",
                 "--shard",
                 "3/3",
+            ],
+            2,
+        ),
+        (
+            "cli-jobs-zero",
+            &[
+                "sweep",
+                good,
+                "--vary",
+                "client.concurrency=1,2",
+                "--jobs",
+                "0",
+            ],
+            2,
+        ),
+        (
+            "cli-plan-unknown-gpu",
+            &["plan", plan, "--gpus", "h100,h1000", "--counts", "8"],
+            2,
+        ),
+        (
+            "cli-plan-zero-count",
+            &["plan", plan, "--gpus", "h100", "--counts", "0,8"],
+            2,
+        ),
+        (
+            "cli-plan-bad-price",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--price",
+                "h100=cheap",
+            ],
+            2,
+        ),
+        (
+            "cli-plan-zero-deadline",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--deadline-h",
+                "0",
             ],
             2,
         ),

@@ -387,11 +387,12 @@ struct PlanFigure<'a> {
 impl<'a> PlanFigure<'a> {
     fn new(rows: &'a [PlanRow], deadline_h: Option<f64>) -> PlanFigure<'a> {
         let drawable = |r: &PlanRow| {
-            r.feasible
-                && r.time_to_finish_s.is_finite()
-                && r.time_to_finish_s > 0.0
-                && r.cost_usd.is_finite()
-                && r.cost_usd >= 0.0
+            r.metrics().is_some_and(|m| {
+                m.time_to_finish_s.is_finite()
+                    && m.time_to_finish_s > 0.0
+                    && m.cost_usd.is_finite()
+                    && m.cost_usd >= 0.0
+            })
         };
         let mut gpu_names: Vec<&str> = rows
             .iter()
@@ -428,10 +429,11 @@ impl<'a> PlanFigure<'a> {
             .iter()
             .enumerate()
             .filter(|(_, r)| drawable(r))
-            .map(|(i, r)| Point {
+            .filter_map(|(i, r)| Some((i, r, r.metrics()?)))
+            .map(|(i, r, m)| Point {
                 row: i,
-                t_h: r.time_to_finish_s / 3600.0,
-                cost: r.cost_usd,
+                t_h: m.time_to_finish_s / 3600.0,
+                cost: m.cost_usd,
                 colour: gpus.iter().find(|g| g.0 == r.gpu).map_or(DARK, |g| g.1),
                 shape: tps
                     .iter()
@@ -446,11 +448,9 @@ impl<'a> PlanFigure<'a> {
 
         let mut infeasible: Vec<Infeasible> = Vec::new();
         let mut infeasible_count = 0;
-        for r in rows.iter().filter(|r| !r.feasible) {
+        for (r, why) in rows.iter().filter_map(|r| Some((r, r.reason()?))) {
             infeasible_count += 1;
-            let reason = r
-                .reason
-                .clone()
+            let reason = Some(why.to_string())
                 .filter(|s| !s.trim().is_empty())
                 .unwrap_or_else(|| "no reason given".to_string());
             match infeasible.iter_mut().find(|g| g.reason == reason) {
@@ -461,7 +461,10 @@ impl<'a> PlanFigure<'a> {
                 }),
             }
         }
-        let undrawable = rows.iter().filter(|r| r.feasible && !drawable(r)).count();
+        let undrawable = rows
+            .iter()
+            .filter(|r| r.metrics().is_some() && !drawable(r))
+            .count();
 
         let times: Vec<f64> = points.iter().map(|p| p.t_h).collect();
         let costs: Vec<f64> = points.iter().map(|p| p.cost).collect();
@@ -1329,47 +1332,48 @@ mod tests {
     use super::super::sweep::tests::{png_size, svg_text, texts};
     use super::super::HEIGHT_PX;
     use super::*;
+    use crate::analysis::Constraint;
+    use crate::memory::Verdict;
+    use crate::plan::{Candidate, Outcome, PlanMetrics};
 
     /// A feasible candidate finishing in `time_h` hours at the GPU's `price` per hour.
     fn row(gpu: &str, num_gpus: u32, tp: u32, time_h: f64, price: f64) -> PlanRow {
-        PlanRow {
+        PlanRow::new(
+            &candidate(gpu, num_gpus, tp),
+            price,
+            Outcome::Feasible(PlanMetrics {
+                kv_capacity_tokens: 100_000,
+                oom_verdict: Some(Verdict::Safe),
+                gen_tok_per_s: 1_000.0,
+                steady_req_per_s: 1.0,
+                time_to_finish_s: time_h * 3600.0,
+                cost_usd: time_h * f64::from(num_gpus) * price,
+                usd_per_m_output_tokens: 1.0,
+                ttft_p99_ms: 500.0,
+                e2e_p99_ms: 60_000.0,
+                binding: Constraint::ClientConcurrency,
+                meets_deadline: None,
+            }),
+        )
+    }
+
+    fn candidate(gpu: &str, num_gpus: u32, tensor_parallel: u32) -> Candidate {
+        Candidate {
             gpu: gpu.into(),
             num_gpus,
-            tensor_parallel: tp,
-            replicas: num_gpus / tp.max(1),
-            feasible: true,
-            reason: None,
-            kv_capacity_tokens: 100_000,
-            oom_verdict: Some("safe".into()),
-            gen_tok_per_s: 1_000.0,
-            steady_req_per_s: 1.0,
-            time_to_finish_s: time_h * 3600.0,
-            price_usd_per_gpu_hour: price,
-            cost_usd: time_h * f64::from(num_gpus) * price,
-            usd_per_m_output_tokens: 1.0,
-            ttft_p99_ms: 500.0,
-            e2e_p99_ms: 60_000.0,
-            binding: None,
-            meets_deadline: None,
+            tensor_parallel,
         }
     }
 
     /// An infeasible candidate.
     fn infeasible(gpu: &str, num_gpus: u32, tp: u32, price: f64, reason: &str) -> PlanRow {
-        PlanRow {
-            feasible: false,
-            reason: Some(reason.into()),
-            kv_capacity_tokens: 0,
-            oom_verdict: None,
-            gen_tok_per_s: 0.0,
-            steady_req_per_s: 0.0,
-            time_to_finish_s: 0.0,
-            cost_usd: 0.0,
-            usd_per_m_output_tokens: 0.0,
-            ttft_p99_ms: 0.0,
-            e2e_p99_ms: 0.0,
-            ..row(gpu, num_gpus, tp, 1.0, price)
-        }
+        PlanRow::new(
+            &candidate(gpu, num_gpus, tp),
+            price,
+            Outcome::Infeasible {
+                reason: reason.into(),
+            },
+        )
     }
 
     /// A 70B dense model on three GPU types × 1, 2, 4 and 8 GPUs (TP = GPUs): one GPU of any
@@ -1489,7 +1493,7 @@ mod tests {
         let rows = realistic();
         let (s, t) = render_both(&rows, Some(24.0));
         assert!(s.matches("<text").count() >= 40, "ticks, labels and key");
-        for r in rows.iter().filter(|r| r.feasible) {
+        for r in rows.iter().filter(|r| r.metrics().is_some()) {
             assert!(has(&t, &label_of(r)), "{} is labelled", label_of(r));
         }
         assert!(

@@ -1,0 +1,182 @@
+//! `servesim memory`: the KV budget from GPU memory, term by term, with the out-of-memory
+//! verdict; with `--vary`, the same for a range of settings (a table, and with `--out` the
+//! memory figure).
+
+use std::path::PathBuf;
+
+use super::args::{JsonArg, ScenarioArgs};
+use super::output::{prepare_out_dir, render, table, write_outputs};
+use super::sweep::grid;
+use super::values;
+use super::Failure;
+use crate::memory::SglangMemory;
+use crate::report::plots::{self, Format};
+use crate::report::text::thousands;
+use crate::report::{self};
+use crate::scenario::{MemoryDerivation, MemoryModel};
+use crate::sweep::{self, Axis, PointError};
+
+/// `servesim memory`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    #[command(flatten)]
+    scenario: ScenarioArgs,
+    /// Also derive it for a range of settings, e.g. engine.mem_fraction_static=0.80:0.95:0.01.
+    #[arg(long = "vary", value_name = "KEY=SPEC", value_parser = values::vary)]
+    vary: Vec<Axis>,
+    #[command(flatten)]
+    print: JsonArg,
+    /// Write the memory figure (PNG and SVG) for the range into this directory.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// One setting of the range: its overrides and its memory model.
+struct RangeRow {
+    sets: Vec<String>,
+    memory: MemoryModel,
+}
+
+fn no_memory_model(name: &str) -> Failure {
+    Failure::usage(
+        format!("scenario `{name}` has no memory model inputs"),
+        "give [hardware] gpu (or memory_mib) and [model] name (or kv_bytes_per_token and weight_gib_per_gpu)",
+    )
+}
+
+pub(super) fn run(args: Args) -> Result<(), Failure> {
+    let (source, sc) = args.scenario.load()?;
+    let base = sc
+        .memory
+        .clone()
+        .ok_or_else(|| no_memory_model(&source.name))?;
+    let points = grid(&args.vary)?;
+    let mut rows = Vec::new();
+    if !args.vary.is_empty() {
+        let scenarios = sweep::validate_points(&source, &args.scenario.set.sets, &points)
+            .map_err(|errors| invalid_settings(errors, points.len()))?;
+        for (p, s) in points.into_iter().zip(scenarios) {
+            let m = s.memory.ok_or_else(|| no_memory_model(&source.name))?;
+            rows.push(RangeRow { sets: p, memory: m });
+        }
+    }
+    if let Some(dir) = &args.out {
+        let mut bars: Vec<(f64, SglangMemory)> = Vec::new();
+        for m in std::iter::once(&base).chain(rows.iter().map(|r| &r.memory)) {
+            if let MemoryDerivation::Sglang(s) = &m.derivation {
+                bars.push((s.inputs.mem_fraction_static, s.clone()));
+            }
+        }
+        if rows.is_empty() || bars.len() != rows.len() + 1 {
+            return Err(Failure::usage(
+                "--out draws the memory figure of a range of settings of an SGLang scenario",
+                "add e.g. --vary engine.mem_fraction_static=0.80:0.95:0.01",
+            ));
+        }
+        // The figure shows the range; the base scenario is its reference, not a bar.
+        let bars = bars.split_off(1);
+        prepare_out_dir(dir)?;
+        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        for fmt in Format::ALL {
+            files.push((
+                format!("memory.{}", fmt.extension()),
+                plots::memory_figure(&bars, fmt)?,
+            ));
+        }
+        write_outputs(dir, &files)?;
+        eprintln!("wrote the memory figure to {}", dir.display());
+    }
+    if args.print.json {
+        let j = serde_json::json!({
+            "scenario": sc.name,
+            "memory": base,
+            "range": rows.iter().map(|r| serde_json::json!({ "set": r.sets, "memory": r.memory })).collect::<Vec<_>>(),
+        });
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&j).expect("invariant: memory serialises")
+        );
+        return Ok(());
+    }
+    print!("{}", report::memory::derivation(&base, &sc.name));
+    if !rows.is_empty() {
+        println!();
+        print!("{}", range_table(&base, &rows));
+    }
+    Ok(())
+}
+
+/// The first problems of the invalid settings.
+fn invalid_settings(errors: Vec<PointError>, total: usize) -> Failure {
+    let n = errors.len();
+    let causes = errors
+        .into_iter()
+        .take(5)
+        .filter_map(|e| match e {
+            PointError::Invalid { sets, error, .. } => Some((
+                format!(
+                    "{sets}: {}",
+                    error
+                        .problems
+                        .first()
+                        .map_or(String::new(), |p| error.problem_line(p))
+                ),
+                error.problems.first().and_then(|p| p.hint.clone()),
+            )),
+            PointError::Failed { .. } => None,
+        })
+        .collect();
+    Failure {
+        error: format!("{n} of {total} settings are invalid"),
+        causes,
+        hint: None,
+        code: 2,
+    }
+}
+
+/// The table of a range of settings, relative to the scenario's own derivation.
+fn range_table(base: &MemoryModel, rows: &[RangeRow]) -> String {
+    let base_tokens = base.kv_tokens().max(1) as f64;
+    let mut t = table(
+        &[
+            "setting",
+            "pool GiB",
+            "KV tokens",
+            "vs base",
+            "slack GiB",
+            "need GiB",
+            "verdict",
+        ],
+        1,
+    );
+    for r in rows {
+        let (pool, slack, need, verdict) = match &r.memory.derivation {
+            MemoryDerivation::Sglang(s) => (
+                s.kv_pool_gib,
+                format!("{:.2}", s.slack_gib),
+                format!("{:.2}", s.need_gib),
+                s.verdict.as_str(),
+            ),
+            MemoryDerivation::Vllm(v) => (v.kv_gib, "—".into(), "—".into(), "—"),
+        };
+        t.add_row(vec![
+            r.sets.join(" "),
+            format!("{pool:.2}"),
+            thousands(r.memory.kv_tokens()),
+            format!("{:.2}×", r.memory.kv_tokens() as f64 / base_tokens),
+            slack,
+            need,
+            verdict.to_string(),
+        ]);
+    }
+    let mut w = render(&t);
+    if let MemoryDerivation::Sglang(s) = &base.derivation {
+        let f0 = s.inputs.mem_fraction_static;
+        w.push_str(&format!(
+            "\"vs base\" is the pool relative to f = {f0:.3}; scaling the pool by the ratio of fractions would \
+             wrongly predict f / {f0:.3} (e.g. {:.2}× at 0.95)\n",
+            0.95 / f0
+        ));
+    }
+    w
+}

@@ -1,0 +1,103 @@
+//! The command line: one file per verb, argument groups shared by the verbs, error rendering
+//! and exit codes (0 success, 1 a run that cannot finish, 2 bad usage or a bad scenario —
+//! nothing written, 130 interrupted).
+//!
+//! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
+//!   `values` — the value parsers of typed flags.
+//! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
+//!   `check`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
+//! * `parallel` — a parallel map with a progress bar; `output` — atomic output files and
+//!   terminal tables; [`Failure`] — `error:` / `caused by:` / `hint:` and the exit code.
+//!
+//! Adding a verb: a new file with its `Args` and `run`, one arm in `Command` and in `dispatch`.
+
+mod args;
+mod catalog;
+mod check;
+mod explain;
+mod failure;
+mod memory;
+mod output;
+mod parallel;
+mod plan;
+mod run;
+mod sweep;
+mod values;
+
+use clap::{Parser, Subcommand};
+
+pub use failure::Failure;
+
+/// servesim — a discrete-event simulator of batched LLM serving.
+#[derive(Parser, Debug)]
+#[command(name = "servesim", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Simulate one scenario and print the three views, the steady state and latencies.
+    ///
+    /// --out writes summary.json, timeseries.csv, server.log and the figures.
+    Run(run::Args),
+    /// Run a what-if grid: every combination of the --vary values, in parallel.
+    ///
+    /// --out writes sweep.csv and the figures (a shard: sweep.csv and sweep-shard.json).
+    Sweep(sweep::Args),
+    /// Combine the outputs of sharded sweeps into one sweep.csv.
+    Merge(sweep::MergeArgs),
+    /// Tell the story of a run: why the client's lifetime rate differs from the server's
+    /// throughput, in numbers from this run.
+    Explain(explain::Args),
+    /// Which GPU type, how many and which layout finish the workload by a deadline, cheapest
+    /// first (roofline step times from the catalog's datasheet figures).
+    ///
+    /// The scenario gives the model, the workload and the client; it must not pin the KV
+    /// budget or the weights, which each candidate derives from its GPU. --out writes
+    /// plan.csv, plan.json and the cost-versus-time figure.
+    Plan(plan::Args),
+    /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
+    Memory(memory::Args),
+    /// List the built-in GPUs and models (and those of a catalog file of your own).
+    Catalog(catalog::Args),
+    /// Validate scenario files and report every problem.
+    Check(check::Args),
+}
+
+/// Parse the arguments and run; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(f) = Failure::from_clap(&e) {
+                eprint!("{}", f.render());
+                return f.code;
+            }
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let _ = e.print();
+            return code;
+        }
+    };
+    match dispatch(cli.command) {
+        Ok(()) => 0,
+        Err(f) => {
+            eprint!("{}", f.render());
+            f.code
+        }
+    }
+}
+
+fn dispatch(command: Command) -> Result<(), Failure> {
+    match command {
+        Command::Run(a) => run::run(a),
+        Command::Sweep(a) => sweep::run(a),
+        Command::Merge(a) => sweep::merge(a),
+        Command::Explain(a) => explain::run(a),
+        Command::Plan(a) => plan::run(a),
+        Command::Memory(a) => memory::run(a),
+        Command::Catalog(a) => catalog::run(a),
+        Command::Check(a) => check::run(a),
+    }
+}

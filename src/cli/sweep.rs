@@ -1,0 +1,255 @@
+//! `servesim sweep`: a what-if grid run in parallel, one row per point; and `servesim merge`,
+//! which joins the shards of a sweep run as a job array.
+
+use std::path::PathBuf;
+
+use super::args::{JobsArgs, OutputArgs, ScenarioFileArgs};
+use super::output::{prepare_out_dir, render, table, write_outputs};
+use super::parallel::{interruptible, map_with_progress};
+use super::values;
+use super::Failure;
+use crate::engine::SimError;
+use crate::memory::SglangMemory;
+use crate::report::plots::{self, Format};
+use crate::scenario::{MemoryDerivation, Scenario};
+use crate::sweep::{self, Axis, PointError, Row, Shard, ShardManifest};
+
+/// `servesim sweep`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    #[command(flatten)]
+    scenario: ScenarioFileArgs,
+    /// An axis: KEY=start:stop:step (inclusive) or KEY=a,b,c. Repeat for a grid.
+    #[arg(long = "vary", value_name = "KEY=SPEC", required = true, value_parser = values::vary)]
+    vary: Vec<Axis>,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    jobs: JobsArgs,
+    /// Run only the points whose number is I mod N (for a job array); merge with `servesim merge`.
+    #[arg(long, value_name = "I/N", value_parser = values::shard)]
+    shard: Option<Shard>,
+}
+
+/// `servesim merge`.
+#[derive(clap::Args, Debug)]
+pub(super) struct MergeArgs {
+    /// Output directories of the shards (`sweep --shard I/N --out DIR`).
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged sweep.csv.
+    #[arg(long, value_name = "DIR", required = true)]
+    out: PathBuf,
+}
+
+/// The points of the grid of these axes, each as its `KEY=VALUE` overrides.
+pub(super) fn grid(axes: &[Axis]) -> Result<Vec<Vec<String>>, Failure> {
+    sweep::points(axes)
+        .map_err(|e| Failure::usage(format!("--vary {e}"), "use fewer or coarser axes"))
+}
+
+pub(super) fn run(args: Args) -> Result<(), Failure> {
+    let points = grid(&args.vary)?;
+    let source = args.scenario.source()?;
+    let scenarios = sweep::validate_points(&source, &args.scenario.set.sets, &points)
+        .map_err(|errors| invalid_points(&errors, points.len()))?;
+    let out = args.output.out.as_deref();
+    if let Some(dir) = out {
+        prepare_out_dir(dir)?;
+    }
+    let chosen: Vec<usize> = (0..points.len())
+        .filter(|p| args.shard.is_none_or(|s| s.owns(*p)))
+        .collect();
+    let opts = interruptible();
+    let results = map_with_progress(&chosen, args.jobs, "points", |&p| {
+        sweep::run_point(p, &points[p], &scenarios[p], &opts)
+    })?;
+    let mut rows = Vec::with_capacity(results.len());
+    for r in results {
+        rows.push(r.map_err(|e| match &e {
+            PointError::Failed {
+                error: SimError::Interrupted,
+                ..
+            } => Failure::interrupted(),
+            PointError::Failed { error, .. } => Failure::runtime(e.to_string(), error),
+            PointError::Invalid { error, .. } => Failure::runtime(e.to_string(), error),
+        })?);
+    }
+    let keys: Vec<String> = args.vary.iter().map(|a| a.key.clone()).collect();
+    if let Some(dir) = out {
+        let mut files: Vec<(String, Vec<u8>)> =
+            vec![("sweep.csv".into(), sweep::to_csv(&keys, &rows))];
+        // A shard's figures would show only its slice: draw them from the merged sweep instead.
+        if args.output.figures() && args.shard.is_none() {
+            files.extend(figures(&keys, &rows, &scenarios)?);
+        }
+        if let Some(s) = args.shard {
+            let manifest = ShardManifest {
+                servesim_version: env!("CARGO_PKG_VERSION").to_string(),
+                scenario: scenarios[0].name.clone(),
+                header: sweep::header(&keys),
+                total_points: points.len(),
+                shard_index: s.index,
+                shard_count: s.count,
+            };
+            let mut j = serde_json::to_string_pretty(&manifest)
+                .expect("invariant: the manifest serialises");
+            j.push('\n');
+            files.push(("sweep-shard.json".into(), j.into_bytes()));
+        }
+        write_outputs(dir, &files)?;
+        eprintln!(
+            "wrote {} rows to {}",
+            rows.len(),
+            dir.join("sweep.csv").display()
+        );
+    }
+    if args.output.json() {
+        let mut j = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
+        j.push('\n');
+        print!("{j}");
+    } else if out.is_none() || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        print!("{}", sweep_table(&keys, &rows));
+    }
+    Ok(())
+}
+
+/// The same problem usually repeats across points: report each once, with its points.
+fn invalid_points(errors: &[PointError], total: usize) -> Failure {
+    let mut unique: Vec<(String, Option<String>, Vec<usize>)> = Vec::new();
+    for e in errors {
+        if let PointError::Invalid { point, error, .. } = e {
+            for p in &error.problems {
+                let line = error.problem_line(p);
+                match unique.iter_mut().find(|(l, _, _)| *l == line) {
+                    Some((_, _, pts)) => pts.push(*point),
+                    None => unique.push((line, p.hint.clone(), vec![*point])),
+                }
+            }
+        }
+    }
+    let causes = unique
+        .into_iter()
+        .map(|(line, hint, pts)| {
+            let which = if pts.len() == 1 {
+                format!("point {}", pts[0])
+            } else {
+                format!("{} points from {}", pts.len(), pts[0])
+            };
+            (format!("{line} ({which})"), hint)
+        })
+        .collect();
+    Failure {
+        error: format!("{} of {total} sweep points are invalid", errors.len()),
+        causes,
+        hint: Some(
+            "check the --vary keys and values against the scenario reference in the README".into(),
+        ),
+        code: 2,
+    }
+}
+
+/// The sweep's figures, and the memory figure when the sweep varies the static fraction.
+fn figures(
+    keys: &[String],
+    rows: &[Row],
+    scenarios: &[Scenario],
+) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+    let mut out = Vec::new();
+    let memory = memory_bars(keys, scenarios);
+    for fmt in Format::ALL {
+        let ext = fmt.extension();
+        for (stem, bytes) in plots::sweep_figures(keys, rows, fmt)? {
+            out.push((format!("{stem}.{ext}"), bytes));
+        }
+        if let Some(m) = &memory {
+            out.push((format!("memory.{ext}"), plots::memory_figure(m, fmt)?));
+        }
+    }
+    Ok(out)
+}
+
+/// `(fraction, SGLang derivation)` for each point, when the only varied key is
+/// `engine.mem_fraction_static` and the scenario has a memory model.
+fn memory_bars(keys: &[String], scenarios: &[Scenario]) -> Option<Vec<(f64, SglangMemory)>> {
+    if keys != ["engine.mem_fraction_static"] {
+        return None;
+    }
+    let mut bars = Vec::new();
+    for sc in scenarios {
+        match &sc.memory.as_ref()?.derivation {
+            MemoryDerivation::Sglang(m) => bars.push((m.inputs.mem_fraction_static, m.clone())),
+            MemoryDerivation::Vllm(_) => return None,
+        }
+    }
+    Some(bars)
+}
+
+fn sweep_table(keys: &[String], rows: &[Row]) -> String {
+    let mut header: Vec<&str> = keys.iter().map(String::as_str).collect();
+    header.extend([
+        "KV tokens",
+        "memory",
+        "steady req/s",
+        "95 % CI",
+        "gen tok/s",
+        "running",
+        "e2e p50 s",
+        "finish h",
+    ]);
+    let mut t = table(&header, 0);
+    for r in rows {
+        let mut cells: Vec<String> = r.varied.iter().map(|(_, v)| v.clone()).collect();
+        cells.extend([
+            r.kv_capacity_tokens.to_string(),
+            r.oom_verdict.clone(),
+            format!("{:.4}", r.steady_req_per_s),
+            format!(
+                "[{:.4}, {:.4}]",
+                r.steady_req_per_s_ci[0], r.steady_req_per_s_ci[1]
+            ),
+            format!("{:.1}", r.gen_tok_per_s),
+            format!("{:.1}", r.mean_running),
+            format!("{:.1}", r.e2e_p50_ms / 1000.0),
+            r.time_to_finish_s
+                .map_or("—".to_string(), |t| format!("{:.2}", t / 3600.0)),
+        ]);
+        t.add_row(cells);
+    }
+    render(&t)
+}
+
+pub(super) fn merge(args: MergeArgs) -> Result<(), Failure> {
+    let mut shards = Vec::new();
+    for d in &args.dirs {
+        let read = |f: &str| {
+            std::fs::read_to_string(d.join(f)).map_err(|e| {
+                Failure::usage(
+                    format!("cannot read `{}`: {e}", d.join(f).display()),
+                    "give the --out directories of `servesim sweep --shard I/N` runs",
+                )
+            })
+        };
+        let manifest: ShardManifest =
+            serde_json::from_str(&read("sweep-shard.json")?).map_err(|e| {
+                Failure::usage(
+                    format!(
+                        "`{}` is not a shard manifest: {e}",
+                        d.join("sweep-shard.json").display()
+                    ),
+                    "it is written by `servesim sweep --shard I/N --out DIR`",
+                )
+            })?;
+        shards.push((d.display().to_string(), manifest, read("sweep.csv")?));
+    }
+    let csv = sweep::merge(&shards)
+        .map_err(|e| Failure::usage(e.to_string(), "merge every shard of one sweep, each once"))?;
+    prepare_out_dir(&args.out)?;
+    write_outputs(&args.out, &[("sweep.csv", csv)])?;
+    eprintln!(
+        "merged {} shards into {}",
+        args.dirs.len(),
+        args.out.join("sweep.csv").display()
+    );
+    Ok(())
+}
