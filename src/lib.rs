@@ -30,6 +30,7 @@ pub mod analysis;
 pub mod catalog;
 pub mod cli;
 pub mod cost;
+pub mod diagnostic;
 pub mod engine;
 pub mod kv;
 pub mod memory;

@@ -20,6 +20,8 @@ use std::sync::OnceLock;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::diagnostic::{closest, line_col};
+
 /// The built-in GPU table (`src/catalog/gpus.toml`).
 const GPUS_TOML: &str = include_str!("gpus.toml");
 /// The built-in model table (`src/catalog/models.toml`).
@@ -697,13 +699,8 @@ pub struct Position {
 impl Position {
     /// The position of byte offset `at` in `text`.
     fn of(text: &str, at: usize) -> Self {
-        let at = at.min(text.len());
-        let before = text.get(..at).unwrap_or(text);
-        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
-        Position {
-            line: before.matches('\n').count() + 1,
-            column: before[line_start..].chars().count() + 1,
-        }
+        let (line, column) = line_col(text, at);
+        Position { line, column }
     }
 }
 
@@ -958,36 +955,22 @@ fn merge<E: Entry>(
 /// The closest name or alias to `query` among `entries`, as the entry's canonical name, if it
 /// is close enough to be a typo.
 fn suggest<'a, E: Entry + 'a>(
-    entries: impl Iterator<Item = &'a E>,
+    entries: impl Iterator<Item = &'a E> + Clone,
     query: &str,
 ) -> Option<&'a str> {
     let query = normalize(query);
-    let query = query.as_str();
-    let entries: Vec<&'a E> = entries.collect();
-    // A name that starts with what was typed ("a100" → "a100-80gb") beats a near spelling.
-    if let Some(e) = entries.iter().find(|e| {
-        std::iter::once(e.name())
-            .chain(e.aliases().iter().map(String::as_str))
-            .any(|k| normalize(k).starts_with(query))
-    }) {
-        return Some(e.name());
-    }
-    entries
-        .into_iter()
-        .flat_map(|e| {
+    let keys = || {
+        entries.clone().flat_map(|e| {
             std::iter::once(e.name())
                 .chain(e.aliases().iter().map(String::as_str))
-                .map(move |key| {
-                    (
-                        strsim::damerau_levenshtein(query, &normalize(key)),
-                        key.len(),
-                        e.name(),
-                    )
-                })
+                .map(move |key| (normalize(key), e.name()))
         })
-        .filter(|(d, len, _)| *d <= 2.max(len / 4) && d < len)
-        .min_by_key(|(d, _, _)| *d)
-        .map(|(_, _, name)| name)
+    };
+    // A name that starts with what was typed ("a100" → "a100-80gb") beats a near spelling.
+    keys()
+        .find(|(key, _)| key.starts_with(&query))
+        .map(|(_, name)| name)
+        .or_else(|| closest(&query, keys()))
 }
 
 impl Catalog {
