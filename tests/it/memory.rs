@@ -208,3 +208,40 @@ fn a_sweep_over_the_fraction_has_a_monotone_budget() {
         last = sc.engine.kv_capacity_tokens;
     }
 }
+
+#[test]
+fn the_memory_report_names_the_source_of_every_term() {
+    // Each term's source: a scenario key, a catalog entry, the engine's default, an
+    // assumption or a measurement. The text is pinned by the snapshots.
+    let given = Source::read(&root().join("scenarios/case-study-b2-memory.toml")).unwrap();
+    let defaults = |engine: &str| Source {
+        name: "defaults.toml".into(),
+        base_dir: root(),
+        text: with(
+            "gpu = \"rtx-pro-6000\"\ntensor_parallel = 8\nnum_gpus = 8",
+            "name = \"kimi-k2.5\"\nweight_gib_per_gpu = 60.0",
+            engine,
+        ),
+    };
+    let vllm_given = with(
+        "memory_mib = 81559",
+        "kv_bytes_per_token = 131072\nweight_gib_per_gpu = 15.0",
+        "kind = \"vllm\"\ngpu_memory_utilization = 0.9\nnon_torch_gib = 0.5\nactivation_peak_gib = 1.0\ncuda_graph_gib = 0.6\nblock_size = 32",
+    );
+    let vllm_given = Source {
+        name: "vllm.toml".into(),
+        base_dir: root(),
+        text: vllm_given,
+    };
+    let cases = [
+        ("memory-report-sglang-given", given),
+        ("memory-report-sglang-defaults", defaults("")),
+        ("memory-report-vllm-defaults", defaults("kind = \"vllm\"")),
+        ("memory-report-vllm-given", vllm_given),
+    ];
+    for (name, src) in cases {
+        let sc = sc_mod::load(&src, &[]).unwrap();
+        let m = sc.memory.as_ref().expect("a memory model");
+        insta::assert_snapshot!(name, servesim::report::memory::derivation(m, &sc.name));
+    }
+}
