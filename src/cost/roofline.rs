@@ -37,7 +37,7 @@
 use serde::Serialize;
 
 use super::StepTimeModel;
-use crate::catalog::{AttentionKind, Gpu, Model};
+use crate::catalog::{Attention, Gpu, Model};
 use crate::time::SimDuration;
 
 /// Default fraction of peak memory bandwidth reached.
@@ -156,14 +156,16 @@ impl Roofline {
     ) -> Self {
         let tp = tp.max(1);
         let tpf = f64::from(tp);
-        let (heads, width) = match model.attention {
-            AttentionKind::Gqa => (f64::from(model.q_heads), f64::from(model.head_dim)),
+        let heads = f64::from(model.q_heads);
+        let width = match model.attention {
+            Attention::Gqa { head_dim, .. } => f64::from(head_dim),
             // Absorbed MLA decode attends over the latent: scores over kv_lora_rank + rope,
             // values over kv_lora_rank; ≈ the latent width for both.
-            AttentionKind::Mla => (
-                f64::from(model.q_heads),
-                f64::from(model.kv_lora_rank + model.qk_rope_head_dim),
-            ),
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => f64::from(kv_lora_rank + qk_rope_head_dim),
         };
         Roofline {
             gpu: gpu.display.clone(),
@@ -171,8 +173,8 @@ impl Roofline {
             tensor_parallel: tp,
             dense_read_bytes: model.dense_read_bytes_per_gpu(tp) as f64,
             expert_bytes: model.expert_bytes_per_gpu(tp) as f64,
-            routed_experts: f64::from(model.num_experts),
-            experts_per_token: f64::from(model.experts_per_token),
+            routed_experts: f64::from(model.num_experts()),
+            experts_per_token: f64::from(model.experts_per_token()),
             moe_layers: f64::from(model.moe_layers()),
             kv_bytes_per_token: kv_bytes_per_token as f64,
             flops_per_token: 2.0 * model.active_params() as f64 / tpf,

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::text::thousands;
-use crate::catalog::{AttentionKind, Catalog};
+use crate::catalog::{Attention, Catalog};
 use crate::memory::{SglangMemory, SlackNeed, VllmMemory};
 use crate::scenario::derive::{EngineSources, MemorySources, SglangSources, VllmSources};
 use crate::scenario::{MemoryDerivation, MemoryModel};
@@ -312,7 +312,7 @@ pub fn catalog(c: &Catalog) -> String {
             g.memory_mib,
             g.hbm_bandwidth_gb_per_s,
             g.bf16_dense_tflops,
-            g.fp8_dense_tflops,
+            g.fp8_dense_tflops.unwrap_or(0.0),
             g.interconnect,
             g.interconnect_gb_per_s,
             g.price_usd_per_hour
@@ -335,13 +335,18 @@ pub fn catalog(c: &Catalog) -> String {
     );
     for m in &c.models {
         let attn = match m.attention {
-            AttentionKind::Gqa => format!("GQA {}q/{}kv × {}", m.q_heads, m.kv_heads, m.head_dim),
-            AttentionKind::Mla => format!("MLA {}+{}", m.kv_lora_rank, m.qk_rope_head_dim),
+            Attention::Gqa { kv_heads, head_dim } => {
+                format!("GQA {}q/{kv_heads}kv × {head_dim}", m.q_heads)
+            }
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => format!("MLA {kv_lora_rank}+{qk_rope_head_dim}"),
         };
-        let experts = if m.num_experts > 0 {
-            format!("{}/{}", m.experts_per_token, m.num_experts)
-        } else {
-            "dense".into()
+        let experts = match &m.moe {
+            Some(moe) => format!("{}/{}", moe.experts_per_token, moe.num_experts),
+            None => "dense".into(),
         };
         let dtype = serde_json::to_value(m.weight_dtype)
             .ok()

@@ -7,7 +7,7 @@ use std::fmt;
 use serde::ser::{Serialize, Serializer};
 
 use super::{EngineKind, HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
-use crate::catalog::AttentionKind;
+use crate::catalog::Attention;
 use crate::memory::{
     sglang_default_fraction, HeuristicReserve, SglangInputs, SlackNeed, VllmInputs, GIB,
 };
@@ -227,8 +227,8 @@ pub fn resolve(
         (Some(b), _) => Some((b, Source::Key("model.kv_bytes_per_token"))),
         (None, Some(e)) => {
             let attn = match e.attention {
-                AttentionKind::Mla => "MLA latent, whole on every GPU",
-                AttentionKind::Gqa => "GQA heads split across TP ranks",
+                Attention::Mla { .. } => "MLA latent, whole on every GPU",
+                Attention::Gqa { .. } => "GQA heads split across TP ranks",
             };
             let source = Source::Catalog(format!(
                 "{} at TP {tp}, {} KV ({attn})",
@@ -276,18 +276,15 @@ pub fn resolve(
                     )
                 }
             };
-            let mla = entry.is_some_and(|e| e.attention == AttentionKind::Mla);
+            let mla = entry.is_some_and(|e| matches!(e.attention, Attention::Mla { .. }));
             let reserve =
                 HeuristicReserve::sglang(keys.activation_tokens, tp, mla, keys.graph_max_bs);
             let (f, mem_fraction_static) = match keys.mem_fraction_static {
                 Some(f) => (f, Source::Key("engine.mem_fraction_static")),
                 None => {
-                    let factor = match entry {
-                        Some(e) if e.multimodal => {
-                            vlm_factor(e.vision_layers, e.vision_hidden_size)
-                        }
-                        _ => 1.0,
-                    };
+                    let factor = entry
+                        .and_then(|e| e.vision.as_ref())
+                        .map_or(1.0, |v| vlm_factor(v.layers, v.hidden_size));
                     let source = Source::EngineDefault(if factor < 1.0 {
                         format!("SGLang 0.5.23's default for this GPU, × {factor:.3} for a vision model")
                     } else {

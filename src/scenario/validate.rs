@@ -861,7 +861,7 @@ fn read_model(mut t: Tbl, p: &mut Problems, catalog: &Catalog) -> Option<ModelSp
             }
         },
     };
-    let ctx = ctx?.or(entry.as_ref().map(|e| u64::from(e.context_len)));
+    let ctx = ctx?.or(entry.as_ref().map(|e| u64::from(e.context_len_tokens)));
     Some(ModelSpec {
         name,
         entry,
