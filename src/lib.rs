@@ -31,6 +31,7 @@ pub mod catalog;
 pub mod cli;
 pub mod cost;
 pub mod csv_rows;
+pub mod diagnostic;
 pub mod engine;
 pub mod kv;
 pub mod memory;

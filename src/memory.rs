@@ -133,8 +133,8 @@ pub struct SglangInputs {
     pub weight_gib_per_gpu: f64,
     /// Bytes of KV per token per GPU (`cell_size`).
     pub kv_bytes_per_token: u64,
-    /// KV page size.
-    pub page_size: u32,
+    /// KV page size (`--page-size`).
+    pub page_size_tokens: u32,
     /// `mem_fraction_static`.
     pub mem_fraction_static: f64,
     /// What must fit in the slack.
@@ -214,7 +214,7 @@ impl SglangInputs {
         let f = self.mem_fraction_static;
         let static_gib = m * f;
         let rest = static_gib - self.weight_gib_per_gpu;
-        let page = u64::from(self.page_size.max(1));
+        let page = u64::from(self.page_size_tokens.max(1));
         let tokens = if rest > 0.0 && self.kv_bytes_per_token > 0 {
             let bytes = (rest * GIB).floor() as u64;
             bytes / self.kv_bytes_per_token / page * page
@@ -261,8 +261,8 @@ pub struct VllmInputs {
     pub cuda_graph_gib: f64,
     /// KV bytes per token per GPU.
     pub kv_bytes_per_token: u64,
-    /// KV block size in tokens.
-    pub block_size: u32,
+    /// KV block size (`--block-size`).
+    pub block_size_tokens: u32,
 }
 
 /// The vLLM derivation, every term per GPU.
@@ -307,7 +307,7 @@ impl VllmInputs {
             + self.cuda_graph_gib)
             * GIB;
         let kv = requested - used;
-        let block_bytes = self.kv_bytes_per_token * u64::from(self.block_size.max(1));
+        let block_bytes = self.kv_bytes_per_token * u64::from(self.block_size_tokens.max(1));
         let blocks = if kv > 0.0 && block_bytes > 0 {
             (kv.floor() as u64) / block_bytes
         } else {
@@ -318,7 +318,7 @@ impl VllmInputs {
             requested_gib: requested / GIB,
             kv_gib: kv / GIB,
             num_blocks: blocks,
-            kv_tokens: blocks * u64::from(self.block_size.max(1)),
+            kv_tokens: blocks * u64::from(self.block_size_tokens.max(1)),
             headroom_gib: (total_bytes - requested) / GIB,
             min_utilization_for_one_block: if total_bytes > 0.0 {
                 (used + block_bytes as f64) / total_bytes
@@ -339,7 +339,7 @@ mod tests {
             memory_before_weights_gib: 93.6,
             weight_gib_per_gpu: 71.957,
             kv_bytes_per_token: 70_272,
-            page_size: 1,
+            page_size_tokens: 1,
             mem_fraction_static: f,
             need: SlackNeed::Observed {
                 free_gib: 5.0e9 / GIB,
@@ -383,7 +383,7 @@ mod tests {
     #[test]
     fn pages_floor_the_pool() {
         let mut i = case_study(0.85);
-        i.page_size = 64;
+        i.page_size_tokens = 64;
         let m = i.derive();
         assert_eq!(m.max_total_num_tokens % 64, 0);
         assert!(m.max_total_num_tokens <= case_study(0.85).derive().max_total_num_tokens);
@@ -444,7 +444,7 @@ mod tests {
                 memory_before_weights_gib: mib as f64 / 1024.0 - if tp > 1 { 2.0 } else { 1.0 },
                 weight_gib_per_gpu: 10.0,
                 kv_bytes_per_token: 1000,
-                page_size: 1,
+                page_size_tokens: 1,
                 mem_fraction_static: f,
                 need: SlackNeed::Heuristic(h),
             }
@@ -465,7 +465,7 @@ mod tests {
             activation_peak_gib: 1.2,
             cuda_graph_gib: 0.7,
             kv_bytes_per_token: 131_072,
-            block_size: 16,
+            block_size_tokens: 16,
         }
         .derive();
         assert!(
@@ -490,7 +490,7 @@ mod tests {
             activation_peak_gib: 1.2,
             cuda_graph_gib: 0.7,
             kv_bytes_per_token: 1 << 20,
-            block_size: 16,
+            block_size_tokens: 16,
         };
         let v = i.derive();
         assert!(!v.starts());

@@ -81,46 +81,98 @@ mod tests {
     use super::*;
     use rand::RngExt;
 
+    const ALL: [StreamName; 4] = [
+        StreamName::PromptTokens,
+        StreamName::OutputTokens,
+        StreamName::Arrivals,
+        StreamName::SchedulePolicy,
+    ];
+
+    /// The first values of the prompt-length stream for seed 7.
+    const PROMPT_TOKENS_SEED_7: [u64; 3] = [
+        0xdc70_01e7_02a6_a385,
+        0xc31b_6dbc_8e92_0e8f,
+        0xec44_05f7_5ba6_49a9,
+    ];
+
+    fn first(seed: u64, name: StreamName, n: usize) -> Vec<u64> {
+        let mut r = Seeds::new(seed).stream(name);
+        (0..n).map(|_| r.random::<u64>()).collect()
+    }
+
     #[test]
-    fn same_seed_and_name_give_the_same_numbers() {
-        let a: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(Seeds::new(7).stream(StreamName::Arrivals), |r, _| {
-                Some(r.random::<u64>())
-            })
-            .collect();
-        let b: Vec<u64> = (0..4)
-            .map(|_| 0)
-            .scan(Seeds::new(7).stream(StreamName::Arrivals), |r, _| {
-                Some(r.random::<u64>())
-            })
-            .collect();
-        assert_eq!(a, b);
+    fn each_stream_starts_with_its_pinned_numbers() {
+        // Recorded from this derivation (seed 7). A change here changes every scenario's
+        // outputs: the derivation, the stream type or rand's `random::<u64>` moved.
+        let pinned: [(StreamName, [u64; 3]); 4] = [
+            (StreamName::PromptTokens, PROMPT_TOKENS_SEED_7),
+            (
+                StreamName::OutputTokens,
+                [
+                    0xf9df_429a_c348_af26,
+                    0xafb1_0913_6402_467a,
+                    0x3d59_3c18_3145_0fc7,
+                ],
+            ),
+            (
+                StreamName::Arrivals,
+                [
+                    0xa49e_ea02_264e_1aa1,
+                    0x8731_05df_7309_d00c,
+                    0xd655_f307_8e4c_7a6b,
+                ],
+            ),
+            (
+                StreamName::SchedulePolicy,
+                [
+                    0x4d59_c324_518c_358c,
+                    0xcdad_9887_0a46_03dc,
+                    0x2edf_56e6_8fec_e413,
+                ],
+            ),
+        ];
+        for (name, want) in pinned {
+            assert_eq!(first(7, name, 3), want, "{name:?}");
+        }
+        assert_eq!(first(8, StreamName::Arrivals, 1), [0xd3aa_094c_925f_f963]);
+    }
+
+    #[test]
+    fn the_seed_hashes_match_their_reference_values() {
+        // SplitMix64 from state 0 (Vigna's splitmix64.c) first returns 0xe220a8397b1dcdaf.
+        assert_eq!(splitmix64(0), 0xe220_a839_7b1d_cdaf);
+        // FNV-1a 64 of eight zero bytes, and of 7u64 (little-endian) then "arrivals", computed
+        // independently of this code.
+        assert_eq!(fnv1a(0, ""), 0xa8c7_f832_281a_39c5);
+        assert_eq!(fnv1a(7, "arrivals"), 0x01eb_ff75_bde7_4d44);
     }
 
     #[test]
     fn different_names_and_seeds_give_different_streams() {
-        let x = Seeds::new(7).stream(StreamName::Arrivals).random::<u64>();
-        let y = Seeds::new(7)
-            .stream(StreamName::PromptTokens)
-            .random::<u64>();
-        let z = Seeds::new(8).stream(StreamName::Arrivals).random::<u64>();
-        assert_ne!(x, y);
-        assert_ne!(x, z);
+        for (i, a) in ALL.iter().enumerate() {
+            for b in &ALL[i + 1..] {
+                assert_ne!(first(7, *a, 4), first(7, *b, 4), "{a:?} and {b:?}");
+            }
+            assert_ne!(first(7, *a, 4), first(8, *a, 4), "{a:?} with seeds 7 and 8");
+        }
     }
 
     #[test]
-    fn stream_values_are_pinned() {
-        // Guards against an accidental change of the derivation, which would change every output.
-        let v = Seeds::new(7)
-            .stream(StreamName::OutputTokens)
-            .random::<u64>();
-        assert_eq!(
-            v,
-            Seeds::new(7)
-                .stream(StreamName::OutputTokens)
-                .random::<u64>()
-        );
-        assert_eq!(fnv1a(0, ""), 0xa8c7_f832_281a_39c5);
+    fn a_stream_depends_on_its_name_only_so_adding_one_shifts_no_other() {
+        // Streams are keyed by label, not by position: every label is distinct, and a stream
+        // gives the same numbers however much the others were used before it was made.
+        let labels: Vec<&str> = ALL.iter().map(|n| n.label()).collect();
+        let mut unique = labels.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), labels.len(), "{labels:?}");
+        let seeds = Seeds::new(7);
+        let mut others: Vec<Stream> = ALL[1..].iter().map(|n| seeds.stream(*n)).collect();
+        for r in &mut others {
+            for _ in 0..1000 {
+                r.random::<u64>();
+            }
+        }
+        assert_eq!(first(7, StreamName::PromptTokens, 3), PROMPT_TOKENS_SEED_7);
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use super::args::JsonArg;
 use super::output::{render, table};
 use super::Failure;
-use crate::catalog::{AttentionKind, Catalog};
+use crate::catalog::{Attention, Catalog};
 use crate::report::text::thousands;
 
 /// `servesim catalog`.
@@ -63,7 +63,7 @@ fn listing(c: &Catalog) -> String {
             g.memory_mib.to_string(),
             format!("{:.0}", g.hbm_bandwidth_gb_per_s),
             format!("{:.0}", g.bf16_dense_tflops),
-            format!("{:.0}", g.fp8_dense_tflops),
+            format!("{:.0}", g.fp8_dense_tflops.unwrap_or(0.0)),
             g.interconnect.to_string(),
             format!("{:.0}", g.interconnect_gb_per_s),
             format!("{:.2}", g.price_usd_per_hour),
@@ -88,13 +88,18 @@ fn listing(c: &Catalog) -> String {
     }
     for m in &c.models {
         let attn = match m.attention {
-            AttentionKind::Gqa => format!("GQA {}q/{}kv × {}", m.q_heads, m.kv_heads, m.head_dim),
-            AttentionKind::Mla => format!("MLA {}+{}", m.kv_lora_rank, m.qk_rope_head_dim),
+            Attention::Gqa { kv_heads, head_dim } => {
+                format!("GQA {}q/{kv_heads}kv × {head_dim}", m.q_heads)
+            }
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => format!("MLA {kv_lora_rank}+{qk_rope_head_dim}"),
         };
-        let experts = if m.num_experts > 0 {
-            format!("{}/{}", m.experts_per_token, m.num_experts)
-        } else {
-            "dense".into()
+        let experts = match &m.moe {
+            Some(moe) => format!("{}/{}", moe.experts_per_token, moe.num_experts),
+            None => "dense".into(),
         };
         let dtype = serde_json::to_value(m.weight_dtype)
             .ok()

@@ -37,7 +37,7 @@
 use serde::Serialize;
 
 use super::StepTimeModel;
-use crate::catalog::{AttentionKind, Gpu, Model};
+use crate::catalog::{Attention, Gpu, Model};
 use crate::time::SimDuration;
 
 /// Default fraction of peak memory bandwidth reached.
@@ -49,7 +49,7 @@ pub const DEFAULT_DECODE_OVERHEAD_MS: f64 = 2.0;
 /// Default per-prefill-batch overhead, ms.
 pub const DEFAULT_PREFILL_OVERHEAD_MS: f64 = 5.0;
 
-/// The model's parameters (all per GPU, SI units).
+/// The model's parameters, all per GPU.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Roofline {
     /// GPU name, for reports.
@@ -59,11 +59,11 @@ pub struct Roofline {
     /// Tensor parallelism.
     pub tensor_parallel: u32,
     /// Weight bytes read on every step.
-    pub dense_bytes: f64,
+    pub dense_read_bytes: f64,
     /// Bytes of one routed expert of one layer.
     pub expert_bytes: f64,
     /// Routed experts per MoE layer (0 for a dense model).
-    pub experts: f64,
+    pub routed_experts: f64,
     /// Experts each token is routed to.
     pub experts_per_token: f64,
     /// MoE layers.
@@ -77,24 +77,24 @@ pub struct Roofline {
     pub attention_flops_per_pair: f64,
     /// Transformer layers (two all-reduces each).
     pub layers: f64,
-    /// Hidden size (the all-reduced activation width).
-    pub hidden: f64,
-    /// Peak memory bandwidth, bytes/s.
-    pub bandwidth: f64,
-    /// Dense BF16 peak, FLOP/s.
-    pub peak_flops: f64,
-    /// GPU-to-GPU bandwidth per direction, bytes/s.
-    pub link_bandwidth: f64,
-    /// Latency of one small all-reduce, s.
-    pub collective_latency: f64,
+    /// Hidden size, in elements (the all-reduced activation width).
+    pub hidden_size: f64,
+    /// Peak memory bandwidth.
+    pub bandwidth_bytes_per_s: f64,
+    /// Dense BF16 peak.
+    pub peak_flops_per_s: f64,
+    /// GPU-to-GPU bandwidth per direction.
+    pub link_bytes_per_s: f64,
+    /// Latency of one small all-reduce.
+    pub collective_latency_s: f64,
     /// Fraction of peak bandwidth reached.
     pub bandwidth_efficiency: f64,
     /// Fraction of peak compute reached.
     pub compute_efficiency: f64,
-    /// Fixed cost of a decode step, s.
-    pub decode_overhead: f64,
-    /// Fixed cost of a prefill batch, s.
-    pub prefill_overhead: f64,
+    /// Fixed cost of a decode step.
+    pub decode_overhead_s: f64,
+    /// Fixed cost of a prefill batch.
+    pub prefill_overhead_s: f64,
     /// Calibration factor applied to every step (1 without calibration).
     pub scale: f64,
 }
@@ -156,47 +156,50 @@ impl Roofline {
     ) -> Self {
         let tp = tp.max(1);
         let tpf = f64::from(tp);
-        let (heads, width) = match model.attention {
-            AttentionKind::Gqa => (f64::from(model.q_heads), f64::from(model.head_dim)),
+        let heads = f64::from(model.q_heads);
+        let width = match model.attention {
+            Attention::Gqa { head_dim, .. } => f64::from(head_dim),
             // Absorbed MLA decode attends over the latent: scores over kv_lora_rank + rope,
             // values over kv_lora_rank; ≈ the latent width for both.
-            AttentionKind::Mla => (
-                f64::from(model.q_heads),
-                f64::from(model.kv_lora_rank + model.qk_rope_head_dim),
-            ),
+            Attention::Mla {
+                kv_lora_rank,
+                qk_rope_head_dim,
+                ..
+            } => f64::from(kv_lora_rank + qk_rope_head_dim),
         };
         Roofline {
             gpu: gpu.display.clone(),
             model: model.display.clone(),
             tensor_parallel: tp,
-            dense_bytes: model.dense_read_bytes_per_gpu(tp) as f64,
+            dense_read_bytes: model.dense_read_bytes_per_gpu(tp) as f64,
             expert_bytes: model.expert_bytes_per_gpu(tp) as f64,
-            experts: f64::from(model.num_experts),
-            experts_per_token: f64::from(model.experts_per_token),
+            routed_experts: f64::from(model.num_experts()),
+            experts_per_token: f64::from(model.experts_per_token()),
             moe_layers: f64::from(model.moe_layers()),
             kv_bytes_per_token: kv_bytes_per_token as f64,
             flops_per_token: 2.0 * model.active_params() as f64 / tpf,
             attention_flops_per_pair: 4.0 * heads * width * f64::from(model.layers) / tpf,
             layers: f64::from(model.layers),
-            hidden: f64::from(model.hidden_size),
-            bandwidth: gpu.hbm_bandwidth_gb_per_s * 1e9,
-            peak_flops: gpu.bf16_dense_tflops * 1e12,
-            link_bandwidth: gpu.interconnect_gb_per_s * 1e9,
-            collective_latency: gpu.collective_latency_us * 1e-6,
+            hidden_size: f64::from(model.hidden_size),
+            bandwidth_bytes_per_s: gpu.hbm_bandwidth_gb_per_s * 1e9,
+            peak_flops_per_s: gpu.bf16_dense_tflops * 1e12,
+            link_bytes_per_s: gpu.interconnect_gb_per_s * 1e9,
+            collective_latency_s: gpu.collective_latency_us * 1e-6,
             bandwidth_efficiency: s.bandwidth_efficiency,
             compute_efficiency: s.compute_efficiency,
-            decode_overhead: s.decode_overhead_ms * 1e-3,
-            prefill_overhead: s.prefill_overhead_ms * 1e-3,
+            decode_overhead_s: s.decode_overhead_ms * 1e-3,
+            prefill_overhead_s: s.prefill_overhead_ms * 1e-3,
             scale: 1.0,
         }
     }
 
     /// Expected distinct experts per MoE layer touched by `tokens` tokens under uniform routing.
     pub fn experts_touched(&self, tokens: f64) -> f64 {
-        if self.experts == 0.0 {
+        if self.routed_experts == 0.0 {
             return 0.0;
         }
-        self.experts * (1.0 - (1.0 - self.experts_per_token / self.experts).powf(tokens))
+        self.routed_experts
+            * (1.0 - (1.0 - self.experts_per_token / self.routed_experts).powf(tokens))
     }
 
     fn all_reduce(&self, tokens: f64) -> f64 {
@@ -204,9 +207,9 @@ impl Roofline {
         if self.tensor_parallel <= 1 {
             return 0.0;
         }
-        let bytes = tokens * self.hidden * 2.0;
+        let bytes = tokens * self.hidden_size * 2.0;
         2.0 * self.layers
-            * (self.collective_latency + 2.0 * (tp - 1.0) / tp * bytes / self.link_bandwidth)
+            * (self.collective_latency_s + 2.0 * (tp - 1.0) / tp * bytes / self.link_bytes_per_s)
     }
 
     fn finish(&self, mut b: Breakdown) -> Breakdown {
@@ -219,15 +222,15 @@ impl Roofline {
     pub fn decode_breakdown(&self, batch: u64, kv_tokens: u64) -> Breakdown {
         let b = batch as f64;
         let touched = self.experts_touched(b);
-        let weights = self.dense_bytes + touched * self.moe_layers * self.expert_bytes;
-        let bw = self.bandwidth * self.bandwidth_efficiency;
+        let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
+        let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
         let flops = b * self.flops_per_token + kv_tokens as f64 * self.attention_flops_per_pair;
         self.finish(Breakdown {
             weights_s: weights / bw,
             kv_s: kv_tokens as f64 * self.kv_bytes_per_token / bw,
-            compute_s: flops / (self.peak_flops * self.compute_efficiency),
+            compute_s: flops / (self.peak_flops_per_s * self.compute_efficiency),
             communication_s: self.all_reduce(b),
-            overhead_s: self.decode_overhead,
+            overhead_s: self.decode_overhead_s,
             experts_touched: touched,
             ..Breakdown::default()
         })
@@ -238,15 +241,15 @@ impl Roofline {
         let t = tokens as f64;
         let n = seqs.max(1) as f64;
         let touched = self.experts_touched(t);
-        let weights = self.dense_bytes + touched * self.moe_layers * self.expert_bytes;
+        let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
         // Causal attention: half of the full T²/n pairs.
         let flops = t * self.flops_per_token + 0.5 * t * t / n * self.attention_flops_per_pair;
         self.finish(Breakdown {
-            weights_s: weights / (self.bandwidth * self.bandwidth_efficiency),
+            weights_s: weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency),
             kv_s: 0.0,
-            compute_s: flops / (self.peak_flops * self.compute_efficiency),
+            compute_s: flops / (self.peak_flops_per_s * self.compute_efficiency),
             communication_s: self.all_reduce(t),
-            overhead_s: self.prefill_overhead,
+            overhead_s: self.prefill_overhead_s,
             experts_touched: touched,
             ..Breakdown::default()
         })

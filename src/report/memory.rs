@@ -4,14 +4,8 @@ use std::fmt::Write;
 
 use super::text::thousands;
 use crate::memory::{SglangMemory, SlackNeed, VllmMemory};
+use crate::scenario::derive::{EngineSources, MemorySources, SglangSources, VllmSources};
 use crate::scenario::{MemoryDerivation, MemoryModel};
-
-fn source_of<'a>(m: &'a MemoryModel, term: &str) -> &'a str {
-    m.sources
-        .iter()
-        .find(|(t, _)| t == term)
-        .map_or("", |(_, s)| s.as_str())
-}
 
 /// The derivation, term by term.
 pub fn derivation(m: &MemoryModel, scenario_name: &str) -> String {
@@ -27,36 +21,43 @@ pub fn derivation(m: &MemoryModel, scenario_name: &str) -> String {
         m.model, m.gpu, m.tensor_parallel
     );
     let _ = writeln!(w);
-    match &m.derivation {
-        MemoryDerivation::Sglang(s) => sglang_table(&mut w, m, s),
-        MemoryDerivation::Vllm(v) => vllm_table(&mut w, m, v),
+    match (&m.derivation, &m.sources.engine) {
+        (MemoryDerivation::Sglang(s), EngineSources::Sglang(own)) => {
+            sglang_table(&mut w, &m.sources, own, s)
+        }
+        (MemoryDerivation::Vllm(v), EngineSources::Vllm(own)) => {
+            vllm_table(&mut w, &m.sources, own, v)
+        }
+        _ => panic!(
+            "invariant broken: a memory model's engine sources are those of its derivation's engine"
+        ),
     }
     w
 }
 
-fn row(w: &mut String, term: &str, value: String, from: &str) {
+fn row(w: &mut String, term: &str, value: String, from: impl std::fmt::Display) {
     let _ = writeln!(w, "  {term:<36} {value:>18}   {from}");
 }
 
-fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
+fn sglang_table(w: &mut String, src: &MemorySources, own: &SglangSources, s: &SglangMemory) {
     let i = &s.inputs;
     row(
         w,
         "GPU memory (nvidia-smi)",
         format!("{} MiB", thousands(i.gpu_memory_mib)),
-        source_of(m, "GPU memory"),
+        &src.gpu_memory,
     );
     row(
         w,
         "memory before weights, M_pre",
         format!("{:.2} GiB", i.memory_before_weights_gib),
-        source_of(m, "memory before weights"),
+        &own.memory_before_weights,
     );
     row(
         w,
         "mem_fraction_static, f",
         format!("{:.3}", i.mem_fraction_static),
-        source_of(m, "mem_fraction_static"),
+        &own.mem_fraction_static,
     );
     row(
         w,
@@ -68,7 +69,7 @@ fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
         w,
         "weights, W",
         format!("{:.2} GiB", i.weight_gib_per_gpu),
-        source_of(m, "weights per GPU"),
+        &src.weights,
     );
     row(
         w,
@@ -80,13 +81,13 @@ fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
         w,
         "KV bytes per token, cell",
         format!("{} B", thousands(i.kv_bytes_per_token)),
-        source_of(m, "KV bytes per token"),
+        &src.kv_bytes_per_token,
     );
     row(
         w,
         "max_total_num_tokens",
         thousands(s.max_total_num_tokens),
-        &format!("floor(pool / cell / page {}) × page", i.page_size),
+        format!("floor(pool / cell / page {}) × page", i.page_size_tokens),
     );
     row(
         w,
@@ -98,7 +99,7 @@ fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
         w,
         "needed in the slack",
         format!("{:.2} GiB", s.need_gib),
-        source_of(m, "slack need"),
+        &own.slack_need,
     );
     if let SlackNeed::Heuristic(h) = &i.need {
         let _ = writeln!(
@@ -136,19 +137,19 @@ fn sglang_table(w: &mut String, m: &MemoryModel, s: &SglangMemory) {
     );
 }
 
-fn vllm_table(w: &mut String, m: &MemoryModel, v: &VllmMemory) {
+fn vllm_table(w: &mut String, src: &MemorySources, own: &VllmSources, v: &VllmMemory) {
     let i = &v.inputs;
     row(
         w,
         "GPU memory (nvidia-smi)",
         format!("{} MiB", thousands(i.gpu_memory_mib)),
-        source_of(m, "GPU memory"),
+        &src.gpu_memory,
     );
     row(
         w,
         "gpu_memory_utilization",
         format!("{:.3}", i.gpu_memory_utilization),
-        source_of(m, "gpu_memory_utilization"),
+        &own.gpu_memory_utilization,
     );
     row(
         w,
@@ -160,25 +161,25 @@ fn vllm_table(w: &mut String, m: &MemoryModel, v: &VllmMemory) {
         w,
         "weights",
         format!("{:.2} GiB", i.weight_gib_per_gpu),
-        source_of(m, "weights per GPU"),
+        &src.weights,
     );
     row(
         w,
         "non-torch memory",
         format!("{:.2} GiB", i.non_torch_gib),
-        source_of(m, "non-torch memory"),
+        &own.non_torch,
     );
     row(
         w,
         "activation peak",
         format!("{:.2} GiB", i.activation_peak_gib),
-        source_of(m, "activation peak"),
+        &own.activation_peak,
     );
     row(
         w,
         "CUDA graphs",
         format!("{:.2} GiB", i.cuda_graph_gib),
-        source_of(m, "CUDA graphs"),
+        &own.cuda_graphs,
     );
     row(
         w,
@@ -190,13 +191,13 @@ fn vllm_table(w: &mut String, m: &MemoryModel, v: &VllmMemory) {
         w,
         "KV bytes per token",
         format!("{} B", thousands(i.kv_bytes_per_token)),
-        source_of(m, "KV bytes per token"),
+        &src.kv_bytes_per_token,
     );
     row(
         w,
         "blocks",
         thousands(v.num_blocks),
-        &format!("floor(KV / (cell × block {}))", i.block_size),
+        format!("floor(KV / (cell × block {}))", i.block_size_tokens),
     );
     row(
         w,

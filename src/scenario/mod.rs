@@ -62,8 +62,8 @@ pub struct MemoryModel {
     pub tensor_parallel: u32,
     /// The derivation.
     pub derivation: MemoryDerivation,
-    /// `(term, where it came from)`, in derivation order.
-    pub sources: Vec<(String, String)>,
+    /// Where each term came from; its engine terms are those of `derivation`'s engine.
+    pub sources: derive::MemorySources,
 }
 
 /// The engine-specific derivation.

@@ -255,21 +255,7 @@ pub fn apply_set(root: &mut Table, arg: &str) -> Result<(), SetError> {
     unreachable!("invariant: the loop returns at the last path segment")
 }
 
-/// Line and column (both from 1, column in characters) of byte offset `at` in `text`.
-pub fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let at = at.min(text.len());
-    let before = &text[..floor_char_boundary(text, at)];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
-fn floor_char_boundary(text: &str, mut at: usize) -> usize {
-    while at > 0 && !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    at
-}
+pub use crate::diagnostic::line_col;
 
 #[cfg(test)]
 mod tests {

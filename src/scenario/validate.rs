@@ -148,15 +148,7 @@ impl<'a> Tbl<'a> {
     }
 }
 
-/// The closest known key, if it is close enough to be a typo.
-pub fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(key, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4) && *d < k.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
-}
+pub use crate::diagnostic::did_you_mean;
 
 // ---------------------------------------------------------------------------------------------
 // Typed getters. Each returns Ok(None) when the key is absent, Err(Bad) after recording a problem.
@@ -869,7 +861,7 @@ fn read_model(mut t: Tbl, p: &mut Problems, catalog: &Catalog) -> Option<ModelSp
             }
         },
     };
-    let ctx = ctx?.or(entry.as_ref().map(|e| u64::from(e.context_len)));
+    let ctx = ctx?.or(entry.as_ref().map(|e| u64::from(e.context_len_tokens)));
     Some(ModelSpec {
         name,
         entry,

@@ -208,3 +208,79 @@ fn a_sweep_over_the_fraction_has_a_monotone_budget() {
         last = sc.engine.kv_capacity_tokens;
     }
 }
+
+#[test]
+fn the_memory_report_names_the_source_of_every_term() {
+    // Each term's source: a scenario key, a catalog entry, the engine's default, an
+    // assumption or a measurement. The text is pinned by the snapshots.
+    let given = Source::read(&root().join("scenarios/case-study-b2-memory.toml")).unwrap();
+    let defaults = |engine: &str| Source {
+        name: "defaults.toml".into(),
+        base_dir: root(),
+        text: with(
+            "gpu = \"rtx-pro-6000\"\ntensor_parallel = 8\nnum_gpus = 8",
+            "name = \"kimi-k2.5\"\nweight_gib_per_gpu = 60.0",
+            engine,
+        ),
+    };
+    let vllm_given = with(
+        "memory_mib = 81559",
+        "kv_bytes_per_token = 131072\nweight_gib_per_gpu = 15.0",
+        "kind = \"vllm\"\ngpu_memory_utilization = 0.9\nnon_torch_gib = 0.5\nactivation_peak_gib = 1.0\ncuda_graph_gib = 0.6\nblock_size = 32",
+    );
+    let vllm_given = Source {
+        name: "vllm.toml".into(),
+        base_dir: root(),
+        text: vllm_given,
+    };
+    let cases = [
+        ("memory-report-sglang-given", given),
+        ("memory-report-sglang-defaults", defaults("")),
+        ("memory-report-vllm-defaults", defaults("kind = \"vllm\"")),
+        ("memory-report-vllm-given", vllm_given),
+    ];
+    for (name, src) in cases {
+        let sc = sc_mod::load(&src, &[]).unwrap();
+        let m = sc.memory.as_ref().expect("a memory model");
+        insta::assert_snapshot!(name, servesim::report::memory::derivation(m, &sc.name));
+    }
+}
+
+#[test]
+fn a_key_of_the_old_catalog_schema_is_refused_with_its_new_name() {
+    // A user file written before `context_len` became `context_len_tokens`.
+    let dir = tempfile::tempdir().unwrap();
+    let flat = "[[model]]\nname = \"my-llama\"\ndisplay = \"My Llama\"\nlayers = 32\n\
+                q_heads = 32\nattention = { kind = \"gqa\", kv_heads = 8, head_dim = 128 }\n\
+                hidden_size = 4096\nintermediate_size = 14336\nvocab_size = 128256\n\
+                context_len = 131072\ntotal_params_b = 8.03\nactive_params_b = 8.03\n\
+                weight_dtype = \"bf16\"\ncheckpoint_gb = 16.06\n";
+    std::fs::write(dir.path().join("mine.toml"), flat).unwrap();
+    let out = assert_cmd::Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .args(["catalog", "--file", "mine.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!("catalog-file-old-key", String::from_utf8_lossy(&out.stderr));
+    // A scenario naming the file reports the same problem at its `catalog` key.
+    std::fs::write(
+        dir.path().join("s.toml"),
+        format!(
+            "catalog = \"mine.toml\"\n{}",
+            with("gpu = \"h100\"", "name = \"my-llama\"", "")
+        ),
+    )
+    .unwrap();
+    let src = Source::read(&dir.path().join("s.toml")).unwrap();
+    let e = sc_mod::load(&src, &[]).unwrap_err();
+    let first = e.problem_line(&e.problems[0]);
+    assert!(
+        first.contains("catalog = \"mine.toml\": cannot be used: ")
+            && first.contains("mine.toml:10:1: model `my-llama`: unknown field `context_len`")
+            && first.ends_with("`context_len` is now `context_len_tokens`"),
+        "{first}"
+    );
+}
