@@ -6,7 +6,7 @@
 //! the [`ServerState`], [`LogRecord`]s built from [`ServerSample`]s, and [`SchedulerCounters`].
 //!
 //! Adding an engine means one module here (its policy, its log format, its words), one arm in
-//! [`build`] and in [`render_line`] and [`words`], and its settings section in the scenario
+//! [`build`], [`render_line`], [`words`] and [`simplifications`], and its settings section in the scenario
 //! schema. SGLang's policy is in [`sglang`].
 
 pub mod sglang;
@@ -55,8 +55,8 @@ pub struct Words {
     pub eviction: &'static str,
     /// Plural.
     pub evictions: &'static str,
-    /// Its periodic statistics line, as a reader of the log knows it.
-    pub stats_line: &'static str,
+    /// Where the server's view comes from, as a reader of its log knows it.
+    pub latest_stats_line: &'static str,
 }
 
 /// The words for an engine.
@@ -67,8 +67,16 @@ pub fn words(kind: EngineKind) -> Words {
             engine: "vLLM",
             eviction: "preemption",
             evictions: "preemptions",
-            stats_line: "vLLM's periodic stats line",
+            latest_stats_line: "vLLM's last stats line",
         },
+    }
+}
+
+/// What the model of an engine simplifies, for every report.
+pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
+    match kind {
+        EngineKind::Sglang => sglang::SIMPLIFICATIONS,
+        EngineKind::Vllm => &[],
     }
 }
 

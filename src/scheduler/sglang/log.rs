@@ -12,7 +12,7 @@ pub const WORDS: Words = Words {
     engine: "SGLang",
     eviction: "retraction",
     evictions: "retractions",
-    stats_line: "SGLang's Decode log line",
+    latest_stats_line: "SGLang's last Decode log line",
 };
 
 /// One record as SGLang prints it: `[YYYY-MM-DD HH:MM:SS TP0] message` (`utils/common.py:
