@@ -9,6 +9,7 @@ use std::path::Path;
 
 use super::datafile::{self, At, Cell, DataError};
 use super::dist::MAX_TOKENS_PER_REQUEST;
+use crate::diagnostic::did_you_mean;
 use crate::time::SimTime;
 
 /// The columns servesim reads.
@@ -297,15 +298,6 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
         has_arrivals: arrival.is_some(),
         ignored_columns,
     })
-}
-
-fn did_you_mean<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::damerau_levenshtein(key, k), *k))
-        .filter(|(d, k)| *d <= 2.max(k.len() / 4) && *d < k.len())
-        .min_by_key(|(d, _)| *d)
-        .map(|(_, k)| k)
 }
 
 #[cfg(test)]
