@@ -10,30 +10,17 @@ use crate::time::SimTime;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ReqId(pub u32);
 
-/// Where a request is in the server.
+/// Where a request is, as far as the simulator needs to know. Each scheduler keeps its own
+/// finer bookkeeping (prefill progress, decode position) in its own tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// In the server's waiting queue (new, or retracted and waiting to be re-prefilled).
+    /// In the server's waiting queue (new, or evicted and waiting to be computed again).
     Waiting,
-    /// Admitted to a prefill batch or mid-chunk: `done` of its `input` tokens are in the cache.
-    Prefilling {
-        /// Input tokens already computed.
-        done: u32,
-        /// Input tokens to compute: the prompt plus any output generated before a retraction.
-        input: u32,
-    },
-    /// In the decode batch since decode step `since_step`, when it had `out_then` output tokens.
-    Running {
-        /// The scheduler's decode-step counter when the request joined the batch.
-        since_step: u64,
-        /// Output tokens at that moment.
-        out_then: u32,
-        /// Unique token of this stay in the batch (guards stale completion-heap entries).
-        stay: u64,
-    },
+    /// Admitted: being prefilled or decoded.
+    Running,
     /// Generated its last token; its KV is released.
     Finished,
-    /// Refused by the server (prompt too long for the pool or context).
+    /// Refused by the server (too long for the pool or context), or aborted by it.
     Rejected,
 }
 
@@ -48,7 +35,7 @@ pub struct Request {
     pub max_new_tokens: u32,
     /// Output tokens it will generate before stopping (EOS or `max_new_tokens`).
     pub target_output_tokens: u32,
-    /// `ignore_eos` (admission charges it at ratio 1.0 once running).
+    /// `ignore_eos`: it runs to `max_new_tokens` whatever it generates.
     pub ignore_eos: bool,
     /// When the client was ready to send it.
     pub ready_at: SimTime,
@@ -58,26 +45,14 @@ pub struct Request {
     pub admitted_at: Option<SimTime>,
     /// First output token.
     pub first_token_at: Option<SimTime>,
-    /// Output tokens generated so far, except while `Running` (see [`Request::output_tokens`]).
+    /// Output tokens generated so far. While the request is running the scheduler may keep the
+    /// count in its own bookkeeping and bring this field up to date only when the request leaves
+    /// the batch.
     pub out_tokens: u32,
-    /// Times it was retracted.
-    pub retractions: u32,
+    /// Times the engine evicted it from the running batch (SGLang: retracted; vLLM: preempted).
+    pub evictions: u32,
     /// Lifecycle.
     pub phase: Phase,
-}
-
-impl Request {
-    /// Output tokens generated so far, given the scheduler's decode-step counter.
-    pub fn output_tokens(&self, decode_step: u64) -> u32 {
-        match self.phase {
-            Phase::Running {
-                since_step,
-                out_then,
-                ..
-            } => out_then + (decode_step - since_step) as u32,
-            _ => self.out_tokens,
-        }
-    }
 }
 
 /// The arena of requests in flight.

@@ -120,6 +120,58 @@ impl fmt::Display for SimTime {
     }
 }
 
+/// Days from 1970-01-01 to 2026-01-01: simulated time 0 is printed as that date in logs.
+const EPOCH_DAYS: i64 = 20454;
+
+/// A simulated instant as a calendar date and time of day, for engine log lines (simulated time
+/// 0 is 2026-01-01 00:00:00).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallClock {
+    /// Year.
+    pub year: i64,
+    /// Month, 1–12.
+    pub month: u32,
+    /// Day of the month, 1–31.
+    pub day: u32,
+    /// Hour, 0–23.
+    pub hour: u32,
+    /// Minute, 0–59.
+    pub minute: u32,
+    /// Second, 0–59.
+    pub second: u32,
+}
+
+impl SimTime {
+    /// This instant on the wall clock of the logs (whole seconds).
+    pub fn wall_clock(self) -> WallClock {
+        let secs = (self.0 / NS_PER_S) as i64;
+        let (year, month, day) = civil_from_days(EPOCH_DAYS + secs.div_euclid(86_400));
+        let rem = secs.rem_euclid(86_400) as u32;
+        WallClock {
+            year,
+            month,
+            day,
+            hour: rem / 3600,
+            minute: rem % 3600 / 60,
+            second: rem % 60,
+        }
+    }
+}
+
+/// Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +192,16 @@ mod tests {
     #[test]
     fn adding_saturates_instead_of_wrapping() {
         assert_eq!(SimTime::MAX + SimDuration::from_ns(5), SimTime::MAX);
+    }
+
+    #[test]
+    fn the_log_wall_clock_starts_on_new_year_2026_and_rolls_over() {
+        let w = SimTime::ZERO.wall_clock();
+        assert_eq!((w.year, w.month, w.day, w.hour), (2026, 1, 1, 0));
+        let w = SimTime::from_ns(86_400_000_000_000 * 59 + 3_661_000_000_000).wall_clock();
+        assert_eq!(
+            (w.year, w.month, w.day, w.hour, w.minute, w.second),
+            (2026, 3, 1, 1, 1, 1)
+        );
     }
 }

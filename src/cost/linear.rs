@@ -2,13 +2,16 @@
 //!
 //! * decode step = `decode_base + decode_per_seq × B + decode_per_kv_token × KV`
 //! * prefill batch = `prefill_base + prefill_per_token × tokens`
+//! * mixed step = `decode_base + decode_per_seq × decode rows + prefill_per_token × prompt tokens
+//!   + decode_per_kv_token × KV` (KV = every scheduled request's context after the step), the
+//!   form vLLM's steps take (issue 12; the vLLM oracle's `a + b·decode + c·prefill + d·KV`)
 //!
 //! Fixed and per-request terms are integer nanoseconds; per-token terms are integer picoseconds,
 //! and the per-token product is rounded down to whole nanoseconds. Because everything is an
 //! integer, the time of a run of decode steps has an exact closed form
 //! ([`StepTimeModel::decode_run`]): an arithmetic series plus a sum of floors.
 
-use super::StepTimeModel;
+use super::{MixedStep, StepTimeModel};
 use crate::time::SimDuration;
 
 /// The linear step-time model, quantised to integers so that simulated time stays exact:
@@ -57,6 +60,16 @@ impl StepTimeModel for Linear {
         let p = &self.p;
         let ns = u128::from(p.prefill_base_ns)
             + u128::from(p.prefill_per_token_ps) * u128::from(extend_tokens) / 1000;
+        at_least_one(ns)
+    }
+
+    fn mixed(&self, step: MixedStep) -> SimDuration {
+        let p = &self.p;
+        let kv = u128::from(step.decode_kv_tokens) + u128::from(step.prefill_kv_tokens);
+        let ns = u128::from(p.decode_base_ns)
+            + u128::from(p.decode_per_seq_ns) * u128::from(step.decode_seqs)
+            + u128::from(p.prefill_per_token_ps) * u128::from(step.prefill_tokens) / 1000
+            + u128::from(p.decode_per_kv_token_ps) * kv / 1000;
         at_least_one(ns)
     }
 
@@ -189,6 +202,30 @@ mod tests {
             prefill_base_ns: 10_000_000,
             prefill_per_token_ps: 120_000_000,
         })
+    }
+
+    #[test]
+    fn a_mixed_step_by_hand() {
+        use crate::cost::MixedStep;
+        // 35 ms + 10 × 0.3 ms + 500 prompt tokens × 120 µs + (20 000 + 600) KV × 0.15 ns.
+        let step = MixedStep {
+            decode_seqs: 10,
+            decode_kv_tokens: 20_000,
+            prefill_seqs: 1,
+            prefill_tokens: 500,
+            prefill_kv_tokens: 600,
+        };
+        assert_eq!(
+            model(150).mixed(step).as_ns(),
+            35_000_000 + 3_000_000 + 60_000_000 + 3_090
+        );
+        // Without prompt tokens it is a decode step.
+        let decode = MixedStep {
+            decode_seqs: 50,
+            decode_kv_tokens: 100_000,
+            ..MixedStep::default()
+        };
+        assert_eq!(model(150).mixed(decode), model(150).decode(50, 100_000));
     }
 
     #[test]

@@ -18,6 +18,22 @@ pub enum StepTimeSpec {
     Roofline(Box<roofline::Roofline>),
 }
 
+/// One forward pass that mixes decode rows (one token each) with chunks of prompt tokens —
+/// vLLM's every step, and SGLang's with `--enable-mixed-chunk`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MixedStep {
+    /// Requests decoding one token.
+    pub decode_seqs: u64,
+    /// KV tokens the decode rows attend (their contexts, this step's token included).
+    pub decode_kv_tokens: u64,
+    /// Requests computing prompt (or recomputed) tokens.
+    pub prefill_seqs: u64,
+    /// Prompt tokens computed.
+    pub prefill_tokens: u64,
+    /// KV tokens the prefill rows attend: Σ (tokens computed before + this step's).
+    pub prefill_kv_tokens: u64,
+}
+
 /// The cost of one scheduler iteration.
 pub trait StepTimeModel: Send + Sync {
     /// Duration of one decode step of `batch` requests (≥ 1) attending `kv_tokens` tokens in
@@ -27,6 +43,10 @@ pub trait StepTimeModel: Send + Sync {
     /// Duration of one prefill (extend) batch of `seqs` requests computing `extend_tokens` new
     /// tokens in total. At least 1 ns.
     fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration;
+
+    /// Duration of one mixed forward pass. With no prompt tokens it equals
+    /// [`decode`](Self::decode) of the decode rows. At least 1 ns.
+    fn mixed(&self, step: MixedStep) -> SimDuration;
 
     /// Total duration of `steps` consecutive decode steps of a constant `batch`, the first
     /// attending `kv_first` tokens and each later one `batch` more. Must equal the sum of

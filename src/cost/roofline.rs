@@ -36,7 +36,7 @@
 
 use serde::Serialize;
 
-use super::StepTimeModel;
+use super::{MixedStep, StepTimeModel};
 use crate::catalog::{Attention, Gpu, Model};
 use crate::time::SimDuration;
 
@@ -255,6 +255,33 @@ impl Roofline {
         })
     }
 
+    /// The terms of a mixed step (see [`MixedStep`]): the weights are read once for all the
+    /// step's tokens; decode rows attend their contexts; a prefill chunk of `T` tokens over `n`
+    /// requests ending at `K` context tokens attends `T·(K − T/2)/n` pairs (the requests taken
+    /// as equally long) and reads the `K − T` tokens cached before it.
+    pub fn mixed_breakdown(&self, step: MixedStep) -> Breakdown {
+        let decode = step.decode_seqs as f64;
+        let t = step.prefill_tokens as f64;
+        let k = step.prefill_kv_tokens as f64;
+        let n = step.prefill_seqs.max(1) as f64;
+        let tokens = decode + t;
+        let touched = self.experts_touched(tokens);
+        let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
+        let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
+        let kv_read = step.decode_kv_tokens as f64 + (k - t).max(0.0);
+        let pairs = step.decode_kv_tokens as f64 + t * (k - 0.5 * t).max(0.0) / n;
+        let flops = tokens * self.flops_per_token + pairs * self.attention_flops_per_pair;
+        self.finish(Breakdown {
+            weights_s: weights / bw,
+            kv_s: kv_read * self.kv_bytes_per_token / bw,
+            compute_s: flops / (self.peak_flops_per_s * self.compute_efficiency),
+            communication_s: self.all_reduce(tokens),
+            overhead_s: self.decode_overhead_s,
+            experts_touched: touched,
+            ..Breakdown::default()
+        })
+    }
+
     /// Scale every step so that a decode step of `running` requests attending `kv_tokens`
     /// tokens generates `gen_tok_per_s`.
     pub fn calibrated(mut self, gen_tok_per_s: f64, running: u64, kv_tokens: u64) -> Self {
@@ -282,6 +309,10 @@ impl StepTimeModel for Roofline {
 
     fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
         to_duration(self.prefill_breakdown(seqs, extend_tokens).total_s)
+    }
+
+    fn mixed(&self, step: MixedStep) -> SimDuration {
+        to_duration(self.mixed_breakdown(step).total_s)
     }
 
     fn describe(&self) -> String {
@@ -331,6 +362,32 @@ mod tests {
         assert!((b.total_s - total).abs() < 1e-12);
         // About 5.3 ms of weights and 5.2 ms of KV: memory-bound.
         assert!(b.memory_s > b.compute_s);
+    }
+
+    #[test]
+    fn a_mixed_step_without_prompt_tokens_is_a_decode_step_and_prompt_tokens_cost_more() {
+        let (gpu, model) = parts("rtx-pro-6000", "kimi-k2.5");
+        let r = Roofline::new(&gpu, &model, 8, 70_272, RooflineSettings::default());
+        let decode_only = MixedStep {
+            decode_seqs: 50,
+            decode_kv_tokens: 100_000,
+            ..MixedStep::default()
+        };
+        assert_eq!(r.mixed(decode_only), r.decode(50, 100_000));
+        let with_chunk = MixedStep {
+            prefill_seqs: 1,
+            prefill_tokens: 4096,
+            prefill_kv_tokens: 4096,
+            ..decode_only
+        };
+        let b = r.mixed_breakdown(with_chunk);
+        assert!(r.mixed(with_chunk) > r.decode(50, 100_000));
+        // The chunk's causal attention over itself: 4096 × (4096 − 2048) pairs; nothing cached
+        // before it, so it reads no more KV than the decode rows.
+        let flops = (50.0 + 4096.0) * r.flops_per_token
+            + (100_000.0 + 4096.0 * 2048.0) * r.attention_flops_per_pair;
+        assert!((b.compute_s - flops / (r.peak_flops_per_s * r.compute_efficiency)).abs() < 1e-12);
+        assert_eq!(b.kv_s, r.decode_breakdown(50, 100_000).kv_s);
     }
 
     #[test]

@@ -10,9 +10,8 @@ use crate::cost;
 use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
 use crate::request::{Phase, Request, Requests};
 use crate::rng::{Seeds, Stream, StreamName};
-use crate::scenario::{EngineKind, Scenario};
-use crate::scheduler::sglang::Sglang;
-use crate::scheduler::{Outbox, Scheduler};
+use crate::scenario::Scenario;
+use crate::scheduler::{self, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction};
 use events::{EventKind, EventQueue};
@@ -58,8 +57,8 @@ impl Default for RunOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// The scenario asks for an engine whose scheduler is not modelled.
-    #[error("engine.kind = \"{0}\" has a memory model but no scheduler yet: `servesim memory` works, simulation does not")]
-    Unsupported(&'static str),
+    #[error(transparent)]
+    Unsupported(#[from] scheduler::Unsupported),
     /// The server is idle with requests waiting that it can never admit.
     #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
     Stuck {
@@ -117,19 +116,13 @@ pub fn run_with_sink<'s>(
     opts: &RunOptions,
     sink: Option<&'s mut dyn FnMut(&RequestRecord)>,
 ) -> Result<RunResult, SimError> {
-    if scenario.engine.kind != EngineKind::Sglang {
-        return Err(SimError::Unsupported(scenario.engine.kind.as_str()));
-    }
     let seeds = Seeds::new(scenario.seed);
-    let step_time = cost::from_spec(&scenario.engine.step_time);
-    let context_len = scenario.model.as_ref().and_then(|m| m.context_len);
-    let mut sglang = Sglang::new(
-        &scenario.engine,
-        context_len,
-        step_time,
+    let scheduler = scheduler::build(
+        scenario,
+        cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
-    );
-    sglang.set_verbose_log(opts.keep_log);
+        opts.keep_log,
+    )?;
     let mut recorder = Recorder::new(
         scenario.run.window,
         scenario.run.timeseries_interval,
@@ -151,7 +144,7 @@ pub fn run_with_sink<'s>(
             scenario.workload.requests,
             seeds.stream(StreamName::Arrivals),
         ),
-        scheduler: Box::new(sglang),
+        scheduler,
         requests: Requests::default(),
         recorder,
         prompt_rng: seeds.stream(StreamName::PromptTokens),
@@ -238,7 +231,7 @@ impl Simulator<'_> {
                 limit: self.max_batches,
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
-                retractions: c.retractions,
+                retractions: c.evictions,
             });
         }
         Ok(())
@@ -362,7 +355,7 @@ impl Simulator<'_> {
             admitted_at: None,
             first_token_at: None,
             out_tokens: 0,
-            retractions: 0,
+            evictions: 0,
             phase: Phase::Waiting,
         });
         self.recorder.on_send(self.now);

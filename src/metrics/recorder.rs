@@ -175,7 +175,7 @@ impl<'a> Recorder<'a> {
             admitted_ns: r.admitted_at.map(SimTime::as_ns),
             first_token_ns: r.first_token_at.map(SimTime::as_ns),
             done_ns: now.as_ns(),
-            retractions: r.retractions,
+            retractions: r.evictions,
             completed,
         };
         if let Some(sink) = self.request_sink.as_mut() {
@@ -397,19 +397,18 @@ impl<'a> Recorder<'a> {
         self.rejected += 1;
     }
 
-    /// The engine printed a log line.
+    /// The engine printed a log line. Its periodic statistics lines carry the server's view.
     pub fn on_log(&mut self, rec: &LogRecord) {
-        if let LogRecord::Decode {
-            at, gen_tok_per_s, ..
-        } = rec
-        {
+        if let LogRecord::Stats(s) = rec {
             self.decode_lines += 1;
-            self.sum_gen_tok_per_s += gen_tok_per_s;
-            self.last_gen_tok_per_s = *gen_tok_per_s;
-            self.decode_tokens_logged += (gen_tok_per_s
-                * at.saturating_since(self.last_decode_line_at).as_secs_f64())
+            self.sum_gen_tok_per_s += s.gen_tok_per_s;
+            self.last_gen_tok_per_s = s.gen_tok_per_s;
+            self.decode_tokens_logged += (s.gen_tok_per_s
+                * s.at
+                    .saturating_since(self.last_decode_line_at)
+                    .as_secs_f64())
             .round() as u64;
-            self.last_decode_line_at = *at;
+            self.last_decode_line_at = s.at;
         }
         if self.keep_log {
             self.log.push(rec.clone());
@@ -460,8 +459,8 @@ impl<'a> Recorder<'a> {
                 generated_tokens: self.generated_tokens,
                 prompt_tokens: self.prompt_tokens,
                 sim_duration_s: end_s,
-                retractions: counters.retractions,
-                retraction_events: counters.retraction_events,
+                retractions: counters.evictions,
+                retraction_events: counters.eviction_events,
                 prefill_batches: counters.prefill_batches,
                 decode_steps: counters.decode_steps,
             },

@@ -6,6 +6,7 @@ use crate::analysis::{Analysis, Binding, Convergence, SteadyState};
 use crate::metrics::latency::Stats;
 use crate::metrics::{RunResult, Sample, StopReason, Totals};
 use crate::scenario::{ClientSpec, Scenario};
+use crate::scheduler::{self, Words};
 
 /// The summary of one run.
 #[derive(Clone, Debug, Serialize)]
@@ -52,6 +53,9 @@ pub struct Summary {
     pub roofline_step: Option<RooflineStep>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,
+    /// How reports speak of the engine (not serialised).
+    #[serde(skip)]
+    pub words: Words,
 }
 
 /// `scenario`.
@@ -68,7 +72,7 @@ pub struct ScenarioInfo {
 /// `engine`.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineInfo {
-    /// `sglang`.
+    /// `sglang` or `vllm`.
     pub kind: &'static str,
     /// Policy.
     pub schedule_policy: &'static str,
@@ -255,7 +259,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         kv_capacity_tokens: r.kv_capacity_tokens,
         kv_capacity_source: sc.engine.kv_source.as_str(),
         engine: EngineInfo {
-            kind: "sglang",
+            kind: e.kind.as_str(),
             schedule_policy: e.schedule_policy.as_str(),
             page_size: e.page_size,
             max_running_requests: e.max_running_requests,
@@ -318,7 +322,8 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             queue_ms: r.latency.queue_ms.stats(),
             client_wait_ms: r.latency.client_wait_ms.stats(),
         },
-        simplifications: super::SIMPLIFICATIONS.to_vec(),
+        simplifications: scheduler::simplifications(e.kind).to_vec(),
+        words: scheduler::words(e.kind),
         roofline_step: match &sc.engine.step_time {
             crate::scenario::StepTimeSpec::Roofline(model) => {
                 let batch = a.steady.mean_running.round().max(1.0) as u64;

@@ -113,9 +113,12 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     }
     let _ = writeln!(
         w,
-        "  server: SGLang's last Decode log line (gen tok/s over its last {} decode steps); \
+        "  server: {} (gen tok/s over its last {} decode steps); \
          client lifetime: completed ÷ t; window: completions in the last {:.0} s ÷ {:.0} s",
-        s.engine.decode_log_interval, s.client.window_s, s.client.window_s
+        s.words.latest_stats_line,
+        s.engine.decode_log_interval,
+        s.client.window_s,
+        s.client.window_s
     );
     if !s.first_minutes.is_empty() {
         let _ = writeln!(w);

@@ -1,13 +1,89 @@
 //! Engine scheduling policies behind one small trait.
 //!
 //! The simulator hands a scheduler the requests that arrive, asks it what to run next, and tells
-//! it when that batch has finished. Everything else — queues, KV pool, admission estimates — is
-//! the scheduler's own state. SGLang's policy is in [`sglang`]; vLLM's will sit beside it.
+//! it when that batch has finished. Everything else — queues, KV pool, admission estimates,
+//! per-request progress — is the scheduler's own state. What it reports back is engine-neutral:
+//! the [`ServerState`], [`LogRecord`]s built from [`ServerSample`]s, and [`SchedulerCounters`].
+//!
+//! Adding an engine means one module here (its policy, its log format, its words), one arm in
+//! [`build`], [`render_line`], [`words`] and [`simplifications`], and its settings section in the scenario
+//! schema. SGLang's policy is in [`sglang`].
 
 pub mod sglang;
 
+use crate::cost::StepTimeModel;
 use crate::request::{ReqId, Requests};
+use crate::rng::Stream;
+use crate::scenario::{EngineKind, Scenario};
 use crate::time::{SimDuration, SimTime};
+
+/// The scheduler for a scenario's engine: the one place where an engine kind becomes a policy.
+/// `rng` is the "schedule_policy" stream; `verbose_log` keeps the per-batch lines (prefill
+/// batches, evictions) besides the periodic statistics lines that carry the server's view.
+pub fn build(
+    scenario: &Scenario,
+    cost: Box<dyn StepTimeModel>,
+    rng: Stream,
+    verbose_log: bool,
+) -> Result<Box<dyn Scheduler>, Unsupported> {
+    match scenario.engine.kind {
+        EngineKind::Sglang => {
+            let context_len = scenario.model.as_ref().and_then(|m| m.context_len);
+            let mut s = sglang::Sglang::new(&scenario.engine, context_len, cost, rng);
+            s.set_verbose_log(verbose_log);
+            Ok(Box::new(s))
+        }
+        EngineKind::Vllm => Err(Unsupported(EngineKind::Vllm)),
+    }
+}
+
+/// One log record as the engine prints it, timestamp and prefix included, for an engine of
+/// `tensor_parallel` GPUs.
+pub fn render_line(kind: EngineKind, rec: &LogRecord, tensor_parallel: u32) -> String {
+    match kind {
+        EngineKind::Sglang => sglang::log_line(rec, tensor_parallel),
+        EngineKind::Vllm => unreachable!("invariant: `build` refuses vLLM, so no vLLM log exists"),
+    }
+}
+
+/// How reports speak of an engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Words {
+    /// The engine's name as its users write it.
+    pub engine: &'static str,
+    /// What the engine calls evicting a running request to make room, singular.
+    pub eviction: &'static str,
+    /// Plural.
+    pub evictions: &'static str,
+    /// Where the server's view comes from, as a reader of its log knows it.
+    pub latest_stats_line: &'static str,
+}
+
+/// The words for an engine.
+pub fn words(kind: EngineKind) -> Words {
+    match kind {
+        EngineKind::Sglang => sglang::WORDS,
+        EngineKind::Vllm => Words {
+            engine: "vLLM",
+            eviction: "preemption",
+            evictions: "preemptions",
+            latest_stats_line: "vLLM's last stats line",
+        },
+    }
+}
+
+/// What the model of an engine simplifies, for every report.
+pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
+    match kind {
+        EngineKind::Sglang => sglang::SIMPLIFICATIONS,
+        EngineKind::Vllm => &[],
+    }
+}
+
+/// The scenario asks for an engine whose scheduler is not modelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("engine.kind = \"{}\" has a memory model but no scheduler yet: `servesim memory` works, simulation does not", .0.as_str())]
+pub struct Unsupported(pub EngineKind);
 
 /// What the server looks like right now (the quantities its logs report).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -29,61 +105,91 @@ pub struct Rejection {
     pub message: String,
 }
 
-/// One line of the engine's log, as data (rendered by `report::server_log`).
+/// What kind of forward pass a step is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepKind {
+    /// Prompt (or re-prefill) tokens only.
+    Prefill,
+    /// One token for every running request.
+    Decode,
+    /// Prefill chunks and decode tokens in one forward pass.
+    Mixed,
+}
+
+/// The server at one instant, as an engine's log line reports it — in engine-neutral terms.
+/// Each engine renders its own lines from these ([`render_line`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSample {
+    /// When the line was printed.
+    pub at: SimTime,
+    /// The step the line reports on.
+    pub kind: StepKind,
+    /// Requests in the running batch the line counts.
+    pub running: u64,
+    /// Requests in the waiting queue.
+    pub queued: u64,
+    /// KV slots in use.
+    pub kv_used_tokens: u64,
+    /// The KV pool.
+    pub kv_capacity_tokens: u64,
+    /// Requests this step newly admitted (prefill lines).
+    pub new_seqs: u64,
+    /// Prompt tokens this step computes (prefill lines).
+    pub new_tokens: u64,
+    /// Prompt tokens found in the prefix cache (prefill lines).
+    pub cached_tokens: u64,
+    /// Prompt tokens still waiting to be computed (prefill lines).
+    pub pending_tokens: u64,
+    /// Output tokens per second over the engine's own logging window.
+    pub gen_tok_per_s: f64,
+    /// Prompt tokens per second over the engine's own logging window.
+    pub input_tok_per_s: f64,
+    /// Whether the step replayed a captured CUDA graph.
+    pub cuda_graph: bool,
+}
+
+impl ServerSample {
+    /// `kv_used_tokens / kv_capacity_tokens`.
+    pub fn token_usage(&self) -> f64 {
+        self.kv_used_tokens as f64 / self.kv_capacity_tokens as f64
+    }
+}
+
+/// Requests evicted from the running batch to make room (SGLang: retraction).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Eviction {
+    /// When the step that needed the memory was scheduled.
+    pub at: SimTime,
+    /// Requests evicted.
+    pub requests: u64,
+    /// KV slots freed.
+    pub tokens_freed: u64,
+    /// The admission estimate before (SGLang's `new_token_ratio`).
+    pub ratio_before: f64,
+    /// The admission estimate after.
+    pub ratio_after: f64,
+}
+
+/// One line of the engine's log, as engine-neutral data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogRecord {
-    /// SGLang's `Prefill batch` line, printed for every prefill batch.
-    Prefill {
-        /// When the batch was scheduled.
-        at: SimTime,
-        /// `#new-seq`.
-        new_seq: u64,
-        /// `#new-token`.
-        new_token: u64,
-        /// `#cached-token` (always 0: no shared prefixes).
-        cached_token: u64,
-        /// `token usage` (before this batch's allocation).
-        token_usage: f64,
-        /// `#running-req` (the decode batch, excluding this batch).
-        running_req: u64,
-        /// `#queue-req` (after this batch left the queue).
-        queue_req: u64,
-        /// `#pending-token`.
-        pending_token: u64,
-        /// `input throughput (token/s)`.
-        input_tok_per_s: f64,
-    },
-    /// SGLang's `Decode batch` line, printed every `decode_log_interval` decode steps.
-    Decode {
-        /// End of the decode step that printed it.
-        at: SimTime,
-        /// `#running-req`.
-        running_req: u64,
-        /// `#token`.
-        token: u64,
-        /// `token usage`.
-        token_usage: f64,
-        /// `cuda graph`.
-        cuda_graph: bool,
-        /// `gen throughput (token/s)`: decode tokens since the previous Decode line divided by
-        /// the time since it.
-        gen_tok_per_s: f64,
-        /// `#queue-req`.
-        queue_req: u64,
-    },
-    /// SGLang's retraction warning.
-    Retract {
-        /// When the decode step that needed the memory was scheduled.
-        at: SimTime,
-        /// `#retracted_reqs`.
-        retracted: u64,
-        /// `#new_tokens_gained` (KV slots freed).
-        new_tokens_gained: u64,
-        /// The admission ratio before.
-        ratio_before: f64,
-        /// The admission ratio after.
-        ratio_after: f64,
-    },
+    /// The engine's periodic statistics line: the server's own view of its throughput (SGLang:
+    /// `Decode batch`, every `decode_log_interval` decode steps).
+    Stats(ServerSample),
+    /// A line printed for every prefill batch (SGLang: `Prefill batch`).
+    Batch(ServerSample),
+    /// Requests evicted to make room.
+    Evict(Eviction),
+}
+
+impl LogRecord {
+    /// When it was printed.
+    pub fn at(&self) -> SimTime {
+        match self {
+            LogRecord::Stats(s) | LogRecord::Batch(s) => s.at,
+            LogRecord::Evict(e) => e.at,
+        }
+    }
 }
 
 /// What a scheduler call produced, for the simulator to act on.
@@ -109,13 +215,14 @@ impl Outbox {
 /// Counters a scheduler keeps over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerCounters {
-    /// Requests retracted (a request retracted twice counts twice).
-    pub retractions: u64,
-    /// Decode steps that had to retract.
-    pub retraction_events: u64,
-    /// Prefill batches run.
+    /// Requests evicted from the running batch (SGLang: retracted; a request evicted twice
+    /// counts twice).
+    pub evictions: u64,
+    /// Steps that had to evict.
+    pub eviction_events: u64,
+    /// Steps with prompt tokens only.
     pub prefill_batches: u64,
-    /// Decode steps run.
+    /// Steps with decode tokens (pure decode or mixed).
     pub decode_steps: u64,
     /// Requests aborted by the engine after admission.
     pub aborted: u64,

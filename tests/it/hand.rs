@@ -89,12 +89,7 @@ concurrency = 2
         .log
         .iter()
         .find_map(|l| match l {
-            LogRecord::Retract {
-                at,
-                retracted,
-                ratio_after,
-                ..
-            } => Some((*at, *retracted, *ratio_after)),
+            LogRecord::Evict(e) => Some((e.at, e.requests, e.ratio_after)),
             _ => None,
         })
         .expect("one retraction");
@@ -125,7 +120,7 @@ concurrency = 1
         .log
         .iter()
         .filter_map(|l| match l {
-            LogRecord::Prefill { new_token, .. } => Some(*new_token),
+            LogRecord::Batch(s) => Some(s.new_tokens),
             _ => None,
         })
         .collect();
@@ -180,9 +175,7 @@ concurrency = 1
         .log
         .iter()
         .filter_map(|l| match l {
-            LogRecord::Decode {
-                at, gen_tok_per_s, ..
-            } => Some((at.as_ns(), *gen_tok_per_s)),
+            LogRecord::Stats(s) => Some((s.at.as_ns(), s.gen_tok_per_s)),
             _ => None,
         })
         .collect();

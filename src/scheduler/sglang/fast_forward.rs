@@ -1,0 +1,119 @@
+//! Fast-forward: the decode steps between two events that change the batch differ only in the
+//! KV they attend, so a run of them is taken at once — its duration and KV time-integral in
+//! closed form from the step-time model — with exactly the state, counters and log lines the
+//! step-by-step path would leave.
+
+use std::cmp::Reverse;
+
+use super::Sglang;
+use crate::scheduler::{Outbox, Skip};
+use crate::time::SimTime;
+
+/// A planned fast-forward: `steps` decode steps of `batch` requests.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct SkipPlan {
+    steps: u64,
+    batch: u64,
+    /// KV tokens attended by the first step.
+    attended_first: u64,
+    /// KV slots in use during the first step.
+    used_first: u64,
+}
+
+impl Sglang {
+    /// Whether the next iterations are plain decode steps, and how many of them can be taken at
+    /// once: until the step before the next completion, while memory lasts, and while they end
+    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
+    pub(super) fn plan_skip(&mut self, now: SimTime, limit: SimTime) -> Option<SkipPlan> {
+        if self.p.page != 1
+            || self.in_flight.is_some()
+            || self.chunked.is_some()
+            || self.finished_since_filter
+            || self.running.is_empty()
+            || !(self.batch_is_full || self.waiting.is_empty())
+        {
+            return None;
+        }
+        // Drop stale completion entries (retracted requests) from the top; finish_decode would
+        // skip them anyway.
+        let next_finish = loop {
+            let &Reverse((step, stay, id)) = self.finish_heap.peek()?;
+            if self.is_current_stay(id, stay) {
+                break step;
+            }
+            self.finish_heap.pop();
+        };
+        let batch = self.running.len() as u64;
+        let by_completion = next_finish.saturating_sub(self.decode_step + 1);
+        let by_memory = self.kv.available_tokens() / batch;
+        let most = by_completion.min(by_memory);
+        if most == 0 {
+            return None;
+        }
+        let attended_first = self.running_kv_tokens + batch;
+        // The largest number of steps whose end is before `limit` (usually all of them).
+        let budget = limit.saturating_since(now);
+        let (mut lo, mut hi) = (0u64, most);
+        if self.cost.decode_run(batch, attended_first, most) < budget {
+            lo = most;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.cost.decode_run(batch, attended_first, mid) < budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        (lo > 0).then_some(SkipPlan {
+            steps: lo,
+            batch,
+            attended_first,
+            used_first: self.kv.used_tokens() + batch,
+        })
+    }
+
+    /// Apply a planned fast-forward: exactly what `steps` calls of `try_decode` +
+    /// `finish_decode` would do.
+    pub(super) fn take_skip(&mut self, now: SimTime, s: SkipPlan, out: &mut Outbox) -> Skip {
+        let (b, n) = (s.batch, s.steps);
+        let (total, kv_integral) =
+            self.cost
+                .decode_run_weighted(b, s.attended_first, n, s.used_first, b);
+        // Decode log lines inside the run, at the global step numbers that are multiples of the
+        // interval.
+        let interval = self.p.log_interval;
+        let mut j = interval - self.decode_step % interval;
+        let mut counted = 0u64;
+        while j <= n {
+            let at = now + self.cost.decode_run(b, s.attended_first, j);
+            self.decode_tokens_since_log += b * (j - counted);
+            counted = j;
+            let token = s.used_first + b * (j - 1);
+            self.log_decode(&mut out.log, at, b, token);
+            j += interval;
+        }
+        self.decode_tokens_since_log += b * (n - counted);
+        // The ratio decays once per step, exactly as step by step.
+        for _ in 0..n {
+            if self.ratio <= self.p.ratio_min {
+                break;
+            }
+            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
+        }
+        self.kv.alloc_pages(b * n);
+        self.running_kv_tokens += b * n;
+        self.decode_step += n;
+        self.counters.decode_steps += n;
+        self.counters.fast_forwarded_steps += n;
+        out.generated_tokens += b * n;
+        Skip {
+            steps: n,
+            end: now + total,
+            running: b + self.prefilling,
+            queued: self.waiting.len() as u64,
+            kv_integral,
+            kv_last: s.used_first + b * (n - 1),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! Tables of user data — a CSV file with a header row, or JSON Lines (one object per line) —
+//! read into named columns of cells that remember their line, for messages that point at the
+//! bad cell. Used by trace replay and by file-backed length distributions.
+
+use std::path::Path;
+
+/// The largest data file accepted (bytes): far beyond any trace a person keeps, small enough that
+/// a wrong path (a disk image, `/dev/zero`) is refused before it fills the memory.
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+
+/// One cell: a number, a string, a boolean, or empty.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cell {
+    /// Empty CSV field, JSON `null` or a key the object lacks.
+    Empty,
+    /// A number (JSON number, or CSV text that parses as one).
+    Number(f64),
+    /// Text.
+    Text(String),
+    /// JSON `true` / `false`.
+    Bool(bool),
+}
+
+impl Cell {
+    /// The cell as the user wrote it, for messages.
+    pub fn render(&self) -> String {
+        match self {
+            Cell::Empty => "an empty cell".to_string(),
+            Cell::Number(x) => format!("{x}"),
+            Cell::Text(s) => format!("{s:?}"),
+            Cell::Bool(b) => b.to_string(),
+        }
+    }
+}
+
+/// Where a cell is: its line in the file and, for CSV, its field number (from 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At {
+    /// Line, from 1.
+    pub line: u64,
+    /// CSV field number, from 1 (`None` for JSON Lines, where cells are found by key).
+    pub field: Option<usize>,
+}
+
+/// A problem with a data file, located as precisely as the format allows.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{message}")]
+pub struct DataError {
+    /// Where, if at a cell or line.
+    pub at: Option<At>,
+    /// The column, if the problem is in one.
+    pub column: Option<String>,
+    /// What is wrong.
+    pub message: String,
+    /// How to fix it.
+    pub hint: String,
+}
+
+/// A data file's rows, by column name.
+#[derive(Clone, Debug)]
+pub struct Table {
+    /// Column names, in file order (CSV header; JSON keys in order of first appearance).
+    pub columns: Vec<String>,
+    /// Rows: the cells in `columns` order, and where the row starts.
+    pub rows: Vec<(At, Vec<Cell>)>,
+}
+
+impl Table {
+    /// The index of a column.
+    pub fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c == name)
+    }
+}
+
+fn err(at: Option<At>, message: impl Into<String>, hint: impl Into<String>) -> DataError {
+    DataError {
+        at,
+        column: None,
+        message: message.into(),
+        hint: hint.into(),
+    }
+}
+
+/// Read a JSON Lines file (`.jsonl`, `.ndjson`) or CSV (anything else).
+pub fn read(path: &Path) -> Result<Table, DataError> {
+    let size = std::fs::metadata(path)
+        .map_err(|e| {
+            err(
+                None,
+                format!("cannot be read: {e}"),
+                "check the path: it is relative to the scenario file",
+            )
+        })?
+        .len();
+    if size > MAX_FILE_BYTES {
+        return Err(err(
+            None,
+            format!("is {size} bytes, more than the {MAX_FILE_BYTES} a data file may have"),
+            "use a smaller file, or take a sample of its rows",
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        err(
+            None,
+            format!("cannot be read as UTF-8 text: {e}"),
+            "give a CSV file with a header row, or JSON Lines",
+        )
+    })?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    match ext.to_ascii_lowercase().as_str() {
+        "jsonl" | "ndjson" => json_lines(&text),
+        "json" => Err(err(
+            None,
+            "is a .json file, which servesim does not read as a table",
+            "give JSON Lines (one object per line) in a .jsonl file, or CSV with a header row",
+        )),
+        _ => csv_table(&text),
+    }
+}
+
+fn cell_from_text(s: &str) -> Cell {
+    let t = s.trim();
+    if t.is_empty() {
+        Cell::Empty
+    } else if let Ok(x) = t.parse::<f64>() {
+        Cell::Number(x)
+    } else {
+        Cell::Text(t.to_string())
+    }
+}
+
+/// Parse CSV text with a header row.
+pub fn csv_table(text: &str) -> Result<Table, DataError> {
+    let mut reader = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(false)
+        .from_reader(text.as_bytes());
+    let columns: Vec<String> = reader
+        .headers()
+        .map_err(|e| csv_error(&e, text))?
+        .iter()
+        .map(|h| h.trim().trim_start_matches('\u{feff}').to_string())
+        .collect();
+    if columns.iter().all(String::is_empty) {
+        return Err(err(
+            Some(At {
+                line: 1,
+                field: None,
+            }),
+            "has no header row",
+            "the first line must name the columns, e.g. prompt_tokens,output_tokens",
+        ));
+    }
+    let mut rows = Vec::new();
+    for rec in reader.records() {
+        let rec = rec.map_err(|e| csv_error(&e, text))?;
+        let line = rec.position().map_or(0, |p| line_at(text, p.byte()));
+        if rec.iter().all(|f| f.trim().is_empty()) {
+            continue;
+        }
+        rows.push((
+            At { line, field: None },
+            rec.iter().map(cell_from_text).collect(),
+        ));
+    }
+    Ok(Table { columns, rows })
+}
+
+/// The line of the record the csv crate places at byte `byte`. Its positions point where it
+/// started reading, before the blank lines it skips, so skip those first.
+fn line_at(text: &str, byte: u64) -> u64 {
+    let bytes = text.as_bytes();
+    let mut at = (byte as usize).min(bytes.len());
+    while at < bytes.len() && (bytes[at] == b'\n' || bytes[at] == b'\r') {
+        at += 1;
+    }
+    bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+}
+
+fn csv_error(e: &csv::Error, text: &str) -> DataError {
+    let line = e.position().map(|p| line_at(text, p.byte()));
+    let message = match e.kind() {
+        csv::ErrorKind::UnequalLengths {
+            expected_len, len, ..
+        } => format!("has {len} fields where the header has {expected_len}"),
+        _ => format!("is not valid CSV: {e}"),
+    };
+    err(
+        line.map(|line| At { line, field: None }),
+        message,
+        "every row needs one value per header column, separated by commas",
+    )
+}
+
+/// Parse JSON Lines: one object per non-empty line.
+pub fn json_lines(text: &str) -> Result<Table, DataError> {
+    let mut columns: Vec<String> = Vec::new();
+    let mut objects = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i as u64 + 1;
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let value: serde_json::Value = serde_json::from_str(raw).map_err(|e| {
+            err(
+                Some(At {
+                    line,
+                    field: Some(e.column()),
+                }),
+                format!("is not valid JSON: {e}"),
+                "write one JSON object per line, e.g. {\"prompt_tokens\": 512, \"output_tokens\": 128}",
+            )
+        })?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(err(
+                Some(At { line, field: None }),
+                "holds a JSON value that is not an object",
+                "write one JSON object per line, e.g. {\"prompt_tokens\": 512, \"output_tokens\": 128}",
+            ));
+        };
+        for k in map.keys() {
+            if !columns.iter().any(|c| c == k) {
+                columns.push(k.clone());
+            }
+        }
+        objects.push((line, map));
+    }
+    let rows = objects
+        .into_iter()
+        .map(|(line, map)| {
+            let cells = columns
+                .iter()
+                .map(|c| match map.get(c) {
+                    None | Some(serde_json::Value::Null) => Cell::Empty,
+                    Some(serde_json::Value::Number(n)) => {
+                        Cell::Number(n.as_f64().unwrap_or(f64::NAN))
+                    }
+                    Some(serde_json::Value::Bool(b)) => Cell::Bool(*b),
+                    Some(serde_json::Value::String(s)) => Cell::Text(s.clone()),
+                    Some(other) => Cell::Text(other.to_string()),
+                })
+                .collect();
+            (At { line, field: None }, cells)
+        })
+        .collect();
+    Ok(Table { columns, rows })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_cells_keep_their_line_and_type() {
+        let t = csv_table("a,b\n1, x\n\n2.5,\n").unwrap();
+        assert_eq!(t.columns, vec!["a", "b"]);
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.rows[0].0.line, 2);
+        assert_eq!(t.rows[0].1, vec![Cell::Number(1.0), Cell::Text("x".into())]);
+        assert_eq!(t.rows[1].0.line, 4);
+        assert_eq!(t.rows[1].1, vec![Cell::Number(2.5), Cell::Empty]);
+    }
+
+    #[test]
+    fn a_short_csv_row_is_an_error_at_its_line() {
+        let e = csv_table("a,b\n1,2\n\n3\n").unwrap_err();
+        assert_eq!(e.at.map(|a| a.line), Some(4));
+        assert!(
+            e.message.contains("1 fields where the header has 2"),
+            "{e:?}"
+        );
+    }
+
+    #[test]
+    fn json_lines_take_keys_in_order_of_first_appearance() {
+        let t = json_lines("{\"b\": 1}\n\n{\"a\": true, \"b\": null}\n").unwrap();
+        assert_eq!(t.columns, vec!["b", "a"]);
+        assert_eq!(t.rows[0].1, vec![Cell::Number(1.0), Cell::Empty]);
+        assert_eq!(t.rows[1].0.line, 3);
+        assert_eq!(t.rows[1].1, vec![Cell::Empty, Cell::Bool(true)]);
+    }
+
+    #[test]
+    fn bad_json_is_an_error_at_its_line_and_column() {
+        let e = json_lines("{\"a\": 1}\n{\"a\": }\n").unwrap_err();
+        let at = e.at.unwrap();
+        assert_eq!(at.line, 2);
+        assert!(at.field.is_some());
+    }
+}
