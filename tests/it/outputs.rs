@@ -47,10 +47,19 @@ fn digests(file: &Path, into: &mut BTreeMap<String, String>) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let csv = dir.path().join("requests.csv");
+    let rel = file
+        .strip_prefix(root())
+        .unwrap()
+        .display()
+        .to_string()
+        .replace('\\', "/");
+    // The report names the scenario as given: run from the repository root with a relative
+    // path, so the bytes do not depend on where the checkout lives.
     let assert = Command::cargo_bin("servesim")
         .unwrap()
+        .current_dir(root())
         .arg("run")
-        .arg(file)
+        .arg(&rel)
         .args(["--set", &format!("workload.requests={REQUESTS}")])
         .arg("--out")
         .arg(&out)
@@ -59,12 +68,6 @@ fn digests(file: &Path, into: &mut BTreeMap<String, String>) {
         .arg(&csv)
         .assert()
         .success();
-    let rel = file
-        .strip_prefix(root())
-        .unwrap()
-        .display()
-        .to_string()
-        .replace('\\', "/");
     // The report names the output directory: take the temporary path out.
     let stdout = String::from_utf8(assert.get_output().stdout.clone())
         .unwrap()
