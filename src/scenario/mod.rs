@@ -2,11 +2,14 @@
 //!
 //! 1. [`tree`]: the file parsed into a tree that remembers where each value came from, with the
 //!    `--set` overrides applied.
-//! 2. [`validate`]: the tree checked and converted into a [`Scenario`], every problem collected
-//!    with its key path, position, bad value and a hint. A `Scenario` is valid by construction.
+//! 2. [`validate`]: the tree checked against [`schema`] — where every key is declared once,
+//!    with its type, range, default, unit, meaning and example — and built into a [`Scenario`],
+//!    every problem collected with its key path, position, bad value and a hint. A `Scenario` is
+//!    valid by construction.
 
 pub mod derive;
 pub mod error;
+pub mod schema;
 pub mod tree;
 pub mod validate;
 

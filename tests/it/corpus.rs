@@ -72,6 +72,8 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     std::fs::write(dir.join("a-file"), b"").unwrap();
     let good = root().join("scenarios/case-study-b2.toml");
     let good = good.to_str().unwrap();
+    let vllm = root().join("tests/fixtures/vllm.toml");
+    let vllm = vllm.to_str().unwrap();
     let cases: &[(&str, &[&str], i32)] = &[
         (
             "cli-set-unknown-path",
@@ -166,7 +168,7 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
         ),
         (
             "cli-run-vllm",
-            &["run", good, "--set", "engine.kind=vllm"],
+            &["run", vllm],
             2,
         ),
         ("cli-memory-without-inputs", &["memory", good], 2),
