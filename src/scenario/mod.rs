@@ -7,6 +7,7 @@
 //!    every problem collected with its key path, position, bad value and a hint. A `Scenario` is
 //!    valid by construction.
 
+mod build;
 pub mod derive;
 pub mod error;
 pub mod schema;

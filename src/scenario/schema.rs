@@ -177,7 +177,7 @@ KEYS:
 "engine.non_torch_gib" [Number(MEM), Num(VLLM_DEFAULT_NON_TORCH_GIB), Vllm, "GiB"] "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
 "engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), Vllm, "GiB"] "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
 "engine.step_time" [Table, Note("linear, with the defaults below"), All, ""] "the cost of one scheduler iteration", e.g. "[engine.step_time]";
-"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""] "linear coefficients, or a roofline from the catalog's GPU and model", e.g. r#""roofline""#;
+"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""] "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
 "engine.step_time.decode_base_ms" [Number(Within(0.0, 1e6)), Num(35.0), LINEAR, "ms"] "fixed cost of a decode step", e.g. "12.0";
 "engine.step_time.decode_per_seq_ms" [Number(Within(0.0, 1e6)), Num(0.3), LINEAR, "ms"] "cost per running request in a decode step", e.g. "0.8";
 "engine.step_time.decode_per_kv_token_ns" [Number(Within(0.0, 1e9)), Num(0.0), LINEAR, "ns"] "cost per KV token attended in a decode step", e.g. "60.0";
@@ -401,7 +401,7 @@ pub fn readme() -> String {
     let head = "| key | accepts | default | for | meaning | example |\n|---|---|---|---|---|---|\n";
     let row = |k: &Key| {
         let applies = match k.when {
-            When::All => String::new(),
+            When::All => "all".into(),
             When::Sglang => "SGLang".into(),
             When::Vllm => "vLLM".into(),
             When::If(key, values) => format!("`{key}` = {}", quoted(values).replace(", ", " or ")),
