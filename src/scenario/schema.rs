@@ -130,80 +130,142 @@ keys! {
 /// Every scenario key, in the order of the README's reference.
 KEYS:
 "name" [Text, Required, All, ""] "shown in reports", e.g. r#""B2 opencodeinstruct""#;
-"description" [Text, Note("none"), All, ""] "a longer text shown in reports", e.g. r#""Case study B2""#;
-"seed" [Integer(0, u64::MAX), Int(1), All, ""] "master seed of every random stream (never entropy)", e.g. "7";
-"catalog" [Text, Note("none"), All, ""] "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
+"description" [Text, Note("none"), All, ""]
+    "a longer text shown in reports", e.g. r#""Case study B2""#;
+"seed" [Integer(0, u64::MAX), Int(1), All, ""]
+    "master seed of every random stream (never entropy)", e.g. "7";
+"catalog" [Text, Note("none"), All, ""]
+    "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
 "run" [Table, Note("all defaults"), All, ""] "run control and observation", e.g. "[run]";
-"run.max_sim_s" [Number(Within(1e-9, MAX_SIM_S)), Note("none"), All, "s"] "stop at this simulated time even if requests remain", e.g. "36000";
-"run.observe_at_s" [Numbers(Within(0.0, MAX_SIM_S)), Note("[]"), All, "s"] "snapshot the three views at these times", e.g. "[300, 600, 1800]";
-"run.window_s" [Number(Within(1e-3, MAX_SIM_S)), Num(60.0), All, "s"] "the client's windowed-rate window", e.g. "60";
-"run.timeseries_interval_s" [Number(Within(1e-3, MAX_SIM_S)), Num(1.0), All, "s"] "initial time-series spacing, doubled whenever the series would exceed 4,096 points", e.g. "1";
-"run.max_events" [Integer(1, 1_000_000_000_000), Int(2_000_000_000), All, ""] "stop with an error after this many scheduler batches (prefill batches + decode steps)", e.g. "2000000000";
-"hardware" [Table, Note("none"), All, ""] "the GPUs; needed to derive the KV budget or to predict step times", e.g. "[hardware]";
-"hardware.gpu" [Text, Note("none"), All, ""] "a GPU of the catalog (`servesim catalog`)", e.g. r#""h100""#;
-"hardware.memory_mib" [Integer(1, 16 << 20), Note("the catalog's"), All, "MiB"] "GPU memory as nvidia-smi reports it", e.g. "97887";
+"run.max_sim_s" [Number(Within(1e-9, MAX_SIM_S)), Note("none"), All, "s"]
+    "stop at this simulated time even if requests remain", e.g. "36000";
+"run.observe_at_s" [Numbers(Within(0.0, MAX_SIM_S)), Note("[]"), All, "s"]
+    "snapshot the three views at these times", e.g. "[300, 600, 1800]";
+"run.window_s" [Number(Within(1e-3, MAX_SIM_S)), Num(60.0), All, "s"]
+    "the client's windowed-rate window", e.g. "60";
+"run.timeseries_interval_s" [Number(Within(1e-3, MAX_SIM_S)), Num(1.0), All, "s"]
+    "initial time-series spacing, doubled whenever the series would exceed 4,096 points", e.g. "1";
+"run.max_events" [Integer(1, 1_000_000_000_000), Int(2_000_000_000), All, ""]
+    "stop with an error after this many scheduler batches (prefill batches + decode steps)", e.g. "2000000000";
+"hardware" [Table, Note("none"), All, ""]
+    "the GPUs; needed to derive the KV budget or to predict step times", e.g. "[hardware]";
+"hardware.gpu" [Text, Note("none"), All, ""]
+    "a GPU of the catalog (`servesim catalog`)", e.g. r#""h100""#;
+"hardware.memory_mib" [Integer(1, 16 << 20), Note("the catalog's"), All, "MiB"]
+    "GPU memory as nvidia-smi reports it", e.g. "97887";
 "hardware.memory_before_weights_gib" [Number(Within(0.001, 16384.0)), Note("GPU memory − 1 GiB (TP 1) or − 2 GiB (TP > 1)"), Sglang, "GiB"]
     "SGLang's M_pre: free memory per GPU after the CUDA context and NCCL, before the weights load", e.g. "93.6";
-"hardware.num_gpus" [Integer(1, 4096), Note("tensor_parallel"), All, ""] "GPUs serving the model", e.g. "8";
-"hardware.tensor_parallel" [Integer(1, 4096), Int(1), All, ""] "tensor-parallel size: splits the weights and GQA KV heads; above 1, log lines carry SGLang's ` TP0`", e.g. "8";
-"model" [Table, Note("none"), All, ""] "the model; needed to derive the KV budget or to predict step times", e.g. "[model]";
-"model.name" [Text, Note("none"), All, ""] "a model of the catalog (`servesim catalog`)", e.g. r#""llama-3.1-8b""#;
-"model.kv_bytes_per_token" [Integer(1, 1 << 30), Note("the catalog's, with SGLang's TP rules"), All, "bytes"] "KV cache bytes per token per GPU", e.g. "70272";
-"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Note("the catalog model's parameters, sharded over TP"), All, "GiB"] "weights resident on each GPU", e.g. "72.3";
-"model.context_len" [Integer(2, 1 << 31), Note("the catalog's"), All, "tokens"] "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
+"hardware.num_gpus" [Integer(1, 4096), Note("tensor_parallel"), All, ""]
+    "GPUs serving the model", e.g. "8";
+"hardware.tensor_parallel" [Integer(1, 4096), Int(1), All, ""]
+    "tensor-parallel size: splits the weights and GQA KV heads; above 1, log lines carry SGLang's ` TP0`", e.g. "8";
+"model" [Table, Note("none"), All, ""]
+    "the model; needed to derive the KV budget or to predict step times", e.g. "[model]";
+"model.name" [Text, Note("none"), All, ""]
+    "a model of the catalog (`servesim catalog`)", e.g. r#""llama-3.1-8b""#;
+"model.kv_bytes_per_token" [Integer(1, 1 << 30), Note("the catalog's, with SGLang's TP rules"), All, "bytes"]
+    "KV cache bytes per token per GPU", e.g. "70272";
+"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Note("the catalog model's parameters, sharded over TP"), All, "GiB"]
+    "weights resident on each GPU", e.g. "72.3";
+"model.context_len" [Integer(2, 1 << 31), Note("the catalog's"), All, "tokens"]
+    "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
 "engine" [Table, Required, All, ""] "the serving engine", e.g. "[engine]";
-"engine.kind" [OneOf(&["sglang", "vllm"]), Word("sglang"), All, ""] "the engine; \"vllm\" has a memory model (`servesim memory`) but no scheduler yet", e.g. r#""sglang""#;
+"engine.kind" [OneOf(&["sglang", "vllm"]), Word("sglang"), All, ""]
+    "the engine; \"vllm\" has a memory model (`servesim memory`) but no scheduler yet", e.g. r#""sglang""#;
 "engine.kv_capacity_tokens" [Integer(1, MAX_KV_TOKENS), Note("derived from memory (hardware and model)"), All, "tokens"]
     "the KV pool: SGLang's max_total_num_tokens from its startup log, floored to whole pages", e.g. "116171";
-"engine.mem_fraction_static" [Number(Fraction), Note("SGLang 0.5.23's default for the GPU"), Sglang, ""] "the fraction of GPU memory for weights and the KV pool", e.g. "0.85";
-"engine.kv_cache_dtype" [OneOf(&["auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]), Word("auto"), All, ""] "the KV cache's element type (\"auto\": 2 bytes)", e.g. r#""fp8_e4m3""#;
-"engine.observed_free_gib" [Number(MEM), Note("none"), Sglang, "GiB"] "free memory per GPU seen with nvidia-smi while serving: the slack need is then measured, not guessed", e.g. "4.66";
-"engine.observed_free_at_fraction" [Number(Fraction), Note("the scenario's mem_fraction_static"), Sglang, ""] "the mem_fraction_static the free memory was seen at", e.g. "0.85";
-"engine.page_size" [Integer(1, 4096), Int(1), Sglang, "tokens"] "KV page size (64 for MLA models on B200)", e.g. "1";
-"engine.max_running_requests" [Integer(1, 1 << 24), Note("4096, or SGLang's estimate from model.context_len"), Sglang, ""] "the most requests running at once; capped at half the pool, as SGLang does", e.g. "4096";
-"engine.chunked_prefill_size" [IntegerOrOff(1, 1 << 24), Note("SGLang's default for the GPU's memory (8192 without a GPU)"), Sglang, "tokens"] "tokens per prefill chunk, or -1 to disable chunking", e.g. "8192";
-"engine.max_prefill_tokens" [Integer(1, 1 << 24), Int(16384), Sglang, "tokens"] "token budget of one prefill batch", e.g. "16384";
-"engine.schedule_policy" [OneOf(&["fcfs", "lof", "random"]), Word("fcfs"), Sglang, ""] "the waiting queue's order: arrival, longest output first, or shuffled", e.g. r#""lof""#;
-"engine.decode_log_interval" [Integer(1, 1 << 20), Int(40), Sglang, ""] "decode steps between `Decode batch` log lines", e.g. "40";
-"engine.init_new_token_ratio" [Number(Fraction), Num(0.7), Sglang, ""] "SGLANG_INIT_NEW_TOKEN_RATIO: the admission estimate's first ratio", e.g. "0.7";
-"engine.min_new_token_ratio_factor" [Number(Fraction), Num(0.14), Sglang, ""] "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the ratio's floor is init × factor", e.g. "0.14";
-"engine.new_token_ratio_decay_steps" [Integer(1, 1 << 30), Int(600), Sglang, ""] "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor", e.g. "600";
-"engine.clip_max_new_tokens" [Integer(1, MAX_TOKENS as u64), Int(4096), Sglang, "tokens"] "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", e.g. "4096";
+"engine.mem_fraction_static" [Number(Fraction), Note("SGLang 0.5.23's default for the GPU"), Sglang, ""]
+    "the fraction of GPU memory for weights and the KV pool", e.g. "0.85";
+"engine.kv_cache_dtype" [OneOf(&["auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]), Word("auto"), All, ""]
+    "the KV cache's element type (\"auto\": 2 bytes)", e.g. r#""fp8_e4m3""#;
+"engine.observed_free_gib" [Number(MEM), Note("none"), Sglang, "GiB"]
+    "free memory per GPU seen with nvidia-smi while serving: the slack need is then measured, not guessed", e.g. "4.66";
+"engine.observed_free_at_fraction" [Number(Fraction), Note("the scenario's mem_fraction_static"), Sglang, ""]
+    "the mem_fraction_static the free memory was seen at", e.g. "0.85";
+"engine.page_size" [Integer(1, 4096), Int(1), Sglang, "tokens"]
+    "KV page size (64 for MLA models on B200)", e.g. "1";
+"engine.max_running_requests" [Integer(1, 1 << 24), Note("4096, or SGLang's estimate from model.context_len"), Sglang, ""]
+    "the most requests running at once; capped at half the pool, as SGLang does", e.g. "4096";
+"engine.chunked_prefill_size" [IntegerOrOff(1, 1 << 24), Note("SGLang's default for the GPU's memory (8192 without a GPU)"), Sglang, "tokens"]
+    "tokens per prefill chunk, or -1 to disable chunking", e.g. "8192";
+"engine.max_prefill_tokens" [Integer(1, 1 << 24), Int(16384), Sglang, "tokens"]
+    "token budget of one prefill batch", e.g. "16384";
+"engine.schedule_policy" [OneOf(&["fcfs", "lof", "random"]), Word("fcfs"), Sglang, ""]
+    "the waiting queue's order: arrival, longest output first, or shuffled", e.g. r#""lof""#;
+"engine.decode_log_interval" [Integer(1, 1 << 20), Int(40), Sglang, ""]
+    "decode steps between `Decode batch` log lines", e.g. "40";
+"engine.init_new_token_ratio" [Number(Fraction), Num(0.7), Sglang, ""]
+    "SGLANG_INIT_NEW_TOKEN_RATIO: the admission estimate's first ratio", e.g. "0.7";
+"engine.min_new_token_ratio_factor" [Number(Fraction), Num(0.14), Sglang, ""]
+    "SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR: the ratio's floor is init × factor", e.g. "0.14";
+"engine.new_token_ratio_decay_steps" [Integer(1, 1 << 30), Int(600), Sglang, ""]
+    "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor", e.g. "600";
+"engine.clip_max_new_tokens" [Integer(1, MAX_TOKENS as u64), Int(4096), Sglang, "tokens"]
+    "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", e.g. "4096";
 "engine.cuda_graph_max_bs" [Integer(0, 1 << 20), Note("SGLang's default for the GPU (256 without a GPU)"), Sglang, ""]
     "largest decode batch replayed as a CUDA graph (the log's `cuda graph` field, and the memory heuristic)", e.g. "512";
-"engine.gpu_memory_utilization" [Number(Fraction), Num(VLLM_DEFAULT_UTILIZATION), Vllm, ""] "vLLM's --gpu-memory-utilization", e.g. "0.9";
-"engine.block_size" [Integer(1, 4096), Int(VLLM_DEFAULT_BLOCK as u64), Vllm, "tokens"] "vLLM's KV block size", e.g. "16";
-"engine.activation_peak_gib" [Number(MEM), Num(VLLM_DEFAULT_ACTIVATION_GIB), Vllm, "GiB"] "activation peak of vLLM's profiling run, from its startup log (assumed if absent)", e.g. "1.2";
-"engine.non_torch_gib" [Number(MEM), Num(VLLM_DEFAULT_NON_TORCH_GIB), Vllm, "GiB"] "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
-"engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), Vllm, "GiB"] "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
-"engine.step_time" [Table, Note("linear, with the defaults below"), All, ""] "the cost of one scheduler iteration", e.g. "[engine.step_time]";
-"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""] "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
-"engine.step_time.decode_base_ms" [Number(Within(0.0, 1e6)), Num(35.0), LINEAR, "ms"] "fixed cost of a decode step", e.g. "12.0";
-"engine.step_time.decode_per_seq_ms" [Number(Within(0.0, 1e6)), Num(0.3), LINEAR, "ms"] "cost per running request in a decode step", e.g. "0.8";
-"engine.step_time.decode_per_kv_token_ns" [Number(Within(0.0, 1e9)), Num(0.0), LINEAR, "ns"] "cost per KV token attended in a decode step", e.g. "60.0";
-"engine.step_time.prefill_base_ms" [Number(Within(0.0, 1e6)), Num(10.0), LINEAR, "ms"] "fixed cost of a prefill batch", e.g. "15.0";
-"engine.step_time.prefill_per_token_us" [Number(Within(0.0, 1e9)), Num(120.0), LINEAR, "µs"] "cost per prefilled token", e.g. "60.0";
-"engine.step_time.bandwidth_efficiency" [Number(Fraction), Num(DEFAULT_BANDWIDTH_EFFICIENCY), ROOFLINE, ""] "the fraction of peak memory bandwidth reached", e.g. "0.75";
-"engine.step_time.compute_efficiency" [Number(Fraction), Num(DEFAULT_COMPUTE_EFFICIENCY), ROOFLINE, ""] "the fraction of peak compute reached", e.g. "0.5";
-"engine.step_time.decode_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_DECODE_OVERHEAD_MS), ROOFLINE, "ms"] "overhead per decode step", e.g. "2";
-"engine.step_time.prefill_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_PREFILL_OVERHEAD_MS), ROOFLINE, "ms"] "overhead per prefill batch", e.g. "5";
-"engine.step_time.calibration" [Table, Note("none"), ROOFLINE, ""] "scale the roofline to one point observed on the real server", e.g. "{ gen_tok_per_s = 850, running = 50 }";
-"engine.step_time.calibration.gen_tok_per_s" [Number(Within(1e-6, 1e12)), Required, All, "tok/s"] "the gen throughput observed", e.g. "850";
-"engine.step_time.calibration.running" [Integer(1, 1 << 24), Required, All, ""] "the running requests at that moment", e.g. "50";
-"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Note("each running request halfway through its response"), All, "tokens"] "KV tokens in use at that moment", e.g. "100000";
+"engine.gpu_memory_utilization" [Number(Fraction), Num(VLLM_DEFAULT_UTILIZATION), Vllm, ""]
+    "vLLM's --gpu-memory-utilization", e.g. "0.9";
+"engine.block_size" [Integer(1, 4096), Int(VLLM_DEFAULT_BLOCK as u64), Vllm, "tokens"]
+    "vLLM's KV block size", e.g. "16";
+"engine.activation_peak_gib" [Number(MEM), Num(VLLM_DEFAULT_ACTIVATION_GIB), Vllm, "GiB"]
+    "activation peak of vLLM's profiling run, from its startup log (assumed if absent)", e.g. "1.2";
+"engine.non_torch_gib" [Number(MEM), Num(VLLM_DEFAULT_NON_TORCH_GIB), Vllm, "GiB"]
+    "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
+"engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), Vllm, "GiB"]
+    "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
+"engine.step_time" [Table, Note("linear, with the defaults below"), All, ""]
+    "the cost of one scheduler iteration", e.g. "[engine.step_time]";
+"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""]
+    "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
+"engine.step_time.decode_base_ms" [Number(Within(0.0, 1e6)), Num(35.0), LINEAR, "ms"]
+    "fixed cost of a decode step", e.g. "12.0";
+"engine.step_time.decode_per_seq_ms" [Number(Within(0.0, 1e6)), Num(0.3), LINEAR, "ms"]
+    "cost per running request in a decode step", e.g. "0.8";
+"engine.step_time.decode_per_kv_token_ns" [Number(Within(0.0, 1e9)), Num(0.0), LINEAR, "ns"]
+    "cost per KV token attended in a decode step", e.g. "60.0";
+"engine.step_time.prefill_base_ms" [Number(Within(0.0, 1e6)), Num(10.0), LINEAR, "ms"]
+    "fixed cost of a prefill batch", e.g. "15.0";
+"engine.step_time.prefill_per_token_us" [Number(Within(0.0, 1e9)), Num(120.0), LINEAR, "µs"]
+    "cost per prefilled token", e.g. "60.0";
+"engine.step_time.bandwidth_efficiency" [Number(Fraction), Num(DEFAULT_BANDWIDTH_EFFICIENCY), ROOFLINE, ""]
+    "the fraction of peak memory bandwidth reached", e.g. "0.75";
+"engine.step_time.compute_efficiency" [Number(Fraction), Num(DEFAULT_COMPUTE_EFFICIENCY), ROOFLINE, ""]
+    "the fraction of peak compute reached", e.g. "0.5";
+"engine.step_time.decode_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_DECODE_OVERHEAD_MS), ROOFLINE, "ms"]
+    "overhead per decode step", e.g. "2";
+"engine.step_time.prefill_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_PREFILL_OVERHEAD_MS), ROOFLINE, "ms"]
+    "overhead per prefill batch", e.g. "5";
+"engine.step_time.calibration" [Table, Note("none"), ROOFLINE, ""]
+    "scale the roofline to one point observed on the real server", e.g. "{ gen_tok_per_s = 850, running = 50 }";
+"engine.step_time.calibration.gen_tok_per_s" [Number(Within(1e-6, 1e12)), Required, All, "tok/s"]
+    "the gen throughput observed", e.g. "850";
+"engine.step_time.calibration.running" [Integer(1, 1 << 24), Required, All, ""]
+    "the running requests at that moment", e.g. "50";
+"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Note("each running request halfway through its response"), All, "tokens"]
+    "KV tokens in use at that moment", e.g. "100000";
 "workload" [Table, Required, All, ""] "what the client sends", e.g. "[workload]";
-"workload.requests" [Integer(1, MAX_REQUESTS), Required, All, ""] "requests the client sends in all", e.g. "20000";
-"workload.prompt_tokens" [Dist, Required, All, "tokens"] "prompt lengths", e.g. r#"{ dist = "lognormal", mean = 300, cv = 0.5 }"#;
-"workload.output_tokens" [Dist, Required, All, "tokens"] "natural response lengths (where the model would stop by itself)", e.g. r#"{ dist = "lognormal", mean = 4116, cv = 0.2 }"#;
-"workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Note("none: the client omits max_tokens"), All, "tokens"] "the max_tokens each request asks for", e.g. "16384";
-"workload.ignore_eos" [Bool, Flag(false), All, ""] "every request runs to max_new_tokens (asking for its sampled length, as the bench clients do)", e.g. "true";
+"workload.requests" [Integer(1, MAX_REQUESTS), Required, All, ""]
+    "requests the client sends in all", e.g. "20000";
+"workload.prompt_tokens" [Dist, Required, All, "tokens"]
+    "prompt lengths", e.g. r#"{ dist = "lognormal", mean = 300, cv = 0.5 }"#;
+"workload.output_tokens" [Dist, Required, All, "tokens"]
+    "natural response lengths (where the model would stop by itself)", e.g. r#"{ dist = "lognormal", mean = 4116, cv = 0.2 }"#;
+"workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Note("none: the client omits max_tokens"), All, "tokens"]
+    "the max_tokens each request asks for", e.g. "16384";
+"workload.ignore_eos" [Bool, Flag(false), All, ""]
+    "every request runs to max_new_tokens (asking for its sampled length, as the bench clients do)", e.g. "true";
 "client" [Table, Required, All, ""] "how the client sends", e.g. "[client]";
 "client.mode" [OneOf(&["closed", "poisson", "gamma"]), Word("closed"), All, ""]
     "\"closed\": a semaphore of concurrency slots, all firing at t = 0; \"poisson\", \"gamma\": open loop at rate_per_s", e.g. r#""poisson""#;
-"client.concurrency" [Integer(1, MAX_CONCURRENCY), Note("required when closed; no cap when open"), All, ""] "the client's concurrency limit (an asyncio semaphore)", e.g. "150";
-"client.rate_per_s" [Number(Within(1e-9, 1e9)), Required, OPEN, ""] "mean arrivals per second", e.g. "2.0";
-"client.burstiness" [Number(Within(1e-3, 1e3)), Num(1.0), When::If("client.mode", &["gamma"]), ""] "gamma shape: 1 = Poisson, < 1 burstier, > 1 more regular", e.g. "0.5";
-"client.think_time_s" [Number(Within(0.0, MAX_SIM_S)), Num(0.0), When::If("client.mode", &["closed"]), "s"] "pause between a completion and the slot's next send", e.g. "0.5";
+"client.concurrency" [Integer(1, MAX_CONCURRENCY), Note("required when closed; no cap when open"), All, ""]
+    "the client's concurrency limit (an asyncio semaphore)", e.g. "150";
+"client.rate_per_s" [Number(Within(1e-9, 1e9)), Required, OPEN, ""]
+    "mean arrivals per second", e.g. "2.0";
+"client.burstiness" [Number(Within(1e-3, 1e3)), Num(1.0), When::If("client.mode", &["gamma"]), ""]
+    "gamma shape: 1 = Poisson, < 1 burstier, > 1 more regular", e.g. "0.5";
+"client.think_time_s" [Number(Within(0.0, MAX_SIM_S)), Num(0.0), When::If("client.mode", &["closed"]), "s"]
+    "pause between a completion and the slot's next send", e.g. "0.5";
 }
 
 /// One length distribution: the parameters it needs and accepts (besides `dist`).
@@ -243,16 +305,23 @@ const TOKENS: Ty = Ty::Integer(1, MAX_TOKENS as u64);
 keys! {
 /// The parameters of the length distributions (paths relative to the distribution's table).
 DIST_PARAMS:
-"dist" [OneOf(DIST_NAMES), Required, All, ""] "the distribution (table above)", e.g. r#""lognormal""#;
-"value" [Number(Within(1.0, MAX_TOKENS as f64)), Required, All, "tokens"] "the constant length", e.g. "1024";
+"dist" [OneOf(DIST_NAMES), Required, All, ""]
+    "the distribution (table above)", e.g. r#""lognormal""#;
+"value" [Number(Within(1.0, MAX_TOKENS as f64)), Required, All, "tokens"]
+    "the constant length", e.g. "1024";
 "mean" [Number(Positive), Required, All, "tokens"] "the mean length", e.g. "300";
-"std" [Number(Positive), Required, All, "tokens"] "the standard deviation (for a fixed length use dist = \"constant\")", e.g. "100";
-"cv" [Number(Within(1e-6, 100.0)), Required, All, ""] "coefficient of variation (std / mean) of the result", e.g. "0.5";
+"std" [Number(Positive), Required, All, "tokens"]
+    "the standard deviation (for a fixed length use dist = \"constant\")", e.g. "100";
+"cv" [Number(Within(1e-6, 100.0)), Required, All, ""]
+    "coefficient of variation (std / mean) of the result", e.g. "0.5";
 "min" [TOKENS, Int(1), All, "tokens"] "the smallest length drawn", e.g. "1";
 "max" [TOKENS, Int(MAX_TOKENS as u64), All, "tokens"] "the largest length drawn", e.g. "16384";
-"values" [Numbers(Positive), Note("none"), All, "tokens"] "the lengths to resample", e.g. "[120, 4096, 900]";
-"file" [Text, Note("none"), All, ""] "a CSV file with a header row, relative to the scenario (with column)", e.g. r#""lengths.csv""#;
-"column" [Text, Note("none"), All, ""] "the CSV column holding token counts", e.g. r#""completion_tokens""#;
+"values" [Numbers(Positive), Note("none"), All, "tokens"]
+    "the lengths to resample", e.g. "[120, 4096, 900]";
+"file" [Text, Note("none"), All, ""]
+    "a CSV file with a header row, relative to the scenario (with column)", e.g. r#""lengths.csv""#;
+"column" [Text, Note("none"), All, ""]
+    "the CSV column holding token counts", e.g. r#""completion_tokens""#;
 }
 
 /// Values of a [`Ty::OneOf`] key that name something servesim does not model: `(path, values,
@@ -278,9 +347,14 @@ impl Key {
         self.path.rsplit_once('.').map_or("", |(p, _)| p)
     }
 
-    /// The hint shown with a value out of range: meaning and example.
+    /// The hint shown with a bad value: meaning, what it accepts, example.
     pub fn hint(&self) -> String {
-        format!("{}, e.g. {}", self.meaning, self.example)
+        format!(
+            "{}: {}, e.g. {}",
+            self.meaning,
+            self.accepts(),
+            self.example
+        )
     }
 
     /// What it accepts, with its unit: `integer 1 – 4096 (tokens)`.
@@ -363,7 +437,8 @@ impl When {
         }
     }
 
-    /// "an SGLang setting", "for client.mode = \"gamma\"", …
+    /// What a key given where it does not apply is: "an SGLang setting", "for client.mode =
+    /// \"gamma\"", …
     pub fn label(self) -> String {
         match self {
             When::All => "a setting".into(),
@@ -404,7 +479,7 @@ pub fn readme() -> String {
             When::All => "all".into(),
             When::Sglang => "SGLang".into(),
             When::Vllm => "vLLM".into(),
-            When::If(key, values) => format!("`{key}` = {}", quoted(values).replace(", ", " or ")),
+            when => when.label().replacen("for ", "", 1),
         };
         let (default, meaning) = (default_text(k.default), k.meaning.replace('|', "\\|"));
         format!(

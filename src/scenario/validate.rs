@@ -293,8 +293,7 @@ impl Reader<'_> {
             Ty::Table | Ty::Dist => {
                 format!("write it as a [{path}] section or an inline table {{ … }}")
             }
-            _ if message.starts_with("must") => key.hint(),
-            _ => format!("{}: {}, e.g. {}", key.meaning, key.accepts(), key.example),
+            _ => key.hint(),
         };
         self.bad(path, message, hint);
         None
