@@ -49,12 +49,8 @@ pub(super) fn build(v: &mut Reader) -> Result<Scenario, Bad> {
              (max_req_len − 5, with max_req_len = min(context_len − 1, KV pool − 1) = {max_req_len}): every request would be refused"
         );
         let hint = "shorten the prompts, or raise engine.kv_capacity_tokens (or the memory that derives it)";
-        return Err(v.fail(
-            "workload.prompt_tokens",
-            "workload.prompt_tokens",
-            msg,
-            hint,
-        ));
+        let at = "workload.prompt_tokens";
+        return Err(v.fail(at, at, msg, hint));
     }
     Ok(Scenario {
         name: v.get("name")?,
@@ -210,12 +206,8 @@ fn engine(
         .unwrap_or(Some(bucket.map_or(8192, |b| b.0)));
     if let Some(c) = chunk.filter(|c| *c < page_size) {
         let msg = format!("chunked_prefill_size = {c} is smaller than page_size = {page_size}");
-        return Err(v.fail(
-            "engine.chunked_prefill_size",
-            "engine",
-            msg,
-            "a chunk must hold at least one page",
-        ));
+        let hint = "a chunk must hold at least one page";
+        return Err(v.fail("engine.chunked_prefill_size", "engine", msg, hint));
     }
     let max_prefill_tokens: u32 = v.get("engine.max_prefill_tokens")?;
     let cuda_graph_max_bs = v
@@ -263,24 +255,16 @@ fn engine(
                 "give it (SGLang logs it as max_total_num_tokens), or give {} so servesim derives it",
                 missing.0.join(", ")
             );
-            return Err(v.fail(
-                "engine.kv_capacity_tokens",
-                "engine",
-                "is missing and cannot be derived from memory",
-                hint,
-            ));
+            let msg = "is missing and cannot be derived from memory";
+            return Err(v.fail("engine.kv_capacity_tokens", "engine", msg, hint));
         }
     };
     // SGLang floors the pool to whole pages (`pool_configurator.py`).
     let kv = kv / u64::from(page_size) * u64::from(page_size);
     if kv == 0 {
         let msg = format!("the KV pool holds less than one page of {page_size} tokens");
-        return Err(v.fail(
-            "engine.kv_capacity_tokens",
-            "engine",
-            msg,
-            "raise kv_capacity_tokens or lower page_size",
-        ));
+        let hint = "raise kv_capacity_tokens or lower page_size";
+        return Err(v.fail("engine.kv_capacity_tokens", "engine", msg, hint));
     }
     // `resolve_max_num_reqs` (`mem_cache/kv_cache_configurator.py`): the user's value, or the
     // estimate from the context length, is capped at half the pool.
@@ -363,14 +347,7 @@ fn step_time(
         let msg = "\"roofline\" predicts step times from the catalog's GPU and model, and this scenario names no catalog GPU or model";
         let hint =
             "set hardware.gpu and model.name (see `servesim catalog`), or use model = \"linear\"";
-        let at = v.origin("engine.step_time.model");
-        return Err(v.push(
-            "engine.step_time.model",
-            &at,
-            msg.into(),
-            Some("\"roofline\"".into()),
-            hint.into(),
-        ));
+        return Err(v.bad("engine.step_time.model", msg, hint));
     };
     let tp = hardware.map_or(1, |h| h.tensor_parallel);
     let kv_bytes = match (

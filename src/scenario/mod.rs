@@ -3,9 +3,9 @@
 //! 1. [`tree`]: the file parsed into a tree that remembers where each value came from, with the
 //!    `--set` overrides applied.
 //! 2. [`validate`]: the tree checked against [`schema`] — where every key is declared once,
-//!    with its type, range, default, unit, meaning and example — and built into a [`Scenario`],
-//!    every problem collected with its key path, position, bad value and a hint. A `Scenario` is
-//!    valid by construction.
+//!    with its type, range, default, unit, engine or mode, meaning and example — then assembled
+//!    in dependency order (`build.rs`) into a [`Scenario`]; every problem is collected with its
+//!    key path, position, bad value and a hint. A `Scenario` is valid by construction.
 
 mod build;
 pub mod derive;

@@ -159,7 +159,7 @@ impl Reader<'_> {
                 } else {
                     format!(" with {}", needs.join(", "))
                 };
-                format!("add the [{path}] section{with}: {}", key.meaning)
+                format!("add the [{path}] section{with} ({})", key.meaning)
             }
             _ => format!(
                 "{why}{}, e.g. {} = {}",
@@ -341,14 +341,11 @@ impl Reader<'_> {
 
     /// The value of the choice at `path`, given or default (`None` after a problem).
     fn setting(&self, path: &str) -> Option<String> {
-        match (self.slots.get(path), Self::declared(path).default) {
-            (
-                Some(Slot {
-                    val: Some(Val::Str(s)),
-                    ..
-                }),
-                _,
-            ) => Some(s.clone()),
+        match (
+            self.slots.get(path).map(|s| &s.val),
+            Self::declared(path).default,
+        ) {
+            (Some(Some(Val::Str(s))), _) => Some(s.clone()),
             (None, DefaultValue::Word(w)) => Some(w.into()),
             _ => None,
         }
@@ -358,15 +355,15 @@ impl Reader<'_> {
     fn dist(&mut self, path: &str, table: &Table) -> Option<LengthDist> {
         let Some(node) = table.get("dist") else {
             let names: Vec<&str> = DISTS.iter().map(|d| d.name).collect();
-            let hint = format!(
-                "name the distribution: dist = one of {}",
-                schema::quoted(&names)
+            let (msg, names) = (
+                format!("required key is missing in [{path}]"),
+                schema::quoted(&names),
             );
             self.fail(
                 &join(path, "dist"),
                 path,
-                format!("required key is missing in [{path}]"),
-                hint,
+                msg,
+                format!("name the distribution: dist = one of {names}"),
             );
             return None;
         };
@@ -421,13 +418,11 @@ impl Reader<'_> {
             },
         };
         if min > max {
-            let msg = format!("min = {min} is greater than max = {max}");
-            self.fail(
-                &join(path, "min"),
-                path,
-                msg,
+            let (msg, hint) = (
+                format!("min = {min} is greater than max = {max}"),
                 "swap them, or widen the range",
             );
+            self.fail(&join(path, "min"), path, msg, hint);
             return None;
         }
         Some(LengthDist { shape, min, max })
@@ -435,7 +430,7 @@ impl Reader<'_> {
 
     /// `values = [...]`, or `file` and `column` of a CSV file.
     fn empirical(&mut self, path: &str, given: &HashMap<&str, Val>) -> Option<Arc<[f64]>> {
-        let (values_path, file_path) = (join(path, "values"), join(path, "file"));
+        let values_path = join(path, "values");
         let text = |p: &str| given.get(p).and_then(String::from_val);
         match (given.get("values"), text("file"), text("column")) {
             (Some(Val::Nums(v)), None, None) if v.is_empty() => {
@@ -444,11 +439,8 @@ impl Reader<'_> {
             }
             (Some(Val::Nums(v)), None, None) if v.len() > MAX_EMPIRICAL_VALUES => {
                 let msg = format!("has {} values, more than {MAX_EMPIRICAL_VALUES}", v.len());
-                self.bad(
-                    &values_path,
-                    msg,
-                    "use file = … and column = … for large samples",
-                );
+                let hint = "use file = … and column = … for large samples";
+                self.bad(&values_path, msg, hint);
                 None
             }
             (Some(Val::Nums(v)), None, None) => Some(v.clone()),
@@ -457,15 +449,16 @@ impl Reader<'_> {
                     Ok(values) => Some(values.into()),
                     Err(e) => {
                         let guess = match &e {
-                            CsvError::NoColumn { columns, .. } => did_you_mean(
-                                &column,
-                                &columns.iter().map(String::as_str).collect::<Vec<_>>(),
-                            )
-                            .map(|g| format!("did you mean column \"{g}\"? ")),
+                            CsvError::NoColumn { columns, .. } => {
+                                let columns: Vec<&str> =
+                                    columns.iter().map(String::as_str).collect();
+                                did_you_mean(&column, &columns)
+                                    .map(|g| format!("did you mean column \"{g}\"? "))
+                            }
                             _ => None,
                         };
                         self.bad(
-                            &file_path,
+                            &join(path, "file"),
                             e.to_string(),
                             guess.unwrap_or_default() + &e.hint(),
                         );
@@ -474,38 +467,22 @@ impl Reader<'_> {
                 }
             }
             (None, None, None) => {
+                let msg = format!("required key is missing in [{path}]");
                 let hint = "empirical needs values = [ … ] or file = \"….csv\" with column = \"…\"";
-                self.fail(
-                    &values_path,
-                    path,
-                    format!("required key is missing in [{path}]"),
-                    hint,
-                );
+                self.fail(&values_path, path, msg, hint);
                 None
             }
             (Some(_), _, _) => {
-                self.fail(
-                    &values_path,
-                    path,
-                    "give either values or file and column, not both",
-                    "remove one of them",
-                );
+                let msg = "give either values or file and column, not both";
+                self.fail(&values_path, path, msg, "remove one of them");
                 None
             }
-            (None, Some(_), None) => {
-                self.missing(
-                    &join(path, "column"),
-                    param("column"),
-                    "empirical with a file needs column: ",
-                );
-                None
-            }
-            (None, None, Some(_)) => {
-                self.missing(
-                    &file_path,
-                    param("file"),
-                    "empirical with a column needs file: ",
-                );
+            (None, file, _) => {
+                let (p, why) = match file {
+                    Some(_) => ("column", "empirical with a file needs column: "),
+                    None => ("file", "empirical with a column needs file: "),
+                };
+                self.missing(&join(path, p), param(p), why);
                 None
             }
         }
