@@ -9,13 +9,45 @@ use crate::catalog::Catalog;
 use crate::cost::roofline::{Roofline, RooflineSettings};
 use crate::memory::sglang_memory_bucket;
 
+/// Parse, apply `--set` overrides, check every value, and build. Every problem is reported.
+pub(super) fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
+    let invalid = |problems| ScenarioError {
+        source_name: source.name.clone(),
+        problems,
+    };
+    let mut reader = Reader::read(source, sets).map_err(invalid)?;
+    let built = build(&mut reader);
+    let mut problems = reader.into_problems();
+    match built {
+        Ok(scenario) if problems.is_empty() => Ok(scenario),
+        _ => {
+            debug_assert!(
+                !problems.is_empty(),
+                "invariant: a failed build recorded a problem"
+            );
+            if problems.is_empty() {
+                let message = "invalid scenario".to_string();
+                let (key_path, location) = (String::new(), Location::None);
+                problems.push(Problem {
+                    key_path,
+                    location,
+                    message,
+                    value: None,
+                    hint: None,
+                });
+            }
+            Err(invalid(problems))
+        }
+    }
+}
+
 fn secs(x: f64) -> SimDuration {
     SimDuration::from_secs_f64(x).expect("invariant: seconds were range-checked")
 }
 
 /// Assemble the scenario: the independent parts first, each on its own so that every problem
 /// is found, then the parts that depend on them.
-pub(super) fn build(v: &mut Reader) -> Result<Scenario, Bad> {
+fn build(v: &mut Reader) -> Result<Scenario, Bad> {
     // The built-in catalog, extended by the scenario's `catalog = "file.toml"` if it can be read.
     let user_catalog = match v.opt::<String>("catalog") {
         Ok(Some(file)) => Catalog::with_user_file(&v.source.base_dir.join(file)).map_err(|e| {

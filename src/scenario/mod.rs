@@ -310,5 +310,5 @@ impl Source {
 
 /// Parse, apply `--set` overrides, and validate. Every problem is reported at once.
 pub fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    validate::load(source, sets)
+    build::load(source, sets)
 }

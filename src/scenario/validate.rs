@@ -4,13 +4,14 @@
 //! Two passes. The walk ([`Reader::entries`]) checks every value against its key's declaration
 //! (type, range, choices) and reports unknown keys with a "did you mean"; then
 //! ([`Reader::presence`]) keys given for the other engine or mode, and required keys that are
-//! missing. Then `build.rs` assembles the scenario in dependency order from the checked values.
+//! missing. Then `build.rs` assembles the scenario in dependency order from the checked values
+//! ([`Reader::get`], [`Reader::opt`]).
 //! A value with a problem is never used, so one mistake is reported once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::error::{Location, Problem, ScenarioError};
+use super::error::{Location, Problem};
 use super::schema::{self, DefaultValue, Key, Ty, When, DISTS, DIST_PARAMS, KEYS, NOT_MODELLED};
 use super::tree::{self, Node, Origin, SetError, Table, Value};
 use super::*;
@@ -97,7 +98,7 @@ fn param(name: &str) -> &'static Key {
         .expect("invariant: a declared parameter")
 }
 
-impl Reader<'_> {
+impl<'s> Reader<'s> {
     pub(super) fn push(
         &mut self,
         path: &str,
@@ -180,6 +181,64 @@ impl Reader<'_> {
         self.slots
             .get(path)
             .map_or(Origin::Unknown, |s| s.origin.clone())
+    }
+
+    /// Parse the scenario, apply the `--set` overrides and check every value against its
+    /// declaration. `Err` with the syntax errors when the text is not TOML.
+    pub(super) fn read(source: &'s Source, sets: &[String]) -> Result<Self, Vec<Problem>> {
+        let mut r = Reader {
+            source,
+            problems: Vec::new(),
+            slots: HashMap::new(),
+        };
+        let mut root = match tree::parse(&source.text) {
+            Ok(t) => t,
+            Err(errors) => {
+                for e in errors {
+                    let at = e.span.map_or(Origin::Unknown, Origin::File);
+                    let msg = format!("TOML syntax error: {}", e.message);
+                    let hint = "see https://toml.io for the syntax; strings need double quotes";
+                    r.push("", &at, msg, None, hint.into());
+                }
+                return Err(r.into_problems());
+            }
+        };
+        for s in sets {
+            let (key, msg, hint) = match tree::apply_set(&mut root, s) {
+                Ok(()) => continue,
+                Err(SetError::MissingEquals) => {
+                    let hint = "e.g. --set client.concurrency=64";
+                    (String::new(), "expected KEY=VALUE".into(), hint.into())
+                }
+                Err(SetError::EmptyKey) => {
+                    let msg = "the key path is empty or has an empty part";
+                    let hint = "write the dotted path of a scenario key, e.g. engine.page_size";
+                    (String::new(), msg.into(), hint.into())
+                }
+                Err(SetError::NotATable { prefix, found }) => {
+                    let msg = format!("is {found}, so it has no keys below it");
+                    let hint = format!("set `{prefix}` itself, or check the path");
+                    (prefix, msg, hint)
+                }
+            };
+            r.push(&key, &Origin::Override(s.clone()), msg, None, hint);
+        }
+        let top: Vec<&Key> = KEYS.iter().filter(|k| k.parent().is_empty()).collect();
+        r.entries("", &root, &top);
+        r.presence();
+        Ok(r)
+    }
+
+    /// Every problem found, in file order: problems of the whole file, then by line and column,
+    /// then those of the overrides.
+    pub(super) fn into_problems(self) -> Vec<Problem> {
+        let mut problems = self.problems;
+        problems.sort_by_key(|p| match p.location {
+            Location::None => (0, 0, 0),
+            Location::Line { line, column } => (1, line, column),
+            Location::Set(_) => (2, 0, 0),
+        });
+        problems
     }
 
     // -----------------------------------------------------------------------------------------
@@ -557,95 +616,5 @@ fn number(v: &Value) -> Result<f64, String> {
         Value::Float(f) if f.is_finite() => Ok(*f),
         Value::Float(_) => Err("must be a finite number".into()),
         other => Err(format!("expected a number, found {}", other.type_name())),
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-
-pub(super) fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    let mut r = Reader {
-        source,
-        problems: Vec::new(),
-        slots: HashMap::new(),
-    };
-    let fail = |mut problems: Vec<Problem>| {
-        // In file order: problems of the whole file, then by line and column, then overrides.
-        problems.sort_by_key(|p| match p.location {
-            Location::None => (0, 0, 0),
-            Location::Line { line, column } => (1, line, column),
-            Location::Set(_) => (2, 0, 0),
-        });
-        Err(ScenarioError {
-            source_name: source.name.clone(),
-            problems,
-        })
-    };
-    let mut root = match tree::parse(&source.text) {
-        Ok(t) => t,
-        Err(errors) => {
-            for e in errors {
-                let at = e.span.map_or(Origin::Unknown, Origin::File);
-                let hint = "see https://toml.io for the syntax; strings need double quotes".into();
-                r.push(
-                    "",
-                    &at,
-                    format!("TOML syntax error: {}", e.message),
-                    None,
-                    hint,
-                );
-            }
-            return fail(r.problems);
-        }
-    };
-    for s in sets {
-        let (key, msg, hint) = match tree::apply_set(&mut root, s) {
-            Ok(()) => continue,
-            Err(SetError::MissingEquals) => (
-                "",
-                "expected KEY=VALUE".into(),
-                "e.g. --set client.concurrency=64".into(),
-            ),
-            Err(SetError::EmptyKey) => {
-                let hint = "write the dotted path of a scenario key, e.g. engine.page_size";
-                (
-                    "",
-                    "the key path is empty or has an empty part".into(),
-                    hint.into(),
-                )
-            }
-            Err(SetError::NotATable { prefix, found }) => {
-                r.push(
-                    &prefix,
-                    &Origin::Override(s.clone()),
-                    format!("is {found}, so it has no keys below it"),
-                    None,
-                    format!("set `{prefix}` itself, or check the path"),
-                );
-                continue;
-            }
-        };
-        r.push(key, &Origin::Override(s.clone()), msg, None, hint);
-    }
-    let top: Vec<&Key> = KEYS.iter().filter(|k| k.parent().is_empty()).collect();
-    r.entries("", &root, &top);
-    r.presence();
-    match super::build::build(&mut r) {
-        Ok(s) if r.problems.is_empty() => Ok(s),
-        _ => {
-            debug_assert!(
-                !r.problems.is_empty(),
-                "invariant: a failed build recorded a problem"
-            );
-            if r.problems.is_empty() {
-                r.push(
-                    "",
-                    &Origin::Unknown,
-                    "invalid scenario".into(),
-                    None,
-                    String::new(),
-                );
-            }
-            fail(r.problems)
-        }
     }
 }
