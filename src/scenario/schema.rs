@@ -65,8 +65,10 @@ pub enum Range {
 pub enum DefaultValue {
     /// The key must be given (where it applies).
     Required,
-    /// No literal default: what absence means, or how the value is derived.
-    Note(&'static str),
+    /// No value: what absence means.
+    Absent(&'static str),
+    /// Computed from other keys (in `build.rs`): how.
+    Derived(&'static str),
     /// An integer.
     Int(u64),
     /// A number.
@@ -130,16 +132,16 @@ keys! {
 /// Every scenario key, in the order of the README's reference.
 KEYS:
 "name" [Text, Required, All, ""] "shown in reports", e.g. r#""B2 opencodeinstruct""#;
-"description" [Text, Note("none"), All, ""]
+"description" [Text, Absent("none"), All, ""]
     "a longer text shown in reports", e.g. r#""Case study B2""#;
 "seed" [Integer(0, u64::MAX), Int(1), All, ""]
     "master seed of every random stream (never entropy)", e.g. "7";
-"catalog" [Text, Note("none"), All, ""]
+"catalog" [Text, Absent("none"), All, ""]
     "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
-"run" [Table, Note("all defaults"), All, ""] "run control and observation", e.g. "[run]";
-"run.max_sim_s" [Number(Within(1e-9, MAX_SIM_S)), Note("none"), All, "s"]
+"run" [Table, Absent("all defaults"), All, ""] "run control and observation", e.g. "[run]";
+"run.max_sim_s" [Number(Within(1e-9, MAX_SIM_S)), Absent("none"), All, "s"]
     "stop at this simulated time even if requests remain", e.g. "36000";
-"run.observe_at_s" [Numbers(Within(0.0, MAX_SIM_S)), Note("[]"), All, "s"]
+"run.observe_at_s" [Numbers(Within(0.0, MAX_SIM_S)), Absent("[]"), All, "s"]
     "snapshot the three views at these times", e.g. "[300, 600, 1800]";
 "run.window_s" [Number(Within(1e-3, MAX_SIM_S)), Num(60.0), All, "s"]
     "the client's windowed-rate window", e.g. "60";
@@ -147,46 +149,46 @@ KEYS:
     "initial time-series spacing, doubled whenever the series would exceed 4,096 points", e.g. "1";
 "run.max_events" [Integer(1, 1_000_000_000_000), Int(2_000_000_000), All, ""]
     "stop with an error after this many scheduler batches (prefill batches + decode steps)", e.g. "2000000000";
-"hardware" [Table, Note("none"), All, ""]
+"hardware" [Table, Absent("none"), All, ""]
     "the GPUs; needed to derive the KV budget or to predict step times", e.g. "[hardware]";
-"hardware.gpu" [Text, Note("none"), All, ""]
+"hardware.gpu" [Text, Absent("none"), All, ""]
     "a GPU of the catalog (`servesim catalog`)", e.g. r#""h100""#;
-"hardware.memory_mib" [Integer(1, 16 << 20), Note("the catalog's"), All, "MiB"]
+"hardware.memory_mib" [Integer(1, 16 << 20), Derived("the catalog's"), All, "MiB"]
     "GPU memory as nvidia-smi reports it", e.g. "97887";
-"hardware.memory_before_weights_gib" [Number(Within(0.001, 16384.0)), Note("GPU memory − 1 GiB (TP 1) or − 2 GiB (TP > 1)"), Sglang, "GiB"]
+"hardware.memory_before_weights_gib" [Number(Within(0.001, 16384.0)), Derived("GPU memory − 1 GiB (TP 1) or − 2 GiB (TP > 1)"), Sglang, "GiB"]
     "SGLang's M_pre: free memory per GPU after the CUDA context and NCCL, before the weights load", e.g. "93.6";
-"hardware.num_gpus" [Integer(1, 4096), Note("tensor_parallel"), All, ""]
+"hardware.num_gpus" [Integer(1, 4096), Derived("tensor_parallel"), All, ""]
     "GPUs serving the model", e.g. "8";
 "hardware.tensor_parallel" [Integer(1, 4096), Int(1), All, ""]
     "tensor-parallel size: splits the weights and GQA KV heads; above 1, log lines carry SGLang's ` TP0`", e.g. "8";
-"model" [Table, Note("none"), All, ""]
+"model" [Table, Absent("none"), All, ""]
     "the model; needed to derive the KV budget or to predict step times", e.g. "[model]";
-"model.name" [Text, Note("none"), All, ""]
+"model.name" [Text, Absent("none"), All, ""]
     "a model of the catalog (`servesim catalog`)", e.g. r#""llama-3.1-8b""#;
-"model.kv_bytes_per_token" [Integer(1, 1 << 30), Note("the catalog's, with SGLang's TP rules"), All, "bytes"]
+"model.kv_bytes_per_token" [Integer(1, 1 << 30), Derived("the catalog's, with SGLang's TP rules"), All, "bytes"]
     "KV cache bytes per token per GPU", e.g. "70272";
-"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Note("the catalog model's parameters, sharded over TP"), All, "GiB"]
+"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Derived("the catalog model's parameters, sharded over TP"), All, "GiB"]
     "weights resident on each GPU", e.g. "72.3";
-"model.context_len" [Integer(2, 1 << 31), Note("the catalog's"), All, "tokens"]
+"model.context_len" [Integer(2, 1 << 31), Derived("the catalog's"), All, "tokens"]
     "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
 "engine" [Table, Required, All, ""] "the serving engine: its kind, KV budget and scheduler settings", e.g. "[engine]";
 "engine.kind" [OneOf(&["sglang", "vllm"]), Word("sglang"), All, ""]
     "the engine; \"vllm\" has a memory model (`servesim memory`) but no scheduler yet", e.g. r#""sglang""#;
-"engine.kv_capacity_tokens" [Integer(1, MAX_KV_TOKENS), Note("derived from memory (hardware and model)"), All, "tokens"]
+"engine.kv_capacity_tokens" [Integer(1, MAX_KV_TOKENS), Derived("from memory (hardware and model)"), All, "tokens"]
     "the KV pool: SGLang's max_total_num_tokens from its startup log, floored to whole pages", e.g. "116171";
-"engine.mem_fraction_static" [Number(Fraction), Note("SGLang 0.5.23's default for the GPU"), Sglang, ""]
+"engine.mem_fraction_static" [Number(Fraction), Derived("SGLang 0.5.23's default for the GPU"), Sglang, ""]
     "the fraction of GPU memory for weights and the KV pool", e.g. "0.85";
 "engine.kv_cache_dtype" [OneOf(&["auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]), Word("auto"), All, ""]
     "the KV cache's element type (\"auto\": 2 bytes)", e.g. r#""fp8_e4m3""#;
-"engine.observed_free_gib" [Number(MEM), Note("none"), Sglang, "GiB"]
+"engine.observed_free_gib" [Number(MEM), Absent("none"), Sglang, "GiB"]
     "free memory per GPU seen with nvidia-smi while serving: the slack need is then measured, not guessed", e.g. "4.66";
-"engine.observed_free_at_fraction" [Number(Fraction), Note("the scenario's mem_fraction_static"), Sglang, ""]
+"engine.observed_free_at_fraction" [Number(Fraction), Derived("the scenario's mem_fraction_static"), Sglang, ""]
     "the mem_fraction_static the free memory was seen at", e.g. "0.85";
 "engine.page_size" [Integer(1, 4096), Int(1), Sglang, "tokens"]
     "KV page size (64 for MLA models on B200)", e.g. "1";
-"engine.max_running_requests" [Integer(1, 1 << 24), Note("4096, or SGLang's estimate from model.context_len"), Sglang, ""]
+"engine.max_running_requests" [Integer(1, 1 << 24), Derived("4096, or SGLang's estimate from model.context_len"), Sglang, ""]
     "the most requests running at once; capped at half the pool, as SGLang does", e.g. "4096";
-"engine.chunked_prefill_size" [IntegerOrOff(1, 1 << 24), Note("SGLang's default for the GPU's memory (8192 without a GPU)"), Sglang, "tokens"]
+"engine.chunked_prefill_size" [IntegerOrOff(1, 1 << 24), Derived("SGLang's default for the GPU's memory (8192 without a GPU)"), Sglang, "tokens"]
     "tokens per prefill chunk, or -1 to disable chunking", e.g. "8192";
 "engine.max_prefill_tokens" [Integer(1, 1 << 24), Int(16384), Sglang, "tokens"]
     "token budget of one prefill batch", e.g. "16384";
@@ -202,7 +204,7 @@ KEYS:
     "SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS: decode steps from init to the floor", e.g. "600";
 "engine.clip_max_new_tokens" [Integer(1, MAX_TOKENS as u64), Int(4096), Sglang, "tokens"]
     "SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION", e.g. "4096";
-"engine.cuda_graph_max_bs" [Integer(0, 1 << 20), Note("SGLang's default for the GPU (256 without a GPU)"), Sglang, ""]
+"engine.cuda_graph_max_bs" [Integer(0, 1 << 20), Derived("SGLang's default for the GPU (256 without a GPU)"), Sglang, ""]
     "largest decode batch replayed as a CUDA graph (the log's `cuda graph` field, and the memory heuristic)", e.g. "512";
 "engine.gpu_memory_utilization" [Number(Fraction), Num(VLLM_DEFAULT_UTILIZATION), Vllm, ""]
     "vLLM's --gpu-memory-utilization", e.g. "0.9";
@@ -214,7 +216,7 @@ KEYS:
     "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
 "engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), Vllm, "GiB"]
     "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
-"engine.step_time" [Table, Note("linear, with the defaults below"), All, ""]
+"engine.step_time" [Table, Absent("linear, with the defaults below"), All, ""]
     "the cost of one scheduler iteration", e.g. "[engine.step_time]";
 "engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""]
     "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
@@ -236,13 +238,13 @@ KEYS:
     "overhead per decode step", e.g. "2";
 "engine.step_time.prefill_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_PREFILL_OVERHEAD_MS), ROOFLINE, "ms"]
     "overhead per prefill batch", e.g. "5";
-"engine.step_time.calibration" [Table, Note("none"), ROOFLINE, ""]
+"engine.step_time.calibration" [Table, Absent("none"), ROOFLINE, ""]
     "scale the roofline to one point observed on the real server", e.g. "{ gen_tok_per_s = 850, running = 50 }";
 "engine.step_time.calibration.gen_tok_per_s" [Number(Within(1e-6, 1e12)), Required, All, "tok/s"]
     "the gen throughput observed", e.g. "850";
 "engine.step_time.calibration.running" [Integer(1, 1 << 24), Required, All, ""]
     "the running requests at that moment", e.g. "50";
-"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Note("each running request halfway through its response"), All, "tokens"]
+"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Derived("each running request halfway through its response"), All, "tokens"]
     "KV tokens in use at that moment", e.g. "100000";
 "workload" [Table, Required, All, ""] "what the client sends", e.g. "[workload]";
 "workload.requests" [Integer(1, MAX_REQUESTS), Required, All, ""]
@@ -251,14 +253,14 @@ KEYS:
     "prompt lengths", e.g. r#"{ dist = "lognormal", mean = 300, cv = 0.5 }"#;
 "workload.output_tokens" [Dist, Required, All, "tokens"]
     "natural response lengths (where the model would stop by itself)", e.g. r#"{ dist = "lognormal", mean = 4116, cv = 0.2 }"#;
-"workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Note("none: the client omits max_tokens"), All, "tokens"]
+"workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Absent("none: the client omits max_tokens"), All, "tokens"]
     "the max_tokens each request asks for", e.g. "16384";
 "workload.ignore_eos" [Bool, Flag(false), All, ""]
     "every request runs to max_new_tokens (asking for its sampled length, as the bench clients do)", e.g. "true";
 "client" [Table, Required, All, ""] "how the client sends: its mode, and its concurrency or rate", e.g. "[client]";
 "client.mode" [OneOf(&["closed", "poisson", "gamma"]), Word("closed"), All, ""]
     "\"closed\": a semaphore of concurrency slots, all firing at t = 0; \"poisson\", \"gamma\": open loop at rate_per_s", e.g. r#""poisson""#;
-"client.concurrency" [Integer(1, MAX_CONCURRENCY), Note("required when closed; no cap when open"), All, ""]
+"client.concurrency" [Integer(1, MAX_CONCURRENCY), Absent("required when closed; no cap when open"), All, ""]
     "the client's concurrency limit (an asyncio semaphore)", e.g. "150";
 "client.rate_per_s" [Number(Within(1e-9, 1e9)), Required, OPEN, ""]
     "mean arrivals per second", e.g. "2.0";
@@ -316,11 +318,11 @@ DIST_PARAMS:
     "coefficient of variation (std / mean) of the result", e.g. "0.5";
 "min" [TOKENS, Int(1), All, "tokens"] "the smallest length drawn", e.g. "1";
 "max" [TOKENS, Int(MAX_TOKENS as u64), All, "tokens"] "the largest length drawn", e.g. "16384";
-"values" [Numbers(Positive), Note("none"), All, "tokens"]
+"values" [Numbers(Positive), Absent("none"), All, "tokens"]
     "the lengths to resample", e.g. "[120, 4096, 900]";
-"file" [Text, Note("none"), All, ""]
+"file" [Text, Absent("none"), All, ""]
     "a CSV file with a header row, relative to the scenario (with column)", e.g. r#""lengths.csv""#;
-"column" [Text, Note("none"), All, ""]
+"column" [Text, Absent("none"), All, ""]
     "the CSV column holding token counts", e.g. r#""completion_tokens""#;
 }
 
@@ -437,17 +439,36 @@ impl When {
         }
     }
 
-    /// What a key given where it does not apply is: "an SGLang setting", "for client.mode =
-    /// \"gamma\"", …
-    pub fn label(self) -> String {
+    /// Where it applies, for the README: "all", "SGLang", "vLLM", `client.mode = "gamma"`.
+    pub fn describe(self) -> String {
         match self {
-            When::All => "a setting".into(),
-            When::Sglang => "an SGLang setting".into(),
-            When::Vllm => "a vLLM setting".into(),
-            When::If(key, values) => {
-                format!("for {key} = {}", quoted(values).replace(", ", " or "))
-            }
+            When::All => "all".into(),
+            When::Sglang => "SGLang".into(),
+            When::Vllm => "vLLM".into(),
+            When::If(key, values) => format!("{key} = {}", quoted(values).replace(", ", " or ")),
         }
+    }
+
+    /// The message and hint for the key at `path` given where it does not apply, the setting
+    /// it depends on holding `actual`.
+    pub fn mismatch(self, path: &str, actual: &str) -> (String, String) {
+        let (setting, _) = self
+            .condition()
+            .expect("invariant: the key does not always apply");
+        let what = match self {
+            When::Sglang => "an SGLang setting",
+            When::Vllm => "a vLLM setting",
+            _ => {
+                let leaf = path.rsplit('.').next().unwrap_or(path);
+                let hint = format!(
+                    "{leaf} is for {}; remove it or change {setting}",
+                    self.describe()
+                );
+                return (format!("does not apply to {setting} = \"{actual}\""), hint);
+            }
+        };
+        let msg = format!("is {what}; this scenario's {setting} is \"{actual}\"");
+        (msg, format!("remove it, or change {setting}"))
     }
 }
 
@@ -463,7 +484,8 @@ pub fn quoted(names: &[&str]) -> String {
 fn default_text(d: DefaultValue) -> String {
     match d {
         DefaultValue::Required => "required".into(),
-        DefaultValue::Note(s) => s.into(),
+        DefaultValue::Absent(s) => s.into(),
+        DefaultValue::Derived(how) => format!("derived: {how}"),
         DefaultValue::Int(i) => i.to_string(),
         DefaultValue::Num(x) => x.to_string(),
         DefaultValue::Word(w) => format!("`\"{w}\"`"),
@@ -479,7 +501,7 @@ pub fn readme() -> String {
             When::All => "all".into(),
             When::Sglang => "SGLang".into(),
             When::Vllm => "vLLM".into(),
-            when => when.label().replacen("for ", "", 1),
+            when => when.describe(),
         };
         let (default, meaning) = (default_text(k.default), k.meaning.replace('|', "\\|"));
         format!(

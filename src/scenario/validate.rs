@@ -367,30 +367,24 @@ impl<'s> Reader<'s> {
             {
                 continue;
             }
-            // `Some((setting, its value))` when the key does not apply.
+            // `Some(the setting's value)` when the key does not apply.
             let conflict = match key.when.condition() {
                 None => None,
                 Some((setting, allowed)) => match self.setting(setting) {
                     None => continue, // the setting has a problem of its own
                     Some(actual) if allowed.contains(&actual.as_str()) => None,
-                    Some(actual) => Some((setting, actual)),
+                    Some(actual) => Some(actual),
                 },
             };
             match (self.slots.get_mut(key.path), conflict) {
-                (Some(slot), Some((setting, actual))) => {
+                (Some(slot), Some(actual)) => {
                     if slot.val.take().is_none() {
                         continue; // reported already
                     }
                     let shown = (!matches!(key.ty, Ty::Table)).then(|| slot.shown.clone());
-                    let (at, label) = (slot.origin.clone(), key.when.label());
-                    let msg = format!("is {label}; this scenario's {setting} is \"{actual}\"");
-                    self.push(
-                        key.path,
-                        &at,
-                        msg,
-                        shown,
-                        format!("remove it, or change {setting}"),
-                    );
+                    let at = slot.origin.clone();
+                    let (msg, hint) = key.when.mismatch(key.path, &actual);
+                    self.push(key.path, &at, msg, shown, hint);
                 }
                 (None, None) if key.required() => _ = self.missing(key.path, key, ""),
                 _ => {}
@@ -575,7 +569,9 @@ impl<'s> Reader<'s> {
         }
         let default = match Self::declared(path).default {
             DefaultValue::Required => return Err(Bad), // reported by `presence`
-            DefaultValue::Note(_) => unreachable!("invariant: `{path}` has a literal default"),
+            DefaultValue::Absent(_) | DefaultValue::Derived(_) => {
+                unreachable!("invariant: `{path}` has a literal default")
+            }
             DefaultValue::Int(i) => Val::Int(i),
             DefaultValue::Num(x) => Val::Num(x),
             DefaultValue::Word(w) => Val::Str(w.into()),
