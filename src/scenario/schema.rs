@@ -171,7 +171,8 @@ KEYS:
     "weights resident on each GPU", e.g. "72.3";
 "model.context_len" [Integer(2, 1 << 31), Derived("the catalog's"), All, "tokens"]
     "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
-"engine" [Table, Required, All, ""] "the serving engine: its kind, KV budget and scheduler settings", e.g. "[engine]";
+"engine" [Table, Required, All, ""]
+    "the serving engine: its kind, KV budget and scheduler settings", e.g. "[engine]";
 "engine.kind" [OneOf(&["sglang", "vllm"]), Word("sglang"), All, ""]
     "the engine; \"vllm\" has a memory model (`servesim memory`) but no scheduler yet", e.g. r#""sglang""#;
 "engine.kv_capacity_tokens" [Integer(1, MAX_KV_TOKENS), Derived("from memory (hardware and model)"), All, "tokens"]
@@ -257,7 +258,8 @@ KEYS:
     "the max_tokens each request asks for", e.g. "16384";
 "workload.ignore_eos" [Bool, Flag(false), All, ""]
     "every request runs to max_new_tokens (asking for its sampled length, as the bench clients do)", e.g. "true";
-"client" [Table, Required, All, ""] "how the client sends: its mode, and its concurrency or rate", e.g. "[client]";
+"client" [Table, Required, All, ""]
+    "how the client sends: its mode, and its concurrency or rate", e.g. "[client]";
 "client.mode" [OneOf(&["closed", "poisson", "gamma"]), Word("closed"), All, ""]
     "\"closed\": a semaphore of concurrency slots, all firing at t = 0; \"poisson\", \"gamma\": open loop at rate_per_s", e.g. r#""poisson""#;
 "client.concurrency" [Integer(1, MAX_CONCURRENCY), Absent("required when closed; no cap when open"), All, ""]

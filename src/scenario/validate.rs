@@ -45,6 +45,7 @@ struct Slot {
     val: Option<Val>,
 }
 
+/// One scenario being read: its checked values by key path, and the problems found so far.
 pub(super) struct Reader<'s> {
     pub(super) source: &'s Source,
     problems: Vec<Problem>,
@@ -394,10 +395,8 @@ impl<'s> Reader<'s> {
 
     /// The value of the choice at `path`, given or default (`None` after a problem).
     fn setting(&self, path: &str) -> Option<String> {
-        match (
-            self.slots.get(path).map(|s| &s.val),
-            Self::declared(path).default,
-        ) {
+        let given = self.slots.get(path).map(|s| &s.val);
+        match (given, Self::declared(path).default) {
             (Some(Some(Val::Str(s))), _) => Some(s.clone()),
             (None, DefaultValue::Word(w)) => Some(w.into()),
             _ => None,
@@ -408,16 +407,12 @@ impl<'s> Reader<'s> {
     fn dist(&mut self, path: &str, table: &Table) -> Option<LengthDist> {
         let Some(node) = table.get("dist") else {
             let names: Vec<&str> = DISTS.iter().map(|d| d.name).collect();
-            let (msg, names) = (
-                format!("required key is missing in [{path}]"),
-                schema::quoted(&names),
+            let hint = format!(
+                "name the distribution: dist = one of {}",
+                schema::quoted(&names)
             );
-            self.fail(
-                &join(path, "dist"),
-                path,
-                msg,
-                format!("name the distribution: dist = one of {names}"),
-            );
+            let msg = format!("required key is missing in [{path}]");
+            self.fail(&join(path, "dist"), path, msg, hint);
             return None;
         };
         let Val::Str(name) = self
