@@ -2,11 +2,15 @@
 //!
 //! 1. [`tree`]: the file parsed into a tree that remembers where each value came from, with the
 //!    `--set` overrides applied.
-//! 2. [`validate`]: the tree checked and converted into a [`Scenario`], every problem collected
-//!    with its key path, position, bad value and a hint. A `Scenario` is valid by construction.
+//! 2. [`validate`]: the tree checked against [`schema`] — where every key is declared once,
+//!    with its type, range, default, unit, engine or mode, meaning and example — then assembled
+//!    in dependency order (`build.rs`) into a [`Scenario`]; every problem is collected with its
+//!    key path, position, bad value and a hint. A `Scenario` is valid by construction.
 
+mod build;
 pub mod derive;
 pub mod error;
+pub mod schema;
 pub mod tree;
 pub mod validate;
 
@@ -306,5 +310,5 @@ impl Source {
 
 /// Parse, apply `--set` overrides, and validate. Every problem is reported at once.
 pub fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    validate::load(source, sets)
+    build::load(source, sets)
 }

@@ -5,6 +5,7 @@
 //! truncated rather than clamped: draws outside `[min, max]` are redrawn (up to 1000 times, then
 //! clamped), as the scenario contract says.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rand::RngExt;
@@ -14,6 +15,144 @@ use crate::rng::Stream;
 
 /// The largest token count servesim accepts for one request (10 million).
 pub const MAX_TOKENS_PER_REQUEST: u32 = 10_000_000;
+
+/// The most values an empirical distribution may hold.
+pub const MAX_EMPIRICAL_VALUES: usize = 10_000_000;
+
+/// Why a CSV column of token counts could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CsvError {
+    /// The file cannot be opened or read.
+    #[error("cannot read CSV file `{}`: {reason}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The reader's reason.
+        reason: String,
+    },
+    /// No column has this name.
+    #[error("`{}` has no column \"{column}\"", path.display())]
+    NoColumn {
+        /// The file.
+        path: PathBuf,
+        /// The column asked for.
+        column: String,
+        /// The columns of the header row.
+        columns: Vec<String>,
+    },
+    /// A row is malformed.
+    #[error("`{}` row {row}: {reason}", path.display())]
+    Row {
+        /// The file.
+        path: PathBuf,
+        /// Row number, the header being row 1.
+        row: usize,
+        /// The reader's reason.
+        reason: String,
+    },
+    /// A cell is not a positive number.
+    #[error("`{}` row {row}, column \"{column}\": \"{cell}\" is not a positive token count", path.display())]
+    NotACount {
+        /// The file.
+        path: PathBuf,
+        /// Row number, the header being row 1.
+        row: usize,
+        /// The column.
+        column: String,
+        /// The cell as written.
+        cell: String,
+    },
+    /// More than [`MAX_EMPIRICAL_VALUES`] values.
+    #[error("`{}` has more than {MAX_EMPIRICAL_VALUES} values", path.display())]
+    TooMany {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The column holds no value.
+    #[error("column \"{column}\" of `{}` holds no values", path.display())]
+    Empty {
+        /// The file.
+        path: PathBuf,
+        /// The column.
+        column: String,
+    },
+}
+
+impl CsvError {
+    /// How to fix it (for [`CsvError::NoColumn`], the caller adds the closest column name).
+    pub fn hint(&self) -> String {
+        match self {
+            CsvError::Read { .. } => "the path is relative to the scenario file's directory".into(),
+            CsvError::NoColumn { columns, .. } => format!("columns: {}", columns.join(", ")),
+            CsvError::Row { row: 1, .. } => "the first row must name the columns".into(),
+            CsvError::Row { .. } => "fix the CSV syntax".into(),
+            CsvError::NotACount { .. } => {
+                "every non-empty cell of the column must be a number greater than 0".into()
+            }
+            CsvError::TooMany { .. } => "subsample the file".into(),
+            CsvError::Empty { .. } => "the column must hold at least one token count".into(),
+        }
+    }
+}
+
+/// The token counts in `column` of a CSV file with a header row (empty cells are skipped).
+pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> {
+    let path_buf = || path.to_path_buf();
+    let reason = |e: csv::Error| match e.kind() {
+        csv::ErrorKind::Io(io) => io.to_string(),
+        _ => e.to_string(),
+    };
+    let mut reader = csv::Reader::from_path(path).map_err(|e| CsvError::Read {
+        path: path_buf(),
+        reason: reason(e),
+    })?;
+    let headers = reader.headers().map_err(|e| CsvError::Row {
+        path: path_buf(),
+        row: 1,
+        reason: reason(e),
+    })?;
+    let Some(index) = headers.iter().position(|h| h.trim() == column) else {
+        return Err(CsvError::NoColumn {
+            path: path_buf(),
+            column: column.into(),
+            columns: headers.iter().map(str::to_string).collect(),
+        });
+    };
+    let mut out = Vec::new();
+    for (i, record) in reader.records().enumerate() {
+        let row = i + 2;
+        let record = record.map_err(|e| CsvError::Row {
+            path: path_buf(),
+            row,
+            reason: reason(e),
+        })?;
+        let cell = record.get(index).unwrap_or("").trim();
+        if cell.is_empty() {
+            continue;
+        }
+        match cell.parse::<f64>() {
+            Ok(x) if x.is_finite() && x > 0.0 => out.push(x),
+            _ => {
+                return Err(CsvError::NotACount {
+                    path: path_buf(),
+                    row,
+                    column: column.into(),
+                    cell: cell.into(),
+                })
+            }
+        }
+        if out.len() > MAX_EMPIRICAL_VALUES {
+            return Err(CsvError::TooMany { path: path_buf() });
+        }
+    }
+    if out.is_empty() {
+        return Err(CsvError::Empty {
+            path: path_buf(),
+            column: column.into(),
+        });
+    }
+    Ok(out)
+}
 
 /// A distribution of token counts with its clamps.
 #[derive(Clone, Debug)]
@@ -67,6 +206,34 @@ pub enum Shape {
         /// The values, each ≥ 1 and finite.
         values: Arc<[f64]>,
     },
+}
+
+impl Shape {
+    /// The shape named `dist` (other than "empirical"), its parameters read with `param`.
+    pub fn new(dist: &str, param: impl Fn(&str) -> f64) -> Option<Shape> {
+        Some(match dist {
+            "constant" => Shape::Constant {
+                value: param("value"),
+            },
+            "uniform" => Shape::Uniform,
+            "normal" => Shape::Normal {
+                mean: param("mean"),
+                std: param("std"),
+            },
+            "lognormal" => Shape::LogNormal {
+                mean: param("mean"),
+                cv: param("cv"),
+            },
+            "gamma" => Shape::Gamma {
+                mean: param("mean"),
+                cv: param("cv"),
+            },
+            "exponential" => Shape::Exponential {
+                mean: param("mean"),
+            },
+            _ => return None,
+        })
+    }
 }
 
 impl LengthDist {

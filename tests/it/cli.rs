@@ -538,7 +538,7 @@ fn memory_derives_vllm_blocks_by_hand_and_says_when_vllm_would_not_start() {
     let args = |weights: &str| {
         vec![
             "memory".to_string(),
-            "scenarios/case-study-b1.toml".into(),
+            "tests/fixtures/vllm.toml".into(),
             "--set".into(),
             "engine.kind=vllm".into(),
             "--set".into(),

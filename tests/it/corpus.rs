@@ -74,6 +74,8 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     let good = good.to_str().unwrap();
     let plan = root().join("scenarios/plan-llama-3.1-70b.toml");
     let plan = plan.to_str().unwrap();
+    let vllm = root().join("tests/fixtures/vllm.toml");
+    let vllm = vllm.to_str().unwrap();
     let cases: &[(&str, &[&str], i32)] = &[
         (
             "cli-set-unknown-path",
@@ -216,11 +218,7 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["run", good, "--requests-csv", "a-file/r.csv"],
             2,
         ),
-        (
-            "cli-run-vllm",
-            &["run", good, "--set", "engine.kind=vllm"],
-            2,
-        ),
+        ("cli-run-vllm", &["run", vllm], 2),
         ("cli-memory-without-inputs", &["memory", good], 2),
         (
             "cli-catalog-missing-file",

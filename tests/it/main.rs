@@ -11,6 +11,7 @@ mod memory;
 mod outputs;
 mod queueing;
 mod scenarios;
+mod schema;
 
 use std::path::PathBuf;
 
