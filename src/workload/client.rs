@@ -335,3 +335,41 @@ impl Client {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Seeds, StreamName};
+
+    fn t(s: u64) -> SimTime {
+        SimTime::from_ns(s * 1_000_000_000)
+    }
+
+    #[test]
+    fn a_trace_client_sends_at_the_arrival_times_and_waits_for_a_slot_over_its_cap() {
+        let arrivals: Arc<[SimTime]> = vec![t(0), t(1), t(1), t(3)].into();
+        let rng = Seeds::new(1).stream(StreamName::Arrivals);
+        let spec = ClientSpec::Trace {
+            concurrency: Some(1),
+        };
+        let mut c = Client::new(spec, 3, rng, Some(arrivals));
+        let mut out = Vec::new();
+        c.start(&mut out);
+        assert_eq!(out, [ClientAction::ArriveAt(t(0))]);
+        out.clear();
+        c.on_arrival(t(0), &mut out);
+        let send = |seq, ready_at| ClientAction::Send { seq, ready_at };
+        assert_eq!(out, [send(0, t(0)), ClientAction::ArriveAt(t(1))]);
+        out.clear();
+        // Two rows arrive at 1 s while row 0 holds the only slot; the third of three requests
+        // is the last: no arrival at 3 s is scheduled.
+        c.on_arrival(t(1), &mut out);
+        assert_eq!(out, [ClientAction::ArriveAt(t(1))]);
+        out.clear();
+        c.on_arrival(t(1), &mut out);
+        assert!(out.is_empty());
+        c.on_response(t(2), &mut out);
+        assert_eq!(out, [send(1, t(1))]);
+        assert_eq!(c.remaining(), 1);
+    }
+}

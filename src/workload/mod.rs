@@ -100,7 +100,7 @@ impl WorkloadSpec {
         let given = v.opt::<u64>("workload.requests")?;
         let requests = match (lengths?, given) {
             (Lengths::Trace { rows, .. }, Some(n)) if n > rows.len() as u64 => {
-                let msg = format!("is more than the {} rows of workload.trace", rows.len());
+                let msg = format!("is more than the {} of workload.trace", n_rows(rows.len()));
                 let hint = "give at most that many, or leave it out to send every row";
                 return Err(v.bad("workload.requests", msg, hint));
             }
@@ -222,10 +222,18 @@ impl WorkloadSpec {
             } => (prompt_tokens.describe(), output_tokens.describe()),
             Lengths::Trace { file, rows, .. } => {
                 let (p, o) = self.mean_lengths();
-                let row = |m: f64| format!("trace {file} ({} rows, mean {m:.1})", rows.len());
+                let row = |m: f64| format!("trace {file} ({}, mean {m:.1})", n_rows(rows.len()));
                 (row(p), row(o))
             }
         }
+    }
+}
+
+/// "1 row", "20 rows".
+fn n_rows(n: usize) -> String {
+    match n {
+        1 => "1 row".into(),
+        n => format!("{n} rows"),
     }
 }
 
