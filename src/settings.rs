@@ -153,6 +153,27 @@ impl Tagged {
     pub fn param(&self, name: &str) -> Option<&'static Key> {
         self.params.iter().find(|k| k.path == name)
     }
+
+    /// The README's tables of the variants and of the parameters; `head` is the key table's
+    /// heading.
+    pub fn readme(&self, head: &str) -> String {
+        let mut out = format!(
+            "\n{}\n\n| {} | needs | meaning |\n|---|---|---|\n",
+            self.intro, self.tag
+        );
+        for d in self.variants {
+            let needs: Vec<String> = d.required.iter().map(|p| format!("`{p}`")).collect();
+            let needs = if d.needs.is_empty() {
+                needs.join(", ")
+            } else {
+                d.needs.into()
+            };
+            out += &format!("| `{}` | {needs} | {} |\n", d.name, d.meaning);
+        }
+        out += &format!("\n{}", head.replacen("key", "parameter", 1));
+        self.params.iter().for_each(|k| out += &k.readme_row());
+        out
+    }
 }
 
 /// A problem was recorded: the value or section it concerns cannot be used.
@@ -442,27 +463,4 @@ pub fn quoted(names: &[&str]) -> String {
         .map(|n| format!("\"{n}\""))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-impl Tagged {
-    /// The README's tables of the variants and of the parameters; `head` is the key table's
-    /// heading.
-    pub fn readme(&self, head: &str) -> String {
-        let mut out = format!(
-            "\n{}\n\n| {} | needs | draws |\n|---|---|---|\n",
-            self.intro, self.tag
-        );
-        for d in self.variants {
-            let needs: Vec<String> = d.required.iter().map(|p| format!("`{p}`")).collect();
-            let needs = if d.needs.is_empty() {
-                needs.join(", ")
-            } else {
-                d.needs.into()
-            };
-            out += &format!("| `{}` | {needs} | {} |\n", d.name, d.meaning);
-        }
-        out += &format!("\n{}", head.replacen("key", "parameter", 1));
-        self.params.iter().for_each(|k| out += &k.readme_row());
-        out
-    }
 }

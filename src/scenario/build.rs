@@ -8,7 +8,19 @@ use super::*;
 use crate::catalog::Catalog;
 use crate::memory::{resolve, KvCacheDtype};
 use crate::scheduler::PolicySpec;
-use crate::settings::{Bad, Values};
+use crate::settings::{keys, Bad, Values};
+
+keys! {
+/// The top-level keys (the sections declare theirs beside their specs).
+TOP:
+"name" [Text, Required, All, ""] "shown in reports", e.g. r#""B2 opencodeinstruct""#;
+"description" [Text, Absent("none"), All, ""]
+    "a longer text shown in reports", e.g. r#""Case study B2""#;
+"seed" [Integer(0, u64::MAX), Int(1), All, ""]
+    "master seed of every random stream (never entropy)", e.g. "7";
+"catalog" [Text, Absent("none"), All, ""]
+    "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
+}
 
 /// Parse, apply `--set` overrides, check every value, and build. Every problem is reported.
 pub(super) fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
@@ -87,7 +99,6 @@ fn engine(
     model: Option<&ModelSpec>,
     workload: Option<&WorkloadSpec>,
 ) -> Result<(EngineSpec, Option<MemoryModel>), Bad> {
-    v.has("engine")?;
     let pool = PolicySpec::pool(v, hardware)?;
     let kv_cache_dtype = KvCacheDtype::read(v)?;
     let memory = resolve::read(v, hardware, model, kv_cache_dtype, pool)?;

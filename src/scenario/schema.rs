@@ -2,24 +2,13 @@
 //! reads them ([`SECTIONS`] lists them, in the README's order). This file resolves a path to its
 //! declaration and renders the README's key reference from them.
 
-use crate::settings::{keys, Key, Tagged, Ty};
+use super::build::TOP;
+use crate::settings::{Key, Tagged, Ty};
 use crate::{cost, memory, run, scheduler, workload};
-
-keys! {
-/// The top-level keys.
-TOP:
-"name" [Text, Required, All, ""] "shown in reports", e.g. r#""B2 opencodeinstruct""#;
-"description" [Text, Absent("none"), All, ""]
-    "a longer text shown in reports", e.g. r#""Case study B2""#;
-"seed" [Integer(0, u64::MAX), Int(1), All, ""]
-    "master seed of every random stream (never entropy)", e.g. "7";
-"catalog" [Text, Absent("none"), All, ""]
-    "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
-}
 
 /// Every section's keys with the file that declares and reads them, in the README's order.
 pub const SECTIONS: &[(&str, &[Key])] = &[
-    ("src/scenario/schema.rs", TOP),
+    ("src/scenario/build.rs", TOP),
     ("src/run.rs", run::KEYS),
     ("src/memory/hardware.rs", memory::hardware::KEYS),
     ("src/scheduler/settings.rs", scheduler::settings::KEYS),

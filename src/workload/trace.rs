@@ -22,7 +22,7 @@ pub const COLUMNS: &[&str] = &[
 ];
 
 /// The latest arrival accepted (one year), as for every simulated time a scenario gives.
-pub const MAX_ARRIVAL_S: f64 = 365.0 * 24.0 * 3600.0;
+pub const MAX_ARRIVAL_S: f64 = crate::settings::MAX_SIM_S;
 
 /// At most this many bad cells are reported, then a count of the rest.
 const MAX_REPORTED: usize = 12;
