@@ -1,13 +1,13 @@
 //! The language in which every scenario key is declared and read.
 //!
-//! A section of the scenario declares its keys with [`keys!`] beside the type it builds — its
+//! A section of the scenario declares its keys with `keys!` beside the type it builds — its
 //! path, what it accepts ([`Ty`], [`Range`]), its default, where it applies ([`When`]), its unit,
 //! its meaning and an example — and builds that type from the checked values through
 //! [`Values`]: `v.get("client.think_time_s")?` (given, or the declared default) or `v.opt(…)`
 //! (given or absent). The scenario reader ([`crate::scenario`]) walks the file against every
 //! declaration first (types, ranges, unknown keys, keys of another engine or mode, missing
 //! keys), so a section only sees values that passed their checks, and reports what spans
-//! several keys with [`bad`](Values::bad) or [`fail`](Values::fail).
+//! several keys with `v.bad(…)` or `v.fail(…)`.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -1,9 +1,9 @@
 //! The walk: the [`super::tree`] checked against every declared key ([`super::schema`]), every
 //! problem collected with its key path, position, bad value and hint.
 //!
-//! Two passes. [`Reader::entries`] checks every value against its key's declaration (type,
+//! Two passes. `Reader::entries` checks every value against its key's declaration (type,
 //! range, choices, a tagged table's parameters) and reports unknown keys with a "did you mean";
-//! then [`Reader::presence`] reports keys given for the other engine or mode, and required keys
+//! then `Reader::presence` reports keys given for the other engine or mode, and required keys
 //! that are missing. The sections then read the checked values through [`Values`] (`build.rs`).
 //! A value with a problem is never used, so one mistake is reported once.
 
