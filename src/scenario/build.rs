@@ -3,7 +3,6 @@
 //! the KV budget, the step-time model, its own settings — and the workload checked against the
 //! engine. Each section reads its own keys (the `read` functions beside each spec).
 
-use super::validate::Reader;
 use super::*;
 use crate::catalog::Catalog;
 use crate::memory::{resolve, KvCacheDtype};
@@ -22,39 +21,9 @@ TOP:
     "a TOML file of [[gpu]] and [[model]] entries (relative to the scenario) that extends the built-in catalog", e.g. r#""my-gpus.toml""#;
 }
 
-/// Parse, apply `--set` overrides, check every value, and build. Every problem is reported.
-pub(super) fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    let invalid = |problems| ScenarioError {
-        source_name: source.name.clone(),
-        problems,
-    };
-    let mut reader = Reader::read(source, sets).map_err(invalid)?;
-    let built = build(&mut reader);
-    let mut problems = reader.into_problems();
-    match built {
-        Ok(scenario) if problems.is_empty() => Ok(scenario),
-        _ => {
-            debug_assert!(
-                !problems.is_empty(),
-                "invariant: a failed build recorded a problem"
-            );
-            if problems.is_empty() {
-                problems.push(Problem {
-                    key_path: String::new(),
-                    location: Location::None,
-                    message: "invalid scenario".to_string(),
-                    value: None,
-                    hint: None,
-                });
-            }
-            Err(invalid(problems))
-        }
-    }
-}
-
 /// Assemble the scenario: the independent parts first, each on its own so that every problem
 /// is found, then the parts that depend on them.
-fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
+pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     // The built-in catalog, extended by the scenario's `catalog = "file.toml"` if it can be read.
     let user_catalog = match v.opt::<String>("catalog") {
         Ok(Some(file)) => Catalog::with_user_file(&v.base_dir().join(file)).map_err(|e| {

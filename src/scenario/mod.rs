@@ -98,7 +98,33 @@ impl Source {
     }
 }
 
-/// Parse, apply `--set` overrides, and validate. Every problem is reported at once.
+/// Parse, apply `--set` overrides, check every value, and build. Every problem is reported at
+/// once.
 pub fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError> {
-    build::load(source, sets)
+    let invalid = |problems| ScenarioError {
+        source_name: source.name.clone(),
+        problems,
+    };
+    let mut reader = validate::Reader::read(source, sets).map_err(invalid)?;
+    let built = build::build(&mut reader);
+    let mut problems = reader.into_problems();
+    match built {
+        Ok(scenario) if problems.is_empty() => Ok(scenario),
+        _ => {
+            debug_assert!(
+                !problems.is_empty(),
+                "invariant: a failed build recorded a problem"
+            );
+            if problems.is_empty() {
+                problems.push(Problem {
+                    key_path: String::new(),
+                    location: Location::None,
+                    message: "invalid scenario".to_string(),
+                    value: None,
+                    hint: None,
+                });
+            }
+            Err(invalid(problems))
+        }
+    }
 }
