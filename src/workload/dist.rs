@@ -64,7 +64,7 @@ pub const LENGTHS: Tagged = Tagged {
     accepts: "length distribution",
     intro:
         "Length distributions are inline tables `{ dist = \"…\", … }`; every one also takes the \
-            clamps `min` and `max`.",
+            clamps `min` and `max` (declared in `src/workload/dist.rs`).",
     variants: VARIANTS,
     params: PARAMS,
 };
