@@ -14,7 +14,8 @@
 //!
 //! * Simulated time is integer nanoseconds ([`time`]); seconds appear only at the edges.
 //! * A scenario ([`scenario`]) is read in two layers: a TOML tree that remembers positions, then
-//!   a validated [`scenario::Scenario`]; every problem is reported at once.
+//!   a validated [`scenario::Scenario`]; every problem is reported at once. Each section declares
+//!   its keys beside the type it builds, in the language of [`settings`].
 //! * Randomness comes from named streams derived from the scenario's seed ([`rng`]).
 //! * The client ([`workload::client`]) decides when requests are sent; the scheduler decides
 //!   what the GPU runs; the step-time model ([`cost`]) decides how long it takes; the KV pool
@@ -40,8 +41,10 @@ pub mod plan;
 pub mod report;
 pub mod request;
 pub mod rng;
+pub mod run;
 pub mod scenario;
 pub mod scheduler;
+pub mod settings;
 pub mod sweep;
 pub mod time;
 pub mod workload;

@@ -210,6 +210,16 @@ fn candidate_sets(base: &Scenario, c: &Candidate) -> Vec<String> {
                 rate_per_s / replicas as f64
             ));
         }
+        // A trace's rows keep their recorded arrival times: each replica replays the first
+        // rows of the file (only the concurrency cap is shared).
+        ClientSpec::Trace { concurrency } => {
+            if let Some(c) = concurrency {
+                sets.push(format!(
+                    "client.concurrency={}",
+                    u64::from(*c).div_ceil(replicas).max(1)
+                ));
+            }
+        }
     }
     if !matches!(base.engine.step_time, StepTimeSpec::Roofline(_)) {
         sets.push("engine.step_time={ model = \"roofline\" }".to_string());
@@ -266,7 +276,11 @@ pub fn evaluate(
     };
     let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
     if verdict == Some(Verdict::Oom) {
-        let f = sc.engine.mem_fraction_static.unwrap_or(0.0);
+        let f = sc
+            .memory
+            .as_ref()
+            .and_then(|m| m.mem_fraction_static())
+            .unwrap_or(0.0);
         return Ok(PlanRow::infeasible(
             c,
             price,

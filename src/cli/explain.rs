@@ -33,12 +33,12 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         scenario_arg: args.scenario.scenario.map(|p| p.display().to_string()),
         has_memory_model: sc.memory.is_some(),
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        mem_fraction_static: sc.engine.mem_fraction_static,
+        mem_fraction_static: sc.memory.as_ref().and_then(|m| m.mem_fraction_static()),
         rate_per_s: match &sc.client {
             ClientSpec::Poisson { rate_per_s, .. } | ClientSpec::Gamma { rate_per_s, .. } => {
                 Some(*rate_per_s)
             }
-            ClientSpec::Closed { .. } => None,
+            ClientSpec::Closed { .. } | ClientSpec::Trace { .. } => None,
         },
     };
     let fmt = match args.format {

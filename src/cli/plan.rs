@@ -49,7 +49,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let mut base_sets = sets.clone();
     base_sets.push(format!(
         "engine.kv_capacity_tokens={}",
-        scenario::validate::MAX_KV_TOKENS
+        crate::memory::resolve::MAX_KV_TOKENS
     ));
     let base = scenario::load(&source, &base_sets)?;
     let pinned = plan::pinned_keys(&source);

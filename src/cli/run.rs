@@ -60,7 +60,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             ("timeseries.csv".into(), timeseries::to_csv(&result)),
             (
                 "server.log".into(),
-                server_log::render(sc.engine.kind, &result.log, tp).into_bytes(),
+                server_log::render(sc.engine.kind(), &result.log, tp).into_bytes(),
             ),
         ];
         if args.output.figures() {

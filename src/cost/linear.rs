@@ -12,7 +12,25 @@
 //! ([`StepTimeModel::decode_run`]): an arithmetic series plus a sum of floors.
 
 use super::{MixedStep, StepTimeModel};
+use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
+
+const LINEAR: When = When::If("engine.step_time.model", &["linear"]);
+
+keys! {
+/// The linear model's coefficients in `[engine.step_time]`.
+KEYS:
+"engine.step_time.decode_base_ms" [Number(Within(0.0, 1e6)), Num(35.0), LINEAR, "ms"]
+    "fixed cost of a decode step", e.g. "12.0";
+"engine.step_time.decode_per_seq_ms" [Number(Within(0.0, 1e6)), Num(0.3), LINEAR, "ms"]
+    "cost per running request in a decode step", e.g. "0.8";
+"engine.step_time.decode_per_kv_token_ns" [Number(Within(0.0, 1e9)), Num(0.0), LINEAR, "ns"]
+    "cost per KV token attended in a decode step", e.g. "60.0";
+"engine.step_time.prefill_base_ms" [Number(Within(0.0, 1e6)), Num(10.0), LINEAR, "ms"]
+    "fixed cost of a prefill batch", e.g. "15.0";
+"engine.step_time.prefill_per_token_us" [Number(Within(0.0, 1e9)), Num(120.0), LINEAR, "µs"]
+    "cost per prefilled token", e.g. "60.0";
+}
 
 /// The linear step-time model, quantised to integers so that simulated time stays exact:
 /// fixed and per-request terms in nanoseconds, per-token terms in picoseconds.
@@ -28,6 +46,21 @@ pub struct LinearStepTime {
     pub prefill_base_ns: u64,
     /// Cost per prefilled (extend) token, in picoseconds.
     pub prefill_per_token_ps: u64,
+}
+
+impl LinearStepTime {
+    /// Read the coefficients, quantised to whole nanoseconds and picoseconds.
+    pub fn read(v: &dyn Values) -> Result<Self, Bad> {
+        let get = |key: &str| v.get::<f64>(&format!("engine.step_time.{key}"));
+        let scaled = |x: f64, scale: f64| (x * scale).round() as u64;
+        Ok(LinearStepTime {
+            decode_base_ns: scaled(get("decode_base_ms")?, 1e6),
+            decode_per_seq_ns: scaled(get("decode_per_seq_ms")?, 1e6),
+            decode_per_kv_token_ps: scaled(get("decode_per_kv_token_ns")?, 1e3),
+            prefill_base_ns: scaled(get("prefill_base_ms")?, 1e6),
+            prefill_per_token_ps: scaled(get("prefill_per_token_us")?, 1e6),
+        })
+    }
 }
 
 /// The linear model.

@@ -7,7 +7,19 @@
 pub mod linear;
 pub mod roofline;
 
+use crate::memory::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
+use crate::settings::{keys, Bad, Values};
 use crate::time::SimDuration;
+use crate::workload::WorkloadSpec;
+
+keys! {
+/// `[engine.step_time]` (each model declares its own coefficients).
+KEYS:
+"engine.step_time" [Table, Absent("linear, with the defaults below"), All, ""]
+    "the cost of one scheduler iteration", e.g. "[engine.step_time]";
+"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""]
+    "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
+}
 
 /// `[engine.step_time]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -16,6 +28,43 @@ pub enum StepTimeSpec {
     Linear(linear::LinearStepTime),
     /// The roofline model, resolved against the catalog's GPU and model.
     Roofline(Box<roofline::Roofline>),
+}
+
+impl StepTimeSpec {
+    /// Read `[engine.step_time]`. The roofline needs the catalog's GPU and model, the KV bytes
+    /// per token (from the memory model when there is one) and, to calibrate without the KV in
+    /// use, the workload's mean lengths.
+    pub fn read(
+        v: &mut dyn Values,
+        hardware: Option<&HardwareSpec>,
+        model: Option<&ModelSpec>,
+        memory: Option<&MemoryModel>,
+        workload: Option<&WorkloadSpec>,
+    ) -> Result<Self, Bad> {
+        if v.get::<String>("engine.step_time.model")? == "linear" {
+            return Ok(StepTimeSpec::Linear(linear::LinearStepTime::read(v)?));
+        }
+        let settings = roofline::RooflineSettings::read(v)?;
+        let gpu = hardware.and_then(|h| h.gpu_entry.as_ref());
+        let (Some(gpu), Some(entry)) = (gpu, model.and_then(|m| m.entry.as_ref())) else {
+            let msg = "\"roofline\" predicts step times from the catalog's GPU and model, and this scenario names no catalog GPU or model";
+            let hint = "set hardware.gpu and model.name (see `servesim catalog`), or use model = \"linear\"";
+            return Err(v.bad("engine.step_time.model", msg, hint));
+        };
+        let tp = hardware.map_or(1, |h| h.tensor_parallel);
+        let kv_bytes = match (
+            memory.map(|m| &m.derivation),
+            model.and_then(|m| m.kv_bytes_per_token),
+        ) {
+            (Some(MemoryDerivation::Sglang(s)), _) => s.inputs.kv_bytes_per_token,
+            (Some(MemoryDerivation::Vllm(m)), _) => m.inputs.kv_bytes_per_token,
+            (None, Some(b)) => b,
+            (None, None) => entry.kv_bytes_per_token(tp, 2),
+        };
+        let roofline = roofline::Roofline::new(gpu, entry, tp, kv_bytes, settings);
+        let calibrated = roofline::calibration(v, workload, roofline)?;
+        Ok(StepTimeSpec::Roofline(Box::new(calibrated)))
+    }
 }
 
 /// One forward pass that mixes decode rows (one token each) with chunks of prompt tokens —

@@ -38,7 +38,32 @@ use serde::Serialize;
 
 use super::{MixedStep, StepTimeModel};
 use crate::catalog::{Attention, Gpu, Model};
+use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
+use crate::workload::WorkloadSpec;
+
+const ROOFLINE: When = When::If("engine.step_time.model", &["roofline"]);
+
+keys! {
+/// The roofline's settings in `[engine.step_time]`.
+KEYS:
+"engine.step_time.bandwidth_efficiency" [Number(Fraction), Num(DEFAULT_BANDWIDTH_EFFICIENCY), ROOFLINE, ""]
+    "the fraction of peak memory bandwidth reached", e.g. "0.75";
+"engine.step_time.compute_efficiency" [Number(Fraction), Num(DEFAULT_COMPUTE_EFFICIENCY), ROOFLINE, ""]
+    "the fraction of peak compute reached", e.g. "0.5";
+"engine.step_time.decode_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_DECODE_OVERHEAD_MS), ROOFLINE, "ms"]
+    "overhead per decode step", e.g. "2";
+"engine.step_time.prefill_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_PREFILL_OVERHEAD_MS), ROOFLINE, "ms"]
+    "overhead per prefill batch", e.g. "5";
+"engine.step_time.calibration" [Table, Absent("none"), ROOFLINE, ""]
+    "scale the roofline to one point observed on the real server", e.g. "{ gen_tok_per_s = 850, running = 50 }";
+"engine.step_time.calibration.gen_tok_per_s" [Number(Within(1e-6, 1e12)), Required, All, "tok/s"]
+    "the gen throughput observed", e.g. "850";
+"engine.step_time.calibration.running" [Integer(1, 1 << 24), Required, All, ""]
+    "the running requests at that moment", e.g. "50";
+"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Derived("each running request halfway through its response"), All, "tokens"]
+    "KV tokens in use at that moment", e.g. "100000";
+}
 
 /// Default fraction of peak memory bandwidth reached.
 pub const DEFAULT_BANDWIDTH_EFFICIENCY: f64 = 0.75;
@@ -131,6 +156,42 @@ pub struct RooflineSettings {
     pub decode_overhead_ms: f64,
     /// Per-prefill-batch overhead, ms.
     pub prefill_overhead_ms: f64,
+}
+
+impl RooflineSettings {
+    /// Read the roofline's settings.
+    pub fn read(v: &dyn Values) -> Result<Self, Bad> {
+        let get = |key: &str| v.get::<f64>(&format!("engine.step_time.{key}"));
+        Ok(RooflineSettings {
+            bandwidth_efficiency: get("bandwidth_efficiency")?,
+            compute_efficiency: get("compute_efficiency")?,
+            decode_overhead_ms: get("decode_overhead_ms")?,
+            prefill_overhead_ms: get("prefill_overhead_ms")?,
+        })
+    }
+}
+
+/// `roofline` scaled to `[engine.step_time.calibration]` if the scenario gives one. Without the
+/// KV in use, each running request is taken halfway through its response.
+pub fn calibration(
+    v: &dyn Values,
+    workload: Option<&WorkloadSpec>,
+    roofline: Roofline,
+) -> Result<Roofline, Bad> {
+    if !v.has("engine.step_time.calibration")? {
+        return Ok(roofline);
+    }
+    let gen_tok_per_s = v.get("engine.step_time.calibration.gen_tok_per_s")?;
+    let running: u64 = v.get("engine.step_time.calibration.running")?;
+    let kv_tokens = match (v.opt("engine.step_time.calibration.kv_tokens")?, workload) {
+        (Some(k), _) => k,
+        (None, Some(w)) => {
+            let (prompt, output) = w.mean_lengths();
+            (running as f64 * (prompt + output / 2.0)).round() as u64
+        }
+        (None, None) => return Err(Bad), // the workload has problems of its own
+    };
+    Ok(roofline.calibrated(gen_tok_per_s, running, kv_tokens))
 }
 
 impl Default for RooflineSettings {

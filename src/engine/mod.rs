@@ -6,52 +6,19 @@
 
 pub mod events;
 
+use std::sync::Arc;
+
 use crate::cost;
 use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
 use crate::request::{Phase, Request, Requests};
 use crate::rng::{Seeds, Stream, StreamName};
+pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
 use crate::scheduler::{self, Outbox, Scheduler};
 use crate::time::SimTime;
-use crate::workload::client::{Client, ClientAction};
+use crate::workload::client::{Client, ClientAction, ClientSpec};
+use crate::workload::Lengths;
 use events::{EventKind, EventQueue};
-
-/// How the simulator advances through decode steps. Both give identical results.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Stepping {
-    /// Jump over runs of decode steps in closed form (see [`Scheduler::skip_decode`]).
-    #[default]
-    FastForward,
-    /// One event per decode step: the reference the fast path is tested against.
-    StepByStep,
-}
-
-/// Options that change what is recorded or how fast, never what is simulated.
-#[derive(Clone, Debug)]
-pub struct RunOptions {
-    /// Fast-forward or step by step.
-    pub stepping: Stepping,
-    /// Keep the engine's log lines (for `server.log`).
-    pub keep_log: bool,
-    /// Time-series point budget.
-    pub max_points: usize,
-    /// Keep a record of every answered request (memory grows with the run).
-    pub keep_requests: bool,
-    /// Set from outside (Ctrl-C) to stop the run.
-    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
-}
-
-impl Default for RunOptions {
-    fn default() -> Self {
-        RunOptions {
-            stepping: Stepping::FastForward,
-            keep_log: false,
-            max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
-            keep_requests: false,
-            interrupt: None,
-        }
-    }
-}
 
 /// A run that could not finish.
 #[derive(Debug, thiserror::Error)]
@@ -118,7 +85,8 @@ pub fn run_with_sink<'s>(
 ) -> Result<RunResult, SimError> {
     let seeds = Seeds::new(scenario.seed);
     let scheduler = scheduler::build(
-        scenario,
+        &scenario.engine,
+        scenario.model.as_ref().and_then(|m| m.context_len),
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log,
@@ -135,6 +103,18 @@ pub fn run_with_sink<'s>(
     if let Some(sink) = sink {
         recorder.stream_requests(sink);
     }
+    // The trace mode sends each row at its own arrival time.
+    let arrivals: Option<Arc<[SimTime]>> = match (&scenario.client, &scenario.workload.lengths) {
+        (ClientSpec::Trace { .. }, Lengths::Trace { rows, .. }) => Some(
+            rows.iter()
+                .map(|r| {
+                    r.arrival
+                        .expect("invariant: a trace client's rows have arrivals")
+                })
+                .collect(),
+        ),
+        _ => None,
+    };
     let sim = Simulator {
         scenario,
         now: SimTime::ZERO,
@@ -143,6 +123,7 @@ pub fn run_with_sink<'s>(
             scenario.client.clone(),
             scenario.workload.requests,
             seeds.stream(StreamName::Arrivals),
+            arrivals,
         ),
         scheduler,
         requests: Requests::default(),
@@ -211,7 +192,7 @@ impl Simulator<'_> {
         }
         let counters = self.scheduler.counters();
         let mut r = self.recorder.finish(self.now, stop, counters);
-        r.max_running_requests = u64::from(self.scenario.engine.max_running_requests);
+        r.max_running_requests = u64::from(self.scenario.engine.policy.max_running_requests());
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         Ok(r)
     }
@@ -332,24 +313,16 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let w = &self.scenario.workload;
-        let prompt = w.prompt_tokens.sample(&mut self.prompt_rng);
-        let natural = w.output_tokens.sample(&mut self.output_rng);
-        let asked = w.max_new_tokens.unwrap_or(u32::MAX);
-        // With ignore_eos the request runs to what it asks for; the bench clients ask for the
-        // sampled length (`sglang.bench_serving`, `vllm bench serve`), capped by max_new_tokens.
-        let (max_new, target) = if w.ignore_eos {
-            let n = natural.min(asked);
-            (n, n)
-        } else {
-            (asked, natural.min(asked))
-        };
+        let d = self
+            .scenario
+            .workload
+            .draw(seq, &mut self.prompt_rng, &mut self.output_rng);
         let id = self.requests.insert(Request {
             seq,
-            prompt_tokens: prompt,
-            max_new_tokens: max_new,
-            target_output_tokens: target,
-            ignore_eos: w.ignore_eos,
+            prompt_tokens: d.prompt_tokens,
+            max_new_tokens: d.max_new_tokens,
+            target_output_tokens: d.target_output_tokens,
+            ignore_eos: d.ignore_eos,
             ready_at,
             sent_at: self.now,
             admitted_at: None,

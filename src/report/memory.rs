@@ -3,8 +3,8 @@
 use std::fmt::Write;
 
 use super::text::thousands;
+use crate::memory::{EngineSources, MemorySources, SglangSources, VllmSources};
 use crate::memory::{SglangMemory, SlackNeed, VllmMemory};
-use crate::scenario::derive::{EngineSources, MemorySources, SglangSources, VllmSources};
 use crate::scenario::{MemoryDerivation, MemoryModel};
 
 /// The derivation, term by term.

@@ -6,7 +6,9 @@ use crate::analysis::{Analysis, Binding, Convergence, SteadyState};
 use crate::metrics::latency::Stats;
 use crate::metrics::{RunResult, Sample, StopReason, Totals};
 use crate::scenario::{ClientSpec, Scenario};
-use crate::scheduler::{self, Words};
+use crate::scheduler::sglang::settings::SglangSettings;
+use crate::scheduler::vllm::settings::VllmSettings;
+use crate::scheduler::{self, EngineSpec, PolicySpec, Words};
 
 /// The summary of one run.
 #[derive(Clone, Debug, Serialize)]
@@ -69,11 +71,31 @@ pub struct ScenarioInfo {
     pub description: Option<String>,
 }
 
-/// `engine`.
+/// `engine`: its kind, its own settings, its step-time model.
 #[derive(Clone, Debug, Serialize)]
 pub struct EngineInfo {
     /// `sglang` or `vllm`.
     pub kind: &'static str,
+    /// The engine's own settings.
+    #[serde(flatten)]
+    pub settings: PolicyInfo,
+    /// Step-time model.
+    pub step_time: String,
+}
+
+/// An engine's own settings in `engine`.
+#[derive(Clone, Debug, Serialize)]
+#[serde(untagged)]
+pub enum PolicyInfo {
+    /// SGLang's settings that shape the result.
+    Sglang(SglangInfo),
+    /// vLLM's settings.
+    Vllm(VllmSettings),
+}
+
+/// SGLang's settings in `engine`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SglangInfo {
     /// Policy.
     pub schedule_policy: &'static str,
     /// Page size.
@@ -86,8 +108,50 @@ pub struct EngineInfo {
     pub max_prefill_tokens: u32,
     /// Decode steps between Decode log lines.
     pub decode_log_interval: u32,
-    /// Step-time model.
-    pub step_time: String,
+}
+
+impl EngineInfo {
+    /// The engine section of a scenario's summary.
+    pub fn new(e: &EngineSpec) -> Self {
+        let settings = match &e.policy {
+            PolicySpec::Sglang(s) => PolicyInfo::Sglang(SglangInfo::new(s)),
+            PolicySpec::Vllm(s) => PolicyInfo::Vllm(s.clone()),
+        };
+        EngineInfo {
+            kind: e.kind().as_str(),
+            settings,
+            step_time: crate::cost::from_spec(&e.step_time).describe(),
+        }
+    }
+
+    /// The waiting queue's order (vLLM's default policy is first come, first served).
+    pub fn schedule_policy(&self) -> &'static str {
+        match &self.settings {
+            PolicyInfo::Sglang(s) => s.schedule_policy,
+            PolicyInfo::Vllm(_) => "fcfs",
+        }
+    }
+
+    /// What the server's statistics line averages over, e.g. "its last 40 decode steps".
+    pub fn stats_window(&self) -> String {
+        match &self.settings {
+            PolicyInfo::Sglang(s) => format!("its last {} decode steps", s.decode_log_interval),
+            PolicyInfo::Vllm(_) => "its logging interval".into(),
+        }
+    }
+}
+
+impl SglangInfo {
+    fn new(s: &SglangSettings) -> Self {
+        SglangInfo {
+            schedule_policy: s.schedule_policy.as_str(),
+            page_size: s.page_size,
+            max_running_requests: s.max_running_requests,
+            chunked_prefill_size: s.chunked_prefill_size.map_or(-1, i64::from),
+            max_prefill_tokens: s.max_prefill_tokens,
+            decode_log_interval: s.decode_log_interval,
+        }
+    }
 }
 
 /// `client`.
@@ -244,10 +308,12 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         0.0
     };
     let e = &sc.engine;
+    let (prompt_tokens, output_tokens) = sc.workload.describe();
     let (mode, rate) = match &sc.client {
         ClientSpec::Closed { .. } => ("closed", None),
         ClientSpec::Poisson { rate_per_s, .. } => ("poisson", Some(*rate_per_s)),
         ClientSpec::Gamma { rate_per_s, .. } => ("gamma", Some(*rate_per_s)),
+        ClientSpec::Trace { .. } => ("trace", None),
     };
     Summary {
         servesim_version: env!("CARGO_PKG_VERSION"),
@@ -258,16 +324,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         },
         kv_capacity_tokens: r.kv_capacity_tokens,
         kv_capacity_source: sc.engine.kv_source.as_str(),
-        engine: EngineInfo {
-            kind: e.kind.as_str(),
-            schedule_policy: e.schedule_policy.as_str(),
-            page_size: e.page_size,
-            max_running_requests: e.max_running_requests,
-            chunked_prefill_size: e.chunked_prefill_size.map_or(-1, i64::from),
-            max_prefill_tokens: e.max_prefill_tokens,
-            decode_log_interval: e.decode_log_interval,
-            step_time: crate::cost::from_spec(&e.step_time).describe(),
-        },
+        engine: EngineInfo::new(e),
         client: ClientInfo {
             mode,
             concurrency: sc.client.concurrency(),
@@ -276,8 +333,8 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         },
         workload: WorkloadInfo {
             requests: sc.workload.requests,
-            prompt_tokens: sc.workload.prompt_tokens.describe(),
-            output_tokens: sc.workload.output_tokens.describe(),
+            prompt_tokens,
+            output_tokens,
             mean_prompt_tokens: r.prompt_tokens.mean(),
             mean_output_tokens: mean_out,
             output_tokens_stats: r.output_tokens.stats(),
@@ -322,8 +379,8 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             queue_ms: r.latency.queue_ms.stats(),
             client_wait_ms: r.latency.client_wait_ms.stats(),
         },
-        simplifications: scheduler::simplifications(e.kind).to_vec(),
-        words: scheduler::words(e.kind),
+        simplifications: scheduler::simplifications(e.kind()).to_vec(),
+        words: scheduler::words(e.kind()),
         roofline_step: match &sc.engine.step_time {
             crate::scenario::StepTimeSpec::Roofline(model) => {
                 let batch = a.steady.mean_running.round().max(1.0) as u64;

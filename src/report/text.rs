@@ -87,7 +87,7 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         w,
         "engine {} ({}), KV pool {} tokens ({}), client {}{conc}{rate}",
         s.engine.kind,
-        s.engine.schedule_policy,
+        s.engine.schedule_policy(),
         thousands(s.kv_capacity_tokens),
         s.kv_capacity_source,
         s.client.mode
@@ -113,10 +113,10 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     }
     let _ = writeln!(
         w,
-        "  server: {} (gen tok/s over its last {} decode steps); \
+        "  server: {} (gen tok/s over {}); \
          client lifetime: completed ÷ t; window: completions in the last {:.0} s ÷ {:.0} s",
         s.words.latest_stats_line,
-        s.engine.decode_log_interval,
+        s.engine.stats_window(),
         s.client.window_s,
         s.client.window_s
     );

@@ -1,42 +1,21 @@
-//! The validated layer: the [`super::tree`] read against [`super::schema`] into a [`Scenario`],
-//! every problem collected with its key path, position, bad value and hint.
+//! The walk: the [`super::tree`] checked against every declared key ([`super::schema`]), every
+//! problem collected with its key path, position, bad value and hint.
 //!
-//! Two passes. The walk ([`Reader::entries`]) checks every value against its key's declaration
-//! (type, range, choices) and reports unknown keys with a "did you mean"; then
-//! ([`Reader::presence`]) keys given for the other engine or mode, and required keys that are
-//! missing. Then `build.rs` assembles the scenario in dependency order from the checked values
-//! ([`Reader::get`], [`Reader::opt`]).
+//! Two passes. `Reader::entries` checks every value against its key's declaration (type,
+//! range, choices, a tagged table's parameters) and reports unknown keys with a "did you mean";
+//! then `Reader::presence` reports keys given for the other engine or mode, and required keys
+//! that are missing. The sections then read the checked values through [`Values`] (`build.rs`).
 //! A value with a problem is never used, so one mistake is reported once.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::path::Path;
 
 use super::error::{Location, Problem};
-use super::schema::{self, DefaultValue, Key, Ty, When, DISTS, DIST_PARAMS, KEYS, NOT_MODELLED};
+use super::schema;
 use super::tree::{self, Node, Origin, SetError, Table, Value};
+use super::Source;
 use crate::diagnostic::did_you_mean;
-use super::*;
-use crate::workload::dist::MAX_TOKENS_PER_REQUEST;
-use crate::workload::dist::{read_csv_column, CsvError, Shape, MAX_EMPIRICAL_VALUES};
-
-pub use super::schema::MAX_KV_TOKENS;
-
-/// A problem was recorded: the value or section it concerns cannot be used.
-pub(super) struct Bad;
-
-/// A value that passed its key's checks.
-#[derive(Clone)]
-pub(super) enum Val {
-    Int(u64),
-    Num(f64),
-    Str(String),
-    Bool(bool),
-    Nums(Arc<[f64]>),
-    /// `-1` of a [`Ty::IntegerOrOff`] key.
-    Off,
-    Table,
-    Dist(LengthDist),
-}
+use crate::settings::{quoted, Bad, DefaultValue, Key, Tagged, Ty, Val, Values, When};
 
 /// A key given in the scenario: where, the value as written, and the checked value (`None`
 /// after a problem).
@@ -46,34 +25,21 @@ struct Slot {
     val: Option<Val>,
 }
 
+/// A key the walk found undeclared: reported after the walk, when the settings that decide
+/// which of `known` apply are known.
+struct Unknown {
+    table: String,
+    name: String,
+    origin: Origin,
+    known: Vec<&'static Key>,
+}
+
 /// One scenario being read: its checked values by key path, and the problems found so far.
 pub(super) struct Reader<'s> {
-    pub(super) source: &'s Source,
+    source: &'s Source,
     problems: Vec<Problem>,
     slots: HashMap<String, Slot>,
-}
-
-/// Reading a checked value as a Rust type.
-pub(super) trait FromVal: Sized {
-    fn from_val(v: &Val) -> Option<Self>;
-}
-
-macro_rules! from_val {
-    ($($t:ty: $($p:pat => $e:expr),+;)*) => {
-        $(impl FromVal for $t { fn from_val(v: &Val) -> Option<Self> { match v { $($p => Some($e),)+ _ => None } } })*
-    };
-}
-// Integers read as `u32` are declared with ranges that fit.
-from_val! {
-    u64: Val::Int(i) => *i;
-    u32: Val::Int(i) => *i as u32;
-    Option<u32>: Val::Off => None, Val::Int(i) => Some(*i as u32);
-    f64: Val::Num(x) => *x;
-    bool: Val::Bool(b) => *b;
-    String: Val::Str(s) => s.clone();
-    Vec<f64>: Val::Nums(v) => v.to_vec();
-    Arc<[f64]>: Val::Nums(v) => v.clone();
-    LengthDist: Val::Dist(d) => d.clone();
+    unknown: Vec<Unknown>,
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -83,15 +49,69 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn param(name: &str) -> &'static Key {
-    DIST_PARAMS
-        .iter()
-        .find(|k| k.path == name)
-        .expect("invariant: a declared parameter")
+impl Values for Reader<'_> {
+    fn key(&self, path: &str) -> &'static Key {
+        schema::key(path).unwrap_or_else(|| panic!("invariant: `{path}` is declared"))
+    }
+
+    fn given(&self, path: &str) -> Result<Option<&Val>, Bad> {
+        match self.slots.get(path).map(|s| &s.val) {
+            None => Ok(None),
+            Some(None) => Err(Bad),
+            Some(Some(v)) => Ok(Some(v)),
+        }
+    }
+
+    fn report(&mut self, path: &str, at: Option<&str>, msg: String, hint: String) -> Bad {
+        let (at, shown) = match at {
+            None => {
+                let slot = &self.slots[path];
+                (slot.origin.clone(), Some(slot.shown.clone()))
+            }
+            Some(at) => (self.origin(at), None),
+        };
+        self.push(path, &at, msg, shown, hint)
+    }
+
+    fn missing(&mut self, path: &str, why: &str) -> Bad {
+        let key = self.key(path);
+        let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
+        let place = match parent {
+            "" => "at the top level".into(),
+            _ => format!("in [{parent}]"),
+        };
+        let hint = match key.ty {
+            Ty::Table => {
+                let needs = schema::keys().filter(|k| {
+                    k.parent() == path
+                        && k.required()
+                        && matches!(k.when, When::All | When::Without(_))
+                });
+                let needs: Vec<&str> = needs.map(Key::leaf).collect();
+                let with = match needs.is_empty() {
+                    true => String::new(),
+                    false => format!(" with {}", needs.join(", ")),
+                };
+                format!("add the [{path}] section{with} ({})", key.meaning)
+            }
+            _ => format!(
+                "{why}{}, e.g. {} = {}",
+                key.meaning,
+                key.leaf(),
+                key.example
+            ),
+        };
+        let msg = format!("required key is missing {place}");
+        self.report(path, Some(parent), msg, hint)
+    }
+
+    fn base_dir(&self) -> &Path {
+        &self.source.base_dir
+    }
 }
 
 impl<'s> Reader<'s> {
-    pub(super) fn push(
+    fn push(
         &mut self,
         path: &str,
         at: &Origin,
@@ -109,67 +129,7 @@ impl<'s> Reader<'s> {
         Bad
     }
 
-    /// A problem with the value given at `path`.
-    pub(super) fn bad(
-        &mut self,
-        path: &str,
-        msg: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Bad {
-        let slot = &self.slots[path];
-        let (at, shown) = (slot.origin.clone(), Some(slot.shown.clone()));
-        self.push(path, &at, msg.into(), shown, hint.into())
-    }
-
-    /// A problem about `path` found at the table or key `at` (e.g. two keys that disagree).
-    pub(super) fn fail(
-        &mut self,
-        path: &str,
-        at: &str,
-        msg: impl Into<String>,
-        hint: impl Into<String>,
-    ) -> Bad {
-        let at = self.origin(at);
-        self.push(path, &at, msg.into(), None, hint.into())
-    }
-
-    /// A required key is missing; `why` says which setting needs it.
-    pub(super) fn missing(&mut self, path: &str, key: &Key, why: &str) -> Bad {
-        let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
-        let place = if parent.is_empty() {
-            "at the top level".into()
-        } else {
-            format!("in [{parent}]")
-        };
-        let hint = match key.ty {
-            Ty::Table => {
-                let needs = KEYS
-                    .iter()
-                    .filter(|k| k.parent() == path && k.required() && matches!(k.when, When::All));
-                let needs: Vec<&str> = needs.map(Key::leaf).collect();
-                let with = if needs.is_empty() {
-                    String::new()
-                } else {
-                    format!(" with {}", needs.join(", "))
-                };
-                format!("add the [{path}] section{with} ({})", key.meaning)
-            }
-            _ => format!(
-                "{why}{}, e.g. {} = {}",
-                key.meaning,
-                key.leaf(),
-                key.example
-            ),
-        };
-        self.fail(
-            path,
-            parent,
-            format!("required key is missing {place}"),
-            hint,
-        )
-    }
-
-    pub(super) fn origin(&self, path: &str) -> Origin {
+    fn origin(&self, path: &str) -> Origin {
         self.slots
             .get(path)
             .map_or(Origin::Unknown, |s| s.origin.clone())
@@ -182,6 +142,7 @@ impl<'s> Reader<'s> {
             source,
             problems: Vec::new(),
             slots: HashMap::new(),
+            unknown: Vec::new(),
         };
         let mut root = match tree::parse(&source.text) {
             Ok(t) => t,
@@ -215,9 +176,10 @@ impl<'s> Reader<'s> {
             };
             r.push(&key, &Origin::Override(s.clone()), msg, None, hint);
         }
-        let top: Vec<&Key> = KEYS.iter().filter(|k| k.parent().is_empty()).collect();
+        let top: Vec<&Key> = schema::keys().filter(|k| k.parent().is_empty()).collect();
         r.entries("", &root, &top);
         r.presence();
+        r.unknown_keys();
         Ok(r)
     }
 
@@ -233,9 +195,6 @@ impl<'s> Reader<'s> {
         problems
     }
 
-    // -----------------------------------------------------------------------------------------
-    // The walk.
-
     /// Check every entry of the table at `path` against `known`, its declared keys.
     fn entries(&mut self, path: &str, table: &Table, known: &[&'static Key]) {
         for (name, key_origin, node) in &table.entries {
@@ -244,16 +203,44 @@ impl<'s> Reader<'s> {
                 self.check(&full, key, node);
                 continue;
             }
-            let names: Vec<&str> = known.iter().map(|k| k.leaf()).collect();
-            let hint = match did_you_mean(name, &names) {
-                Some(s) => format!("did you mean `{}`?", join(path, s)),
-                None => format!("known keys here: {}", names.join(", ")),
+            self.unknown.push(Unknown {
+                table: path.to_string(),
+                name: name.clone(),
+                origin: key_origin.clone(),
+                known: known.to_vec(),
+            });
+        }
+    }
+
+    /// The keys the walk did not know, each with the closest declared key, or the keys that
+    /// apply here.
+    fn unknown_keys(&mut self) {
+        for u in std::mem::take(&mut self.unknown) {
+            let names: Vec<&str> = u.known.iter().map(|k| k.leaf()).collect();
+            let hint = match did_you_mean(&u.name, &names) {
+                Some(s) => format!("did you mean `{}`?", join(&u.table, s)),
+                None => {
+                    let here = u.known.iter().filter(|k| self.applies(k));
+                    let here: Vec<&str> = here.map(|k| k.leaf()).collect();
+                    format!("known keys here: {}", here.join(", "))
+                }
             };
-            let what = match path {
+            let what = match u.table.as_str() {
                 "" => "unknown key at the top level".to_string(),
-                _ => format!("unknown key in [{path}]"),
+                t => format!("unknown key in [{t}]"),
             };
-            self.push(&full, key_origin, what, None, hint);
+            self.push(&join(&u.table, &u.name), &u.origin, what, None, hint);
+        }
+    }
+
+    /// Whether `key` applies to this scenario (yes when the setting it depends on is bad).
+    fn applies(&self, key: &Key) -> bool {
+        match (key.when, key.when.condition()) {
+            (When::Without(other), _) => !self.slots.contains_key(other),
+            (_, None) => true,
+            (_, Some((setting, allowed))) => self
+                .setting(setting)
+                .is_none_or(|a| allowed.contains(&a.as_str())),
         }
     }
 
@@ -292,24 +279,19 @@ impl<'s> Reader<'s> {
                 return Some(Val::Str(s.clone()))
             }
             (Ty::OneOf(names), Value::Str(s)) => {
-                let modelled = NOT_MODELLED
+                let modelled = schema::NOT_MODELLED
                     .iter()
+                    .flat_map(|list| list.iter())
                     .find(|(p, values, _)| *p == path && values.contains(&s.as_str()));
                 let (msg, hint) = match (modelled, did_you_mean(s, names)) {
                     (Some((_, _, hint)), _) => ("is not modelled", hint.to_string()),
                     (None, Some(g)) => (
                         "unknown value",
-                        format!(
-                            "did you mean \"{g}\"? valid values: {}",
-                            schema::quoted(names)
-                        ),
+                        format!("did you mean \"{g}\"? valid values: {}", quoted(names)),
                     ),
-                    (None, None) => (
-                        "unknown value",
-                        format!("valid values: {}", schema::quoted(names)),
-                    ),
+                    (None, None) => ("unknown value", format!("valid values: {}", quoted(names))),
                 };
-                self.bad(path, msg, hint);
+                self.report(path, None, msg.into(), hint);
                 return None;
             }
             (Ty::Numbers(range), Value::Array(items)) => {
@@ -318,41 +300,73 @@ impl<'s> Reader<'s> {
                     match number(&item.value).and_then(|x| range.check(x).map_or(Ok(x), Err)) {
                         Ok(x) => out.push(x),
                         Err(m) => {
-                            _ = self.push(
-                                &format!("{path}[{i}]"),
-                                &item.origin,
-                                m,
-                                Some(item.value.render()),
-                                key.hint(),
-                            )
+                            let (at, shown) = (&item.origin, Some(item.value.render()));
+                            _ = self.push(&format!("{path}[{i}]"), at, m, shown, key.hint())
                         }
                     }
                 }
                 return (out.len() == items.len()).then(|| Val::Nums(out.into()));
             }
             (Ty::Table, Value::Table(t)) => {
-                let known: Vec<&Key> = KEYS.iter().filter(|k| k.parent() == path).collect();
+                let known: Vec<&Key> = schema::keys().filter(|k| k.parent() == path).collect();
                 self.entries(path, t, &known);
                 return Some(Val::Table);
             }
-            (Ty::Dist, Value::Table(t)) => return self.dist(path, t).map(Val::Dist),
+            (Ty::Tagged(tagged), Value::Table(t)) => {
+                return self.tagged(path, tagged, t).then_some(Val::Table)
+            }
             _ => format!("expected {}, found {}", key.ty.expected(), v.type_name()),
         };
         let hint = match key.ty {
             Ty::Text | Ty::OneOf(_) => "put the value in double quotes".into(),
             Ty::Bool => "write true or false, without quotes".into(),
-            Ty::Table | Ty::Dist => {
+            Ty::Table | Ty::Tagged(_) => {
                 format!("write it as a [{path}] section or an inline table {{ … }}")
             }
             _ => key.hint(),
         };
-        self.bad(path, message, hint);
+        self.report(path, None, message, hint);
         None
+    }
+
+    /// A tagged table (a length distribution): its tag names the parameters it takes. `false`
+    /// when the tag or a required parameter is missing or bad.
+    fn tagged(&mut self, path: &str, t: &'static Tagged, table: &Table) -> bool {
+        let tag_path = join(path, t.tag);
+        let Some(node) = table.get(t.tag) else {
+            let names: Vec<&str> = t.variants.iter().map(|d| d.name).collect();
+            let hint = format!("name the {}: {} = one of {}", t.noun, t.tag, quoted(&names));
+            let msg = format!("required key is missing in [{path}]");
+            self.report(&tag_path, Some(path), msg, hint);
+            return false;
+        };
+        let param = |p: &str| t.param(p).expect("invariant: a declared parameter");
+        let Some(Val::Str(name)) = self.check(&tag_path, param(t.tag), node).cloned() else {
+            return false;
+        };
+        let d = t
+            .variants
+            .iter()
+            .find(|d| d.name == name)
+            .expect("invariant: the tag's values are declared");
+        let known: Vec<&Key> = [t.tag]
+            .iter()
+            .chain(d.required)
+            .chain(d.optional)
+            .map(|p| param(p))
+            .collect();
+        self.entries(path, table, &known);
+        let absent = d.required.iter().filter(|p| table.get(p).is_none());
+        let absent: Vec<&str> = absent.copied().collect();
+        for p in &absent {
+            self.missing(&join(path, p), &format!("{name} needs {p}: "));
+        }
+        absent.is_empty()
     }
 
     /// After the walk: keys given where they do not apply, and required keys that are missing.
     fn presence(&mut self) {
-        for key in KEYS {
+        for key in schema::keys() {
             let parent = key.parent();
             if !parent.is_empty()
                 && !matches!(self.slots.get(parent), Some(Slot { val: Some(_), .. }))
@@ -360,13 +374,22 @@ impl<'s> Reader<'s> {
                 continue;
             }
             // `Some(the setting's value)` when the key does not apply.
-            let conflict = match key.when.condition() {
-                None => None,
-                Some((setting, allowed)) => match self.setting(setting) {
+            let conflict = match (key.when, key.when.condition()) {
+                (When::Without(other), _) => match self.slots.get(other) {
+                    None => None,
+                    Some(Slot { val: None, .. }) => continue, // a problem of its own
+                    Some(_) => Some(String::new()),
+                },
+                (_, None) => None,
+                (_, Some((setting, allowed))) => match self.setting(setting) {
                     None => continue, // the setting has a problem of its own
                     Some(actual) if allowed.contains(&actual.as_str()) => None,
                     Some(actual) => Some(actual),
                 },
+            };
+            let unless_given = match key.default {
+                DefaultValue::Unless(other, _) => self.slots.contains_key(other),
+                _ => false,
             };
             match (self.slots.get_mut(key.path), conflict) {
                 (Some(slot), Some(actual)) => {
@@ -378,7 +401,7 @@ impl<'s> Reader<'s> {
                     let (msg, hint) = key.when.mismatch(key.path, &actual);
                     self.push(key.path, &at, msg, shown, hint);
                 }
-                (None, None) if key.required() => _ = self.missing(key.path, key, ""),
+                (None, None) if key.required() && !unless_given => _ = self.missing(key.path, ""),
                 _ => {}
             }
         }
@@ -387,191 +410,10 @@ impl<'s> Reader<'s> {
     /// The value of the choice at `path`, given or default (`None` after a problem).
     fn setting(&self, path: &str) -> Option<String> {
         let given = self.slots.get(path).map(|s| &s.val);
-        match (given, Self::declared(path).default) {
+        match (given, self.key(path).default) {
             (Some(Some(Val::Str(s))), _) => Some(s.clone()),
             (None, DefaultValue::Word(w)) => Some(w.into()),
             _ => None,
-        }
-    }
-
-    /// A length distribution: `dist` names it ([`DISTS`]); its parameters are [`DIST_PARAMS`].
-    fn dist(&mut self, path: &str, table: &Table) -> Option<LengthDist> {
-        let Some(node) = table.get("dist") else {
-            let names: Vec<&str> = DISTS.iter().map(|d| d.name).collect();
-            let hint = format!(
-                "name the distribution: dist = one of {}",
-                schema::quoted(&names)
-            );
-            let msg = format!("required key is missing in [{path}]");
-            self.fail(&join(path, "dist"), path, msg, hint);
-            return None;
-        };
-        let Val::Str(name) = self
-            .check(&join(path, "dist"), param("dist"), node)?
-            .clone()
-        else {
-            unreachable!("invariant: dist is a string")
-        };
-        let d = DISTS
-            .iter()
-            .find(|d| d.name == name)
-            .expect("invariant: dist names are declared");
-        let known: Vec<&Key> = ["dist"]
-            .iter()
-            .chain(d.required)
-            .chain(d.optional)
-            .map(|p| param(p))
-            .collect();
-        self.entries(path, table, &known);
-        let absent: Vec<&str> = d
-            .required
-            .iter()
-            .copied()
-            .filter(|p| table.get(p).is_none())
-            .collect();
-        for p in &absent {
-            self.missing(&join(path, p), param(p), &format!("{name} needs {p}: "));
-        }
-        // The parameters given, each checked.
-        let mut given = HashMap::new();
-        for (p, _, _) in &table.entries {
-            if let Some(slot) = self.slots.get(&join(path, p)) {
-                given.insert(p.as_str(), slot.val.clone()?);
-            }
-        }
-        if !absent.is_empty() {
-            return None;
-        }
-        let clamp = |p: &str, default| {
-            given
-                .get(p)
-                .map_or(default, |v| u32::from_val(v).expect("invariant: checked"))
-        };
-        let (min, max) = (clamp("min", 1), clamp("max", MAX_TOKENS_PER_REQUEST));
-        let shape = match Shape::new(&name, |p| {
-            f64::from_val(&given[p]).expect("invariant: a checked number")
-        }) {
-            Some(shape) => shape,
-            None => Shape::Empirical {
-                values: self.empirical(path, &given)?,
-            },
-        };
-        if min > max {
-            let (msg, hint) = (
-                format!("min = {min} is greater than max = {max}"),
-                "swap them, or widen the range",
-            );
-            self.fail(&join(path, "min"), path, msg, hint);
-            return None;
-        }
-        Some(LengthDist { shape, min, max })
-    }
-
-    /// `values = [...]`, or `file` and `column` of a CSV file.
-    fn empirical(&mut self, path: &str, given: &HashMap<&str, Val>) -> Option<Arc<[f64]>> {
-        let values_path = join(path, "values");
-        let text = |p: &str| given.get(p).and_then(String::from_val);
-        match (given.get("values"), text("file"), text("column")) {
-            (Some(Val::Nums(v)), None, None) if v.is_empty() => {
-                self.bad(&values_path, "is empty", "give at least one token count");
-                None
-            }
-            (Some(Val::Nums(v)), None, None) if v.len() > MAX_EMPIRICAL_VALUES => {
-                let msg = format!("has {} values, more than {MAX_EMPIRICAL_VALUES}", v.len());
-                let hint = "use file = … and column = … for large samples";
-                self.bad(&values_path, msg, hint);
-                None
-            }
-            (Some(Val::Nums(v)), None, None) => Some(v.clone()),
-            (None, Some(file), Some(column)) => {
-                match read_csv_column(&self.source.base_dir.join(&file), &column) {
-                    Ok(values) => Some(values.into()),
-                    Err(e) => {
-                        let guess = match &e {
-                            CsvError::NoColumn { columns, .. } => {
-                                let columns: Vec<&str> =
-                                    columns.iter().map(String::as_str).collect();
-                                did_you_mean(&column, &columns)
-                                    .map(|g| format!("did you mean column \"{g}\"? "))
-                            }
-                            _ => None,
-                        };
-                        self.bad(
-                            &join(path, "file"),
-                            e.to_string(),
-                            guess.unwrap_or_default() + &e.hint(),
-                        );
-                        None
-                    }
-                }
-            }
-            (None, None, None) => {
-                let msg = format!("required key is missing in [{path}]");
-                let hint = "empirical needs values = [ … ] or file = \"….csv\" with column = \"…\"";
-                self.fail(&values_path, path, msg, hint);
-                None
-            }
-            (Some(_), _, _) => {
-                let msg = "give either values or file and column, not both";
-                self.fail(&values_path, path, msg, "remove one of them");
-                None
-            }
-            (None, file, _) => {
-                let (p, why) = match file {
-                    Some(_) => ("column", "empirical with a file needs column: "),
-                    None => ("file", "empirical with a column needs file: "),
-                };
-                self.missing(&join(path, p), param(p), why);
-                None
-            }
-        }
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Reading checked values in the build.
-
-    pub(super) fn declared(path: &str) -> &'static Key {
-        schema::key(path).unwrap_or_else(|| panic!("invariant: `{path}` is declared in schema.rs"))
-    }
-
-    /// The value given at `path`, if any.
-    pub(super) fn opt<T: FromVal>(&self, path: &str) -> Result<Option<T>, Bad> {
-        Self::declared(path);
-        match self.slots.get(path).map(|s| &s.val) {
-            None => Ok(None),
-            Some(None) => Err(Bad),
-            Some(Some(v)) => {
-                Ok(Some(T::from_val(v).unwrap_or_else(|| {
-                    panic!("invariant: `{path}` is read as declared")
-                })))
-            }
-        }
-    }
-
-    /// The value given at `path`, or its declared default.
-    pub(super) fn get<T: FromVal>(&self, path: &str) -> Result<T, Bad> {
-        if let Some(v) = self.opt(path)? {
-            return Ok(v);
-        }
-        let default = match Self::declared(path).default {
-            DefaultValue::Required => return Err(Bad), // reported by `presence`
-            DefaultValue::Absent(_) | DefaultValue::Derived(_) => {
-                unreachable!("invariant: `{path}` has a literal default")
-            }
-            DefaultValue::Int(i) => Val::Int(i),
-            DefaultValue::Num(x) => Val::Num(x),
-            DefaultValue::Word(w) => Val::Str(w.into()),
-            DefaultValue::Flag(b) => Val::Bool(b),
-        };
-        Ok(T::from_val(&default)
-            .unwrap_or_else(|| panic!("invariant: `{path}`'s default has its type")))
-    }
-
-    /// Whether the table at `path` was given (a missing required one was already reported).
-    pub(super) fn has(&self, path: &str) -> Result<bool, Bad> {
-        match (self.slots.get(path), Self::declared(path).required()) {
-            (Some(Slot { val: None, .. }), _) | (None, true) => Err(Bad),
-            (given, _) => Ok(given.is_some()),
         }
     }
 }

@@ -5,35 +5,40 @@
 //! per-request progress — is the scheduler's own state. What it reports back is engine-neutral:
 //! the [`ServerState`], [`LogRecord`]s built from [`ServerSample`]s, and [`SchedulerCounters`].
 //!
-//! Adding an engine means one module here (its policy, its log format, its words), one arm in
-//! [`build`], [`render_line`], [`words`] and [`simplifications`], and its settings section in the scenario
-//! schema. SGLang's policy is in [`sglang`].
+//! Adding an engine means one folder here (its policy, its log format, its words, and its
+//! settings section — `sglang/settings.rs` declares, reads and defaults SGLang's keys), one arm
+//! in [`build`], [`render_line`], [`words`] and [`simplifications`], and one variant of
+//! [`PolicySpec`] (`settings.rs`). SGLang's policy is in [`sglang`]; [`vllm`] has its settings.
 
+pub mod settings;
 pub mod sglang;
+pub mod vllm;
+
+pub use settings::{EngineKind, EngineSpec, PolicySpec};
 
 use crate::cost::StepTimeModel;
 use crate::request::{ReqId, Requests};
 use crate::rng::Stream;
-use crate::scenario::{EngineKind, Scenario};
 use crate::time::{SimDuration, SimTime};
 
-/// The scheduler for a scenario's engine: the one place where an engine kind becomes a policy.
-/// `rng` is the "schedule_policy" stream; `verbose_log` keeps the per-batch lines (prefill
-/// batches, evictions) besides the periodic statistics lines that carry the server's view.
+/// The scheduler for an engine's settings: the one place where a policy's settings become a
+/// policy. `context_len` is the model's, if known; `rng` is the "schedule_policy" stream;
+/// `verbose_log` keeps the per-batch lines (prefill batches, evictions) besides the periodic
+/// statistics lines that carry the server's view.
 pub fn build(
-    scenario: &Scenario,
+    engine: &EngineSpec,
+    context_len: Option<u64>,
     cost: Box<dyn StepTimeModel>,
     rng: Stream,
     verbose_log: bool,
 ) -> Result<Box<dyn Scheduler>, Unsupported> {
-    match scenario.engine.kind {
-        EngineKind::Sglang => {
-            let context_len = scenario.model.as_ref().and_then(|m| m.context_len);
-            let mut s = sglang::Sglang::new(&scenario.engine, context_len, cost, rng);
+    match &engine.policy {
+        PolicySpec::Sglang(settings) => {
+            let mut s = sglang::Sglang::new(engine, settings, context_len, cost, rng);
             s.set_verbose_log(verbose_log);
             Ok(Box::new(s))
         }
-        EngineKind::Vllm => Err(Unsupported(EngineKind::Vllm)),
+        PolicySpec::Vllm(_) => Err(Unsupported(EngineKind::Vllm)),
     }
 }
 

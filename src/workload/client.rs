@@ -9,16 +9,43 @@
 //!   (`vllm bench serve --burstiness`), first request after the first gap. vLLM also rescales
 //!   the gaps so the last request lands exactly at `n / rate`; servesim does not (the rescaling
 //!   only matters for small `n`).
+//! * `trace` — open loop on the `arrival_s` column of `workload.trace`: each row is sent at its
+//!   own time, in file order. (A closed-loop client sends a trace's rows in file order too, the
+//!   next one when a slot frees.)
 //!
 //! Open-loop modes may also have a concurrency cap (`--max-concurrency`): requests that arrive
 //! while every slot is busy wait in the client, and that wait is reported as client slot wait.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rand_distr::{Distribution, Exp, Gamma};
 
+use super::{Lengths, WorkloadSpec};
 use crate::rng::Stream;
+use crate::settings::{keys, Bad, Values, When, MAX_SIM_S};
 use crate::time::{SimDuration, SimTime};
+
+/// The largest concurrency limit accepted.
+pub const MAX_CONCURRENCY: u64 = 10_000_000;
+const OPEN: When = When::If("client.mode", &["poisson", "gamma"]);
+
+keys! {
+/// `[client]`.
+KEYS:
+"client" [Table, Required, All, ""]
+    "how the client sends: its mode, and its concurrency or rate", e.g. "[client]";
+"client.mode" [OneOf(&["closed", "poisson", "gamma", "trace"]), Word("closed"), All, ""]
+    "\"closed\": a semaphore of concurrency slots, all firing at t = 0; \"poisson\", \"gamma\": open loop at rate_per_s; \"trace\": each row of workload.trace at its arrival_s", e.g. r#""poisson""#;
+"client.concurrency" [Integer(1, MAX_CONCURRENCY), Absent("required when closed; no cap when open"), All, ""]
+    "the client's concurrency limit (an asyncio semaphore)", e.g. "150";
+"client.rate_per_s" [Number(Within(1e-9, 1e9)), Required, OPEN, ""]
+    "mean arrivals per second", e.g. "2.0";
+"client.burstiness" [Number(Within(1e-3, 1e3)), Num(1.0), If("client.mode", &["gamma"]), ""]
+    "gamma shape: 1 = Poisson, < 1 burstier, > 1 more regular", e.g. "0.5";
+"client.think_time_s" [Number(Within(0.0, MAX_SIM_S)), Num(0.0), If("client.mode", &["closed"]), "s"]
+    "pause between a completion and the slot's next send", e.g. "0.5";
+}
 
 /// `[client]`.
 #[derive(Clone, Debug, PartialEq)]
@@ -46,16 +73,62 @@ pub enum ClientSpec {
         /// Optional cap on requests in flight.
         concurrency: Option<u32>,
     },
+    /// Open loop on a trace's arrival times.
+    Trace {
+        /// Optional cap on requests in flight.
+        concurrency: Option<u32>,
+    },
 }
 
 impl ClientSpec {
+    /// Read `[client]`; the trace mode needs `workload`'s trace and its arrival times.
+    pub fn read(v: &mut dyn Values, workload: Option<&WorkloadSpec>) -> Result<Self, Bad> {
+        v.has("client")?;
+        let concurrency: Option<u32> = v.opt("client.concurrency")?;
+        Ok(match v.get::<String>("client.mode")?.as_str() {
+            "closed" => ClientSpec::Closed {
+                concurrency: concurrency.ok_or_else(|| {
+                    v.missing("client.concurrency", "a closed-loop client needs it: ")
+                })?,
+                think_time: SimDuration::from_secs_f64(v.get("client.think_time_s")?)
+                    .expect("invariant: seconds were range-checked"),
+            },
+            "poisson" => ClientSpec::Poisson {
+                rate_per_s: v.get("client.rate_per_s")?,
+                concurrency,
+            },
+            "gamma" => ClientSpec::Gamma {
+                rate_per_s: v.get("client.rate_per_s")?,
+                burstiness: v.get("client.burstiness")?,
+                concurrency,
+            },
+            _ => match workload.map(|w| &w.lengths) {
+                Some(Lengths::Trace {
+                    has_arrivals: true, ..
+                }) => ClientSpec::Trace { concurrency },
+                Some(Lengths::Trace { file, .. }) => {
+                    let msg = format!("sends each row at its arrival_s, and workload.trace = \"{file}\" has no arrival_s column");
+                    let hint = "add arrival_s (seconds from the start, non-decreasing) to the trace, or use client.mode = \"closed\"";
+                    return Err(v.bad("client.mode", msg, hint));
+                }
+                Some(Lengths::Sampled { .. }) => {
+                    let msg = "sends the rows of workload.trace at their arrival_s, and this scenario has no trace";
+                    let hint =
+                        "give workload.trace = \"FILE\" with an arrival_s column, or another mode";
+                    return Err(v.bad("client.mode", msg, hint));
+                }
+                None => return Err(Bad), // the workload has problems of its own
+            },
+        })
+    }
+
     /// The concurrency limit, if any.
     pub fn concurrency(&self) -> Option<u32> {
         match self {
             ClientSpec::Closed { concurrency, .. } => Some(*concurrency),
-            ClientSpec::Poisson { concurrency, .. } | ClientSpec::Gamma { concurrency, .. } => {
-                *concurrency
-            }
+            ClientSpec::Poisson { concurrency, .. }
+            | ClientSpec::Gamma { concurrency, .. }
+            | ClientSpec::Trace { concurrency } => *concurrency,
         }
     }
 }
@@ -92,12 +165,25 @@ pub struct Client {
     thinking_slots: u64,
     /// Open loop: when the next request arrives.
     next_arrival_at: SimTime,
+    /// Trace mode: every request's arrival time, in send order.
+    arrivals: Option<Arc<[SimTime]>>,
     rng: Stream,
 }
 
 impl Client {
-    /// A client for `total` requests. `rng` is the "arrivals" stream.
-    pub fn new(spec: ClientSpec, total: u64, rng: Stream) -> Self {
+    /// A client for `total` requests. `rng` is the "arrivals" stream; `arrivals` holds the
+    /// trace's arrival times (at least `total` of them) and is needed by the trace mode only.
+    pub fn new(
+        spec: ClientSpec,
+        total: u64,
+        rng: Stream,
+        arrivals: Option<Arc<[SimTime]>>,
+    ) -> Self {
+        debug_assert!(
+            !matches!(spec, ClientSpec::Trace { .. })
+                || arrivals.as_ref().is_some_and(|a| a.len() as u64 >= total),
+            "invariant: a trace client has an arrival time for every request"
+        );
         Client {
             spec,
             total,
@@ -107,6 +193,7 @@ impl Client {
             backlog: VecDeque::new(),
             thinking_slots: 0,
             next_arrival_at: SimTime::ZERO,
+            arrivals,
             rng,
         }
     }
@@ -160,7 +247,19 @@ impl Client {
                     out.push(ClientAction::ArriveAt(self.next_arrival_at));
                 }
             }
+            ClientSpec::Trace { .. } => {
+                if self.total > 0 {
+                    self.next_arrival_at = self.trace_arrival(0);
+                    out.push(ClientAction::ArriveAt(self.next_arrival_at));
+                }
+            }
         }
+    }
+
+    fn trace_arrival(&self, i: u64) -> SimTime {
+        self.arrivals
+            .as_ref()
+            .expect("invariant: a trace client has its arrival times")[i as usize]
     }
 
     fn gap(&mut self) -> SimDuration {
@@ -175,7 +274,7 @@ impl Client {
             } => Gamma::new(burstiness, 1.0 / (rate_per_s * burstiness))
                 .expect("invariant: validated gamma arrival parameters")
                 .sample(&mut self.rng),
-            ClientSpec::Closed { .. } => 0.0,
+            ClientSpec::Closed { .. } | ClientSpec::Trace { .. } => 0.0,
         };
         SimDuration::from_secs_f64(secs).unwrap_or(SimDuration::from_ns(u64::MAX / 4))
     }
@@ -189,8 +288,10 @@ impl Client {
             self.backlog.push_back(now);
         }
         if self.arrived < self.total {
-            let gap = self.gap();
-            self.next_arrival_at = now + gap;
+            self.next_arrival_at = match self.spec {
+                ClientSpec::Trace { .. } => self.trace_arrival(self.arrived),
+                _ => now + self.gap(),
+            };
             out.push(ClientAction::ArriveAt(self.next_arrival_at));
         }
     }
@@ -232,5 +333,43 @@ impl Client {
         if self.sent < self.total {
             self.send(SimTime::ZERO, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::{Seeds, StreamName};
+
+    fn t(s: u64) -> SimTime {
+        SimTime::from_ns(s * 1_000_000_000)
+    }
+
+    #[test]
+    fn a_trace_client_sends_at_the_arrival_times_and_waits_for_a_slot_over_its_cap() {
+        let arrivals: Arc<[SimTime]> = vec![t(0), t(1), t(1), t(3)].into();
+        let rng = Seeds::new(1).stream(StreamName::Arrivals);
+        let spec = ClientSpec::Trace {
+            concurrency: Some(1),
+        };
+        let mut c = Client::new(spec, 3, rng, Some(arrivals));
+        let mut out = Vec::new();
+        c.start(&mut out);
+        assert_eq!(out, [ClientAction::ArriveAt(t(0))]);
+        out.clear();
+        c.on_arrival(t(0), &mut out);
+        let send = |seq, ready_at| ClientAction::Send { seq, ready_at };
+        assert_eq!(out, [send(0, t(0)), ClientAction::ArriveAt(t(1))]);
+        out.clear();
+        // Two rows arrive at 1 s while row 0 holds the only slot; the third of three requests
+        // is the last: no arrival at 3 s is scheduled.
+        c.on_arrival(t(1), &mut out);
+        assert_eq!(out, [ClientAction::ArriveAt(t(1))]);
+        out.clear();
+        c.on_arrival(t(1), &mut out);
+        assert!(out.is_empty());
+        c.on_response(t(2), &mut out);
+        assert_eq!(out, [send(1, t(1))]);
+        assert_eq!(c.remaining(), 1);
     }
 }

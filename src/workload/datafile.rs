@@ -56,9 +56,20 @@ pub struct DataError {
     pub hint: String,
 }
 
+/// How a data file is laid out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// CSV with a header row: a cell is at a line and a field number.
+    Csv,
+    /// JSON Lines: a cell is at a line and a key.
+    JsonLines,
+}
+
 /// A data file's rows, by column name.
 #[derive(Clone, Debug)]
 pub struct Table {
+    /// The layout.
+    pub format: Format,
     /// Column names, in file order (CSV header; JSON keys in order of first appearance).
     pub columns: Vec<String>,
     /// Rows: the cells in `columns` order, and where the row starts.
@@ -163,7 +174,11 @@ pub fn csv_table(text: &str) -> Result<Table, DataError> {
             rec.iter().map(cell_from_text).collect(),
         ));
     }
-    Ok(Table { columns, rows })
+    Ok(Table {
+        format: Format::Csv,
+        columns,
+        rows,
+    })
 }
 
 /// The line of the record the csv crate places at byte `byte`. Its positions point where it
@@ -243,7 +258,11 @@ pub fn json_lines(text: &str) -> Result<Table, DataError> {
             (At { line, field: None }, cells)
         })
         .collect();
-    Ok(Table { columns, rows })
+    Ok(Table {
+        format: Format::JsonLines,
+        columns,
+        rows,
+    })
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! Token-length distributions.
+//! Token-length distributions: their declaration ([`LENGTHS`]), reading and sampling.
 //!
 //! Each distribution draws a real number, which is rounded to the nearest integer and clamped to
 //! `[min, max]` (with `min ≥ 1`): token counts are integers of at least one. `normal` is
@@ -11,7 +11,63 @@ use std::sync::Arc;
 use rand::RngExt;
 use rand_distr::{Distribution, Exp, Gamma, LogNormal, Normal};
 
+use crate::diagnostic::did_you_mean;
 use crate::rng::Stream;
+use crate::settings::{keys, Bad, Tagged, Values, Variant};
+
+macro_rules! dists {
+    ($($name:literal [$($req:literal),*] [$($opt:literal),*] $needs:literal $meaning:literal;)*) => {
+        const VARIANTS: &[Variant] = &[$(Variant { name: $name, required: &[$($req),*], optional: &[$($opt),*], needs: $needs, meaning: $meaning }),*];
+        const DIST_NAMES: &[&str] = &[$($name),*];
+    };
+}
+
+dists! {
+"constant" ["value"] ["min", "max"] "" "always `value`";
+"uniform" ["min", "max"] [] "" "integers uniform on `[min, max]`";
+"normal" ["mean", "std"] ["min", "max"] "" "truncated to `[min, max]`";
+"lognormal" ["mean", "cv"] ["min", "max"] "" "mean and cv of the result, not of the underlying normal";
+"gamma" ["mean", "cv"] ["min", "max"] "" "shape 1/cv², scale mean × cv²";
+"exponential" ["mean"] ["min", "max"] "" "rate 1/mean";
+"empirical" [] ["values", "file", "column", "min", "max"] "`values`, or `file` and `column`" "resamples `values`, or the CSV `column` of `file`";
+}
+
+const MAX: u64 = MAX_TOKENS_PER_REQUEST as u64;
+
+keys! {
+/// The parameters of the length distributions (paths relative to the distribution's table).
+PARAMS:
+"dist" [OneOf(DIST_NAMES), Required, All, ""]
+    "the distribution (table above)", e.g. r#""lognormal""#;
+"value" [Number(Within(1.0, MAX as f64)), Required, All, "tokens"]
+    "the constant length", e.g. "1024";
+"mean" [Number(Positive), Required, All, "tokens"] "the mean length", e.g. "300";
+"std" [Number(Positive), Required, All, "tokens"]
+    "the standard deviation (for a fixed length use dist = \"constant\")", e.g. "100";
+"cv" [Number(Within(1e-6, 100.0)), Required, All, ""]
+    "coefficient of variation (std / mean) of the result", e.g. "0.5";
+"min" [Integer(1, MAX), Int(1), All, "tokens"] "the smallest length drawn", e.g. "1";
+"max" [Integer(1, MAX), Int(MAX), All, "tokens"] "the largest length drawn", e.g. "16384";
+"values" [Numbers(Positive), Absent("none"), All, "tokens"]
+    "the lengths to resample", e.g. "[120, 4096, 900]";
+"file" [Text, Absent("none"), All, ""]
+    "a CSV file with a header row, relative to the scenario (with column)", e.g. r#""lengths.csv""#;
+"column" [Text, Absent("none"), All, ""]
+    "the CSV column holding token counts", e.g. r#""completion_tokens""#;
+}
+
+/// A length distribution, as a scenario writes it: an inline table `{ dist = "…", … }` whose
+/// `dist` names the parameters it takes.
+pub const LENGTHS: Tagged = Tagged {
+    tag: "dist",
+    noun: "distribution",
+    accepts: "length distribution",
+    intro:
+        "Length distributions are inline tables `{ dist = \"…\", … }`; every one also takes the \
+            clamps `min` and `max` (declared in `src/workload/dist.rs`).",
+    variants: VARIANTS,
+    params: PARAMS,
+};
 
 /// The largest token count servesim accepts for one request (10 million).
 pub const MAX_TOKENS_PER_REQUEST: u32 = 10_000_000;
@@ -233,6 +289,89 @@ impl Shape {
             },
             _ => return None,
         })
+    }
+}
+
+impl LengthDist {
+    /// Read the distribution declared at `path` (its parameters were checked by the walk).
+    pub fn read(v: &mut dyn Values, path: &str) -> Result<Self, Bad> {
+        let p = |name: &str| format!("{path}.{name}");
+        let name: String = v.get(&p("dist"))?;
+        let d = VARIANTS
+            .iter()
+            .find(|d| d.name == name)
+            .expect("invariant: dist names are declared");
+        // A parameter with a problem, or a missing one, was reported by the walk.
+        for q in d.required.iter().chain(d.optional) {
+            if v.given(&p(q))?.is_none() && d.required.contains(q) {
+                return Err(Bad);
+            }
+        }
+        let (min, max): (u32, u32) = (v.get(&p("min"))?, v.get(&p("max"))?);
+        let param = |q: &str| v.get::<f64>(&p(q)).expect("invariant: a checked number");
+        let shape = match Shape::new(&name, param) {
+            Some(shape) => shape,
+            None => Shape::Empirical {
+                values: empirical(v, path)?,
+            },
+        };
+        if min > max {
+            let msg = format!("min = {min} is greater than max = {max}");
+            return Err(v.fail(&p("min"), path, msg, "swap them, or widen the range"));
+        }
+        Ok(LengthDist { shape, min, max })
+    }
+}
+
+/// `values = [...]`, or `file` and `column` of a CSV file.
+fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
+    let p = |name: &str| format!("{path}.{name}");
+    let values: Option<Arc<[f64]>> = v.opt(&p("values"))?;
+    let (file, column): (Option<String>, Option<String>) =
+        (v.opt(&p("file"))?, v.opt(&p("column"))?);
+    match (values, file, column) {
+        (Some(v_), None, None) if v_.is_empty() => {
+            Err(v.bad(&p("values"), "is empty", "give at least one token count"))
+        }
+        (Some(v_), None, None) if v_.len() > MAX_EMPIRICAL_VALUES => {
+            let msg = format!("has {} values, more than {MAX_EMPIRICAL_VALUES}", v_.len());
+            let hint = "use file = … and column = … for large samples";
+            Err(v.bad(&p("values"), msg, hint))
+        }
+        (Some(values), None, None) => Ok(values),
+        (None, Some(file), Some(column)) => {
+            match read_csv_column(&v.base_dir().join(&file), &column) {
+                Ok(values) => Ok(values.into()),
+                Err(e) => {
+                    let guess = match &e {
+                        CsvError::NoColumn { columns, .. } => {
+                            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+                            did_you_mean(&column, &columns)
+                                .map(|g| format!("did you mean column \"{g}\"? "))
+                        }
+                        _ => None,
+                    };
+                    let hint = guess.unwrap_or_default() + &e.hint();
+                    Err(v.bad(&p("file"), e.to_string(), hint))
+                }
+            }
+        }
+        (None, None, None) => {
+            let msg = format!("required key is missing in [{path}]");
+            let hint = "empirical needs values = [ … ] or file = \"….csv\" with column = \"…\"";
+            Err(v.fail(&p("values"), path, msg, hint))
+        }
+        (Some(_), _, _) => {
+            let msg = "give either values or file and column, not both";
+            Err(v.fail(&p("values"), path, msg, "remove one of them"))
+        }
+        (None, file, _) => {
+            let (q, why) = match file {
+                Some(_) => ("column", "empirical with a file needs column: "),
+                None => ("file", "empirical with a column needs file: "),
+            };
+            Err(v.missing(&p(q), why))
+        }
     }
 }
 

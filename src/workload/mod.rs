@@ -1,7 +1,271 @@
-//! What the client sends and when: length distributions, traces of requests read from files,
-//! and the client's arrival process.
+//! What the client sends and when: `[workload]` — lengths drawn from distributions or a trace of
+//! requests read from a file — and the client's arrival process ([`client`]).
 
 pub mod client;
 pub mod datafile;
 pub mod dist;
 pub mod trace;
+
+use std::sync::Arc;
+
+use crate::settings::{keys, Bad, Values};
+use dist::{LengthDist, LENGTHS, MAX_TOKENS_PER_REQUEST as MAX_TOKENS};
+use trace::TraceRow;
+
+/// The most requests one scenario may send (10⁹): far beyond any real job, small enough that a
+/// typo such as 10¹⁵ is caught before it runs for days.
+pub const MAX_REQUESTS: u64 = 1_000_000_000;
+
+keys! {
+/// `[workload]`.
+KEYS:
+"workload" [Table, Required, All, ""] "what the client sends", e.g. "[workload]";
+"workload.requests" [Integer(1, MAX_REQUESTS), Unless("workload.trace", "its row count"), All, ""]
+    "requests the client sends in all", e.g. "20000";
+"workload.trace" [Text, Absent("none"), All, ""]
+    "a file of requests sent in its order (relative to the scenario; CSV with a header, or JSON Lines): prompt_tokens, output_tokens, and optionally arrival_s, max_new_tokens, ignore_eos", e.g. r#""trace.csv""#;
+"workload.prompt_tokens" [Tagged(&LENGTHS), Required, Without("workload.trace"), "tokens"]
+    "prompt lengths", e.g. r#"{ dist = "lognormal", mean = 300, cv = 0.5 }"#;
+"workload.output_tokens" [Tagged(&LENGTHS), Required, Without("workload.trace"), "tokens"]
+    "natural response lengths (where the model would stop by itself)", e.g. r#"{ dist = "lognormal", mean = 4116, cv = 0.2 }"#;
+"workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Absent("none: the client omits max_tokens"), All, "tokens"]
+    "the max_tokens each request asks for (a trace's rows without their own)", e.g. "16384";
+"workload.ignore_eos" [Bool, Flag(false), All, ""]
+    "every request runs to max_new_tokens (asking for its sampled length, as the bench clients do; a trace's rows without their own)", e.g. "true";
+}
+
+/// `[workload]`.
+#[derive(Clone, Debug)]
+pub struct WorkloadSpec {
+    /// Requests the client sends in all.
+    pub requests: u64,
+    /// Where each request's lengths come from.
+    pub lengths: Lengths,
+    /// The `max_tokens` the client asks for; `None` when the client omits it (SGLang then
+    /// allows up to the request-length limit). A trace's rows may ask for their own.
+    pub max_new_tokens: Option<u32>,
+    /// `ignore_eos`: every request runs to its `max_new_tokens` (a trace's rows may say).
+    pub ignore_eos: bool,
+}
+
+/// Where each request's prompt and output lengths come from.
+#[derive(Clone, Debug)]
+pub enum Lengths {
+    /// Drawn from two distributions.
+    Sampled {
+        /// Prompt lengths.
+        prompt_tokens: LengthDist,
+        /// Natural response lengths (where the model would stop by itself).
+        output_tokens: LengthDist,
+    },
+    /// Row `seq` of a trace, sent in file order.
+    Trace {
+        /// The file, as the scenario names it.
+        file: String,
+        /// The rows sent (the first `requests` of the file).
+        rows: Arc<[TraceRow]>,
+        /// Whether the file gives `arrival_s` (every row then has one).
+        has_arrivals: bool,
+    },
+}
+
+/// One request's lengths and what it asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drawn {
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// `max_tokens` asked for (`u32::MAX` when the client omits it).
+    pub max_new_tokens: u32,
+    /// Output tokens it generates before it stops.
+    pub target_output_tokens: u32,
+    /// Whether it ignores EOS.
+    pub ignore_eos: bool,
+}
+
+impl WorkloadSpec {
+    /// Read `[workload]`, with its trace file if it names one.
+    pub fn read(v: &mut dyn Values) -> Result<Self, Bad> {
+        v.has("workload")?;
+        let lengths = match v.opt::<String>("workload.trace")? {
+            Some(file) => read_trace(v, file),
+            None => {
+                let prompt_tokens = LengthDist::read(v, "workload.prompt_tokens");
+                let output_tokens = LengthDist::read(v, "workload.output_tokens");
+                Ok(Lengths::Sampled {
+                    prompt_tokens: prompt_tokens?,
+                    output_tokens: output_tokens?,
+                })
+            }
+        };
+        let given = v.opt::<u64>("workload.requests")?;
+        let requests = match (lengths?, given) {
+            (Lengths::Trace { rows, .. }, Some(n)) if n > rows.len() as u64 => {
+                let msg = format!("is more than the {} of workload.trace", n_rows(rows.len()));
+                let hint = "give at most that many, or leave it out to send every row";
+                return Err(v.bad("workload.requests", msg, hint));
+            }
+            (
+                Lengths::Trace {
+                    file,
+                    rows,
+                    has_arrivals,
+                },
+                n,
+            ) => {
+                let n = n.unwrap_or(rows.len() as u64);
+                let rows = rows[..n as usize].into();
+                (
+                    n,
+                    Lengths::Trace {
+                        file,
+                        rows,
+                        has_arrivals,
+                    },
+                )
+            }
+            (sampled, Some(n)) => (n, sampled),
+            (_, None) => return Err(Bad), // reported by the walk
+        };
+        Ok(WorkloadSpec {
+            requests: requests.0,
+            lengths: requests.1,
+            max_new_tokens: v.opt("workload.max_new_tokens")?,
+            ignore_eos: v.get("workload.ignore_eos")?,
+        })
+    }
+
+    /// Request `seq`'s lengths: drawn from the distributions (with the prompt and output
+    /// streams), or row `seq` of the trace.
+    ///
+    /// With `ignore_eos` a request runs to what it asks for: the bench clients ask for the
+    /// sampled length capped by `max_new_tokens` (`sglang.bench_serving`, `vllm bench serve`);
+    /// a trace row asks for its own `max_new_tokens` if it has one, else the same. Without, it
+    /// asks for `max_new_tokens` (or nothing) and stops at its output length.
+    pub fn draw(
+        &self,
+        seq: u64,
+        prompt_rng: &mut crate::rng::Stream,
+        output_rng: &mut crate::rng::Stream,
+    ) -> Drawn {
+        let (prompt_tokens, natural, own_max, ignore_eos) = match &self.lengths {
+            Lengths::Sampled {
+                prompt_tokens,
+                output_tokens,
+            } => {
+                let prompt = prompt_tokens.sample(prompt_rng);
+                (
+                    prompt,
+                    output_tokens.sample(output_rng),
+                    None,
+                    self.ignore_eos,
+                )
+            }
+            Lengths::Trace { rows, .. } => {
+                let r = rows[seq as usize];
+                let eos = r.ignore_eos.unwrap_or(self.ignore_eos);
+                (r.prompt_tokens, r.output_tokens, r.max_new_tokens, eos)
+            }
+        };
+        let asked = own_max.or(self.max_new_tokens).unwrap_or(u32::MAX);
+        let (max_new_tokens, target_output_tokens) = match (ignore_eos, own_max) {
+            (true, Some(n)) => (n, n),
+            (true, None) => (natural.min(asked), natural.min(asked)),
+            (false, _) => (asked, natural.min(asked)),
+        };
+        Drawn {
+            prompt_tokens,
+            max_new_tokens,
+            target_output_tokens,
+            ignore_eos,
+        }
+    }
+
+    /// The key that gives the prompt lengths (where a problem with them is reported).
+    pub fn prompts_key(&self) -> &'static str {
+        match &self.lengths {
+            Lengths::Sampled { .. } => "workload.prompt_tokens",
+            Lengths::Trace { .. } => "workload.trace",
+        }
+    }
+
+    /// The smallest prompt the workload can send.
+    pub fn smallest_prompt(&self) -> u32 {
+        match &self.lengths {
+            Lengths::Sampled { prompt_tokens, .. } => prompt_tokens.smallest(),
+            Lengths::Trace { rows, .. } => rows.iter().map(|r| r.prompt_tokens).min().unwrap_or(1),
+        }
+    }
+
+    /// The mean prompt and output lengths before any clamp (for estimates and reports).
+    pub fn mean_lengths(&self) -> (f64, f64) {
+        match &self.lengths {
+            Lengths::Sampled {
+                prompt_tokens,
+                output_tokens,
+            } => (prompt_tokens.nominal_mean(), output_tokens.nominal_mean()),
+            Lengths::Trace { rows, .. } => {
+                let n = rows.len().max(1) as f64;
+                let sum =
+                    |f: fn(&TraceRow) -> u32| rows.iter().map(|r| f64::from(f(r))).sum::<f64>();
+                (sum(|r| r.prompt_tokens) / n, sum(|r| r.output_tokens) / n)
+            }
+        }
+    }
+
+    /// One line each for the prompt and output lengths, e.g. `lognormal(mean 4116, cv 0.45) in
+    /// [1, 16384]`, or `trace x.csv (20 rows, mean 512)`.
+    pub fn describe(&self) -> (String, String) {
+        match &self.lengths {
+            Lengths::Sampled {
+                prompt_tokens,
+                output_tokens,
+            } => (prompt_tokens.describe(), output_tokens.describe()),
+            Lengths::Trace { file, rows, .. } => {
+                let (p, o) = self.mean_lengths();
+                let row = |m: f64| format!("trace {file} ({}, mean {m:.1})", n_rows(rows.len()));
+                (row(p), row(o))
+            }
+        }
+    }
+}
+
+/// "1 row", "20 rows".
+fn n_rows(n: usize) -> String {
+    match n {
+        1 => "1 row".into(),
+        n => format!("{n} rows"),
+    }
+}
+
+/// Read the trace named by `workload.trace`; every bad cell is reported at the key, with the
+/// file's line and column.
+fn read_trace(v: &mut dyn Values, file: String) -> Result<Lengths, Bad> {
+    match trace::load(&v.base_dir().join(&file)) {
+        Ok(t) => Ok(Lengths::Trace {
+            file,
+            rows: t.rows.into(),
+            has_arrivals: t.has_arrivals,
+        }),
+        Err(errors) => {
+            for e in errors {
+                let at = match e.at {
+                    Some(a) => match a.field {
+                        Some(f) => format!(":{}:{f}", a.line),
+                        None => format!(":{}", a.line),
+                    },
+                    None => String::new(),
+                };
+                let column = match &e.column {
+                    Some(c) if !e.message.contains(&format!("`{c}`")) => format!("{c}: "),
+                    _ => String::new(),
+                };
+                v.bad(
+                    "workload.trace",
+                    format!("{file}{at}: {column}{}", e.message),
+                    e.hint,
+                );
+            }
+            Err(Bad)
+        }
+    }
+}

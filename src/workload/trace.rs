@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::datafile::{self, At, Cell, DataError};
+use super::datafile::{self, At, Cell, DataError, Format};
 use super::dist::MAX_TOKENS_PER_REQUEST;
 use crate::diagnostic::did_you_mean;
 use crate::time::SimTime;
@@ -22,7 +22,7 @@ pub const COLUMNS: &[&str] = &[
 ];
 
 /// The latest arrival accepted (one year), as for every simulated time a scenario gives.
-pub const MAX_ARRIVAL_S: f64 = 365.0 * 24.0 * 3600.0;
+pub const MAX_ARRIVAL_S: f64 = crate::settings::MAX_SIM_S;
 
 /// At most this many bad cells are reported, then a count of the rest.
 const MAX_REPORTED: usize = 12;
@@ -124,13 +124,14 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
     let table = datafile::read(path).map_err(|e| vec![e])?;
     let mut errors = Vec::new();
     let col = |name: &str| table.column(name);
+    // A cell's field number, and the header's line: CSV only (JSON Lines name their keys).
+    let csv = table.format == Format::Csv;
+    let field = |i: usize| csv.then_some(i + 1);
+    let header = |i: Option<usize>| csv.then_some(At { line: 1, field: i });
     for required in ["prompt_tokens", "output_tokens"] {
         if col(required).is_none() {
             errors.push(DataError {
-                at: Some(At {
-                    line: 1,
-                    field: None,
-                }),
+                at: header(None),
                 column: None,
                 message: format!("has no column `{required}`"),
                 hint: format!(
@@ -147,10 +148,7 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
         }
         match did_you_mean(name, COLUMNS) {
             Some(close) => errors.push(DataError {
-                at: Some(At {
-                    line: 1,
-                    field: Some(i + 1),
-                }),
+                at: header(Some(i + 1)),
                 column: Some(name.clone()),
                 message: format!("unknown column `{name}`"),
                 hint: format!("did you mean `{close}`?"),
@@ -186,7 +184,7 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
     for (at, cells) in &table.rows {
         let cell_at = |i: usize| At {
             line: at.line,
-            field: Some(i + 1),
+            field: field(i),
         };
         let mut row = TraceRow {
             prompt_tokens: 0,

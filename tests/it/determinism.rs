@@ -22,7 +22,7 @@ fn outputs(sets: &[&str]) -> (String, Vec<u8>, String) {
     (
         summary::to_json(&s),
         timeseries::to_csv(&r),
-        server_log::render(sc.engine.kind, &r.log, 8),
+        server_log::render(sc.engine.kind(), &r.log, 8),
     )
 }
 

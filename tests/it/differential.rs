@@ -34,7 +34,7 @@ fn outputs(sc: &Scenario, stepping: Stepping) -> Outputs {
     (
         summary::to_json(&s),
         timeseries::to_csv(&r),
-        server_log::render(sc.engine.kind, &r.log, 8),
+        server_log::render(sc.engine.kind(), &r.log, 8),
         r.requests,
         r.counters.fast_forwarded_steps,
     )

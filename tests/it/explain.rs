@@ -21,7 +21,7 @@ fn explain_of(
         scenario_arg: arg.map(str::to_string),
         has_memory_model: sc.memory.is_some(),
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        mem_fraction_static: sc.engine.mem_fraction_static,
+        mem_fraction_static: sc.memory.as_ref().and_then(|m| m.mem_fraction_static()),
         rate_per_s: None,
     };
     (explain::render(&s, &ctx, fmt), s)

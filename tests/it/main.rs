@@ -4,6 +4,7 @@ mod cli;
 mod corpus;
 mod determinism;
 mod differential;
+mod engines;
 mod explain;
 mod hand;
 mod invariants;
@@ -12,6 +13,7 @@ mod outputs;
 mod queueing;
 mod scenarios;
 mod schema;
+mod trace;
 
 use std::path::PathBuf;
 

@@ -1,12 +1,15 @@
-//! The scenario schema (`src/scenario/schema.rs`): the README's key reference is generated from
-//! it, and every declared example is accepted where its key applies.
+//! The scenario keys, each declared beside the code that reads it (`src/scenario/schema.rs`
+//! lists the sections): the README's key reference is generated from them, and every declared
+//! example is accepted where its key applies.
 
-use servesim::scenario::schema::{self, Ty, When, DISTS, DIST_PARAMS, KEYS};
+use servesim::scenario::schema;
 use servesim::scenario::{self as sc_mod, Source};
+use servesim::settings::{Ty, When};
+use servesim::workload::dist::LENGTHS;
 
 use crate::root;
 
-const BEGIN: &str = "<!-- scenario-keys:begin (generated from src/scenario/schema.rs) -->\n";
+const BEGIN: &str = "<!-- scenario-keys:begin (generated from the key declarations) -->\n";
 const END: &str = "<!-- scenario-keys:end -->";
 
 /// `SERVESIM_BLESS=1 cargo test --test it schema` rewrites the README's reference.
@@ -29,18 +32,29 @@ fn the_readme_key_reference_is_generated_from_the_schema() {
         return;
     }
     panic!(
-        "README.md's scenario key reference differs from src/scenario/schema.rs; \
+        "README.md's scenario key reference differs from the key declarations; \
          rewrite it with `SERVESIM_BLESS=1 cargo test --test it schema`. Expected between the markers:\n{want}"
     );
 }
 
 #[test]
 fn every_distribution_parameter_is_declared() {
-    for d in DISTS {
+    for d in LENGTHS.variants {
         for p in d.required.iter().chain(d.optional) {
-            assert!(DIST_PARAMS.iter().any(|k| k.path == *p), "{}: {p}", d.name);
+            assert!(LENGTHS.param(p).is_some(), "{}: {p}", d.name);
         }
     }
+}
+
+#[test]
+fn every_key_is_declared_once() {
+    let mut paths: Vec<&str> = schema::keys().map(|k| k.path).collect();
+    let n = paths.len();
+    paths.sort();
+    paths.dedup();
+    assert_eq!(paths.len(), n, "a key is declared twice");
+    assert!(schema::key("workload.prompt_tokens.cv").is_some());
+    assert!(schema::key("engine.no_such_key").is_none());
 }
 
 /// Each key's example, set on a scenario where the key applies, raises no problem about the
@@ -48,9 +62,9 @@ fn every_distribution_parameter_is_declared() {
 #[test]
 fn every_example_is_accepted_where_its_key_applies() {
     let read = |p: &str| Source::read(&root().join(p)).unwrap();
-    for key in KEYS.iter().filter(|k| !matches!(k.ty, Ty::Table)) {
+    for key in schema::keys().filter(|k| !matches!(k.ty, Ty::Table)) {
         let (source, mut sets) = match key.when {
-            When::Vllm => (read("tests/fixtures/vllm.toml"), vec![]),
+            When::Engine(["vllm"], _) => (read("tests/fixtures/vllm.toml"), vec![]),
             When::If(setting, values) => (
                 read("scenarios/case-study-b2-roofline.toml"),
                 vec![format!("{setting}=\"{}\"", values[0])],

@@ -6,10 +6,10 @@ use std::cmp::Reverse;
 
 use rand::seq::SliceRandom;
 
+use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
 use crate::kv::pages_for;
 use crate::request::{Phase, ReqId, Requests};
-use crate::scenario::SchedulePolicy;
 use crate::scheduler::{LogRecord, Outbox, ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
 

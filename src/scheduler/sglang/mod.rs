@@ -54,12 +54,14 @@ mod admission;
 mod check;
 mod fast_forward;
 mod log;
+pub mod settings;
 #[cfg(test)]
 mod tests;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use super::EngineSpec;
 use super::{
     Eviction, LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerState, Skip,
 };
@@ -67,8 +69,8 @@ use crate::cost::StepTimeModel;
 use crate::kv::{pages_for, KvPool};
 use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::Stream;
-use crate::scenario::{EngineSpec, SchedulePolicy};
 use crate::time::{SimDuration, SimTime};
+use settings::{SchedulePolicy, SglangSettings};
 
 pub use log::{log_line, WORDS};
 
@@ -183,10 +185,12 @@ pub struct Sglang {
 }
 
 impl Sglang {
-    /// A scheduler for this engine spec; `rng` is the "schedule_policy" stream. With
-    /// `context_len` the request-length limits follow the model's context too.
+    /// A scheduler with SGLang's settings `spec` for the engine `engine`; `rng` is the
+    /// "schedule_policy" stream. With `context_len` the request-length limits follow the
+    /// model's context too.
     pub fn new(
-        spec: &EngineSpec,
+        engine: &EngineSpec,
+        spec: &SglangSettings,
         context_len: Option<u64>,
         cost: Box<dyn StepTimeModel>,
         rng: Stream,
@@ -194,7 +198,7 @@ impl Sglang {
         let r = &spec.new_token_ratio;
         let ratio_init = r.init.min(1.0);
         let ratio_min = (ratio_init * r.min_factor).min(1.0);
-        let pool = spec.kv_capacity_tokens;
+        let pool = engine.kv_capacity_tokens;
         let max_req_len = context_len
             .map_or(pool - 1, |c| (c - 1).min(pool - 1))
             .max(1);

@@ -2,29 +2,17 @@
 
 use super::*;
 use crate::cost::linear::Linear;
+use crate::memory::{KvCacheDtype, KvSource};
 use crate::rng::{Seeds, StreamName};
-use crate::scenario::{KvSource, LinearStepTime, NewTokenRatioSpec, StepTimeSpec};
+use crate::scenario::{LinearStepTime, PolicySpec, StepTimeSpec};
 use crate::scheduler::Scheduler;
+use settings::NewTokenRatioSpec;
 
 fn spec(kv: u64, policy: SchedulePolicy) -> EngineSpec {
     EngineSpec {
-        kind: crate::scenario::EngineKind::Sglang,
         kv_capacity_tokens: kv,
         kv_source: KvSource::Given,
-        mem_fraction_static: None,
-        page_size: 1,
-        max_running_requests: 4096,
-        chunked_prefill_size: Some(8192),
-        max_prefill_tokens: 16384,
-        schedule_policy: policy,
-        decode_log_interval: 40,
-        new_token_ratio: NewTokenRatioSpec {
-            init: 0.7,
-            min_factor: 0.14,
-            decay_steps: 600,
-            clip_max_new_tokens: 4096,
-        },
-        cuda_graph_max_bs: 256,
+        kv_cache_dtype: KvCacheDtype::Auto,
         step_time: StepTimeSpec::Linear(LinearStepTime {
             decode_base_ns: 1_000,
             decode_per_seq_ns: 0,
@@ -32,6 +20,32 @@ fn spec(kv: u64, policy: SchedulePolicy) -> EngineSpec {
             prefill_base_ns: 1_000,
             prefill_per_token_ps: 0,
         }),
+        policy: PolicySpec::Sglang(SglangSettings {
+            page_size: 1,
+            max_running_requests: 4096,
+            chunked_prefill_size: Some(8192),
+            max_prefill_tokens: 16384,
+            schedule_policy: policy,
+            decode_log_interval: 40,
+            new_token_ratio: NewTokenRatioSpec {
+                init: 0.7,
+                min_factor: 0.14,
+                decay_steps: 600,
+                clip_max_new_tokens: 4096,
+            },
+            cuda_graph_max_bs: 256,
+            disable_radix_cache: false,
+            disable_overlap_schedule: false,
+            enable_mixed_chunk: false,
+            schedule_conservativeness: 1.0,
+        }),
+    }
+}
+
+fn settings(e: &EngineSpec) -> &SglangSettings {
+    match &e.policy {
+        PolicySpec::Sglang(s) => s,
+        PolicySpec::Vllm(_) => unreachable!("the test spec is SGLang's"),
     }
 }
 
@@ -42,6 +56,7 @@ fn sched(kv: u64, policy: SchedulePolicy) -> Sglang {
     };
     Sglang::new(
         &s,
+        settings(&s),
         None,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
@@ -182,12 +197,15 @@ fn retraction_takes_fewest_generated_then_longest_prompt() {
 #[test]
 fn page_buckets_track_which_requests_need_a_new_page() {
     let mut sp = spec(10_000, SchedulePolicy::Fcfs);
-    sp.page_size = 4;
+    if let PolicySpec::Sglang(g) = &mut sp.policy {
+        g.page_size = 4;
+    }
     let StepTimeSpec::Linear(l) = sp.step_time.clone() else {
         unreachable!("the test spec is linear")
     };
     let mut s = Sglang::new(
         &sp,
+        settings(&sp),
         None,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),

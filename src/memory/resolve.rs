@@ -1,53 +1,263 @@
-//! Resolving the memory model's inputs from a scenario: each term comes from an explicit key, a
-//! catalog entry, the engine's own default or servesim's assumption, and the report says which
-//! ([`MemorySources`]: one field per term).
+//! `[engine]`'s memory keys, where each term of the memory model comes from — an explicit key,
+//! a catalog entry, the engine's own default or servesim's assumption, and the report says
+//! which ([`MemorySources`]: one field per term) — and the KV budget: given, or derived.
 
 use std::fmt;
 
 use serde::ser::{Serialize, Serializer};
 
-use super::{EngineKind, HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
+use super::{sglang_default_fraction, HeuristicReserve, SglangInputs, SlackNeed, VllmInputs, GIB};
+use super::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
 use crate::catalog::Attention;
-use crate::memory::{
-    sglang_default_fraction, HeuristicReserve, SglangInputs, SlackNeed, VllmInputs, GIB,
-};
+use crate::settings::{keys, Bad, Values, When};
 
-/// The memory-related `[engine]` keys, already type-checked.
-#[derive(Clone, Debug, Default)]
-pub struct EngineMemoryKeys {
-    /// `engine.mem_fraction_static`.
-    pub mem_fraction_static: Option<f64>,
-    /// Bytes per KV element from `engine.kv_cache_dtype`.
-    pub kv_dtype_bytes: u32,
-    /// `engine.kv_cache_dtype` as written (`auto` by default).
-    pub kv_dtype: String,
-    /// `engine.observed_free_gib`.
-    pub observed_free_gib: Option<f64>,
-    /// `engine.observed_free_at_fraction`.
-    pub observed_free_at_fraction: Option<f64>,
-    /// Chunk size used by SGLang's activation estimate (`max_prefill_tokens` when chunking is
-    /// off).
-    pub activation_tokens: u64,
-    /// Decode CUDA-graph max batch size.
-    pub graph_max_bs: u32,
-    /// Page size.
-    pub page_size: u32,
-    /// `engine.gpu_memory_utilization` (vLLM).
-    pub gpu_memory_utilization: Option<f64>,
-    /// `engine.block_size` (vLLM).
-    pub block_size: Option<u32>,
-    /// `engine.activation_peak_gib` (vLLM).
-    pub activation_peak_gib: Option<f64>,
-    /// `engine.non_torch_gib` (vLLM).
-    pub non_torch_gib: Option<f64>,
-    /// `engine.cuda_graph_gib` (vLLM).
-    pub cuda_graph_gib: Option<f64>,
+const SGLANG: When = When::Engine(&["sglang"], "SGLang");
+const VLLM: When = When::Engine(&["vllm"], "vLLM");
+const MEM: crate::settings::Range = crate::settings::Range::Within(0.0, 16384.0);
+/// The largest KV pool accepted (10⁹ tokens; a full 8 × B200 node holds about 10⁷).
+pub const MAX_KV_TOKENS: u64 = 1_000_000_000;
+
+keys! {
+/// `[engine]`'s keys of the KV budget and the memory model.
+KEYS:
+"engine.kv_capacity_tokens" [Integer(1, MAX_KV_TOKENS), Derived("from memory (hardware and model), or vLLM's num_gpu_blocks_override"), All, "tokens"]
+    "the KV pool, floored to whole pages or blocks: SGLang's max_total_num_tokens from its startup log; vLLM's usable blocks × block_size", e.g. "116171";
+"engine.kv_cache_dtype" [OneOf(&["auto", "bf16", "fp16", "fp8_e4m3", "fp8_e5m2"]), Word("auto"), All, ""]
+    "the KV cache's element type (\"auto\": 2 bytes)", e.g. r#""fp8_e4m3""#;
+"engine.mem_fraction_static" [Number(Fraction), Derived("SGLang 0.5.23's default for the GPU"), SGLANG, ""]
+    "the fraction of GPU memory for weights and the KV pool", e.g. "0.85";
+"engine.observed_free_gib" [Number(MEM), Absent("none"), SGLANG, "GiB"]
+    "free memory per GPU seen with nvidia-smi while serving: the slack need is then measured, not guessed", e.g. "4.66";
+"engine.observed_free_at_fraction" [Number(Fraction), Derived("the scenario's mem_fraction_static"), SGLANG, ""]
+    "the mem_fraction_static the free memory was seen at", e.g. "0.85";
+"engine.gpu_memory_utilization" [Number(Fraction), Num(VLLM_DEFAULT_UTILIZATION), VLLM, ""]
+    "vLLM's --gpu-memory-utilization", e.g. "0.9";
+"engine.activation_peak_gib" [Number(MEM), Num(VLLM_DEFAULT_ACTIVATION_GIB), VLLM, "GiB"]
+    "activation peak of vLLM's profiling run, from its startup log (assumed if absent)", e.g. "1.2";
+"engine.non_torch_gib" [Number(MEM), Num(VLLM_DEFAULT_NON_TORCH_GIB), VLLM, "GiB"]
+    "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
+"engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), VLLM, "GiB"]
+    "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
+}
+
+/// The KV cache's element type (`engine.kv_cache_dtype`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvCacheDtype {
+    /// The model's dtype (2 bytes).
+    Auto,
+    /// bfloat16.
+    Bf16,
+    /// float16.
+    Fp16,
+    /// FP8 E4M3.
+    Fp8E4m3,
+    /// FP8 E5M2.
+    Fp8E5m2,
+}
+
+impl KvCacheDtype {
+    /// Read `engine.kv_cache_dtype`.
+    pub fn read(v: &dyn Values) -> Result<Self, Bad> {
+        Ok(match v.get::<String>("engine.kv_cache_dtype")?.as_str() {
+            "bf16" => KvCacheDtype::Bf16,
+            "fp16" => KvCacheDtype::Fp16,
+            "fp8_e4m3" => KvCacheDtype::Fp8E4m3,
+            "fp8_e5m2" => KvCacheDtype::Fp8E5m2,
+            _ => KvCacheDtype::Auto,
+        })
+    }
+
+    /// The name as written in scenarios.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvCacheDtype::Auto => "auto",
+            KvCacheDtype::Bf16 => "bf16",
+            KvCacheDtype::Fp16 => "fp16",
+            KvCacheDtype::Fp8E4m3 => "fp8_e4m3",
+            KvCacheDtype::Fp8E5m2 => "fp8_e5m2",
+        }
+    }
+
+    /// Bytes per element.
+    pub fn bytes(self) -> u32 {
+        match self {
+            KvCacheDtype::Fp8E4m3 | KvCacheDtype::Fp8E5m2 => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// What of an engine's own settings the KV pool depends on (read by the engine's settings
+/// section before the pool is known).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum PoolSettings {
+    /// SGLang: its pages, and what its memory heuristic sizes.
+    Sglang {
+        /// `page_size`.
+        page_size: u32,
+        /// The chunk SGLang's activation estimate sizes (`max_prefill_tokens` when chunking is
+        /// off).
+        activation_tokens: u64,
+        /// The decode CUDA-graph max batch size.
+        graph_max_bs: u32,
+    },
+    /// vLLM: its blocks.
+    Vllm {
+        /// `block_size`.
+        block_size: u32,
+        /// `num_gpu_blocks_override`: total blocks, vLLM's null block 0 included.
+        num_gpu_blocks_override: Option<u64>,
+    },
+}
+
+impl PoolSettings {
+    /// The pool's unit: tokens, its name, and the key that sets it.
+    fn unit(self) -> (u64, &'static str, &'static str) {
+        match self {
+            PoolSettings::Sglang { page_size, .. } => (u64::from(page_size), "page", "page_size"),
+            PoolSettings::Vllm { block_size, .. } => (u64::from(block_size), "block", "block_size"),
+        }
+    }
+}
+
+/// Where the KV budget came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvSource {
+    /// `engine.kv_capacity_tokens` was given.
+    Given,
+    /// vLLM's `engine.num_gpu_blocks_override` was given.
+    BlocksOverride,
+    /// Derived by the memory model.
+    Derived,
+}
+
+impl KvSource {
+    /// `given`, `derived from memory` or `num_gpu_blocks_override`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KvSource::Given => "given",
+            KvSource::BlocksOverride => "num_gpu_blocks_override",
+            KvSource::Derived => "derived from memory",
+        }
+    }
+}
+
+/// The KV pool in tokens, floored to whole pages or blocks, and where it came from: given,
+/// vLLM's block override, or the memory model's.
+pub fn kv_budget(
+    v: &mut dyn Values,
+    memory: &Result<MemoryModel, Missing>,
+    pool: PoolSettings,
+) -> Result<(u64, KvSource), Bad> {
+    let (unit, unit_name, unit_key) = pool.unit();
+    let given: Option<u64> = v.opt("engine.kv_capacity_tokens")?;
+    let (kv, source) = match (given, pool, memory) {
+        (
+            Some(kv),
+            PoolSettings::Vllm {
+                num_gpu_blocks_override: Some(n),
+                ..
+            },
+            _,
+        ) if kv != (n - 1) * unit => {
+            let msg = format!(
+                "disagrees with num_gpu_blocks_override = {n}: (n − 1) × block_size = {} tokens (block 0 is vLLM's null block)",
+                (n - 1) * unit
+            );
+            return Err(v.bad(
+                "engine.kv_capacity_tokens",
+                msg,
+                "give one of them, or make them agree",
+            ));
+        }
+        (Some(kv), ..) => (kv, KvSource::Given),
+        (
+            None,
+            PoolSettings::Vllm {
+                num_gpu_blocks_override: Some(n),
+                ..
+            },
+            _,
+        ) => ((n - 1) * unit, KvSource::BlocksOverride),
+        (
+            None,
+            _,
+            Ok(MemoryModel {
+                derivation: MemoryDerivation::Sglang(s),
+                ..
+            }),
+        ) if s.max_total_num_tokens == 0 => {
+            let (i, static_gib) = (&s.inputs, s.static_gib);
+            let msg = format!(
+                "the weights ({:.1} GiB per GPU) leave no KV cache: the static budget is {:.3} × {:.1} GiB = {static_gib:.1} GiB",
+                i.weight_gib_per_gpu, i.mem_fraction_static, i.memory_before_weights_gib
+            );
+            let hint = "raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint";
+            return Err(v.fail("engine.mem_fraction_static", "engine", msg, hint));
+        }
+        (
+            None,
+            _,
+            Ok(MemoryModel {
+                derivation: MemoryDerivation::Sglang(s),
+                ..
+            }),
+        ) => (s.max_total_num_tokens, KvSource::Derived),
+        // vLLM's block 0 is the null block: the usable pool is one block less.
+        (
+            None,
+            _,
+            Ok(MemoryModel {
+                derivation: MemoryDerivation::Vllm(m),
+                ..
+            }),
+        ) if m.num_blocks < 2 => {
+            let msg = format!(
+                "the memory leaves {} KV block(s), and vLLM needs one besides its null block: vLLM would not start",
+                m.num_blocks
+            );
+            let i = &m.inputs;
+            let block_bytes = (i.kv_bytes_per_token * u64::from(i.block_size_tokens)) as f64;
+            let two_blocks = m.min_utilization_for_one_block
+                + block_bytes / (i.gpu_memory_mib as f64 * 1024.0 * 1024.0);
+            let hint = format!(
+                "raise engine.gpu_memory_utilization to at least {two_blocks:.3}, use more GPUs, or a lighter checkpoint"
+            );
+            return Err(v.fail("engine.gpu_memory_utilization", "engine", msg, hint));
+        }
+        (
+            None,
+            _,
+            Ok(MemoryModel {
+                derivation: MemoryDerivation::Vllm(m),
+                ..
+            }),
+        ) => ((m.num_blocks - 1) * unit, KvSource::Derived),
+        (None, _, Err(missing)) => {
+            let give = match pool {
+                PoolSettings::Sglang { .. } => "give it (SGLang logs it as max_total_num_tokens)",
+                PoolSettings::Vllm { .. } => "give it or engine.num_gpu_blocks_override",
+            };
+            let hint = format!(
+                "{give}, or give {} so servesim derives it",
+                missing.0.join(", ")
+            );
+            let msg = "is missing and cannot be derived from memory";
+            return Err(v.fail("engine.kv_capacity_tokens", "engine", msg, hint));
+        }
+    };
+    // SGLang floors the pool to whole pages (`pool_configurator.py`); vLLM allocates blocks.
+    let kv = kv / unit * unit;
+    if kv == 0 {
+        let msg = format!("the KV pool holds less than one {unit_name} of {unit} tokens");
+        let hint = format!("raise kv_capacity_tokens or lower {unit_key}");
+        return Err(v.fail("engine.kv_capacity_tokens", "engine", msg, hint));
+    }
+    Ok((kv, source))
 }
 
 /// vLLM 0.33.0's default `gpu_memory_utilization` (`config/cache.py`).
 pub const VLLM_DEFAULT_UTILIZATION: f64 = 0.92;
-/// vLLM's default block size for most attention backends (`config/cache.py`).
-pub const VLLM_DEFAULT_BLOCK: u32 = 16;
 /// Assumed non-torch memory growth (NCCL, cuBLAS workspaces) when not measured, GiB.
 pub const VLLM_DEFAULT_NON_TORCH_GIB: f64 = 0.6;
 /// Assumed activation peak of vLLM's profiling forward when not measured, GiB.
@@ -200,13 +410,15 @@ impl Serialize for MemorySources {
     }
 }
 
-/// Resolve every term and derive the budget.
-pub fn resolve(
-    kind: EngineKind,
+/// Read the memory keys of `[engine]`, resolve every term and derive the budget: `Ok(Err(…))`
+/// names the inputs that are missing.
+pub fn read(
+    v: &dyn Values,
     hw: Option<&HardwareSpec>,
     model: Option<&ModelSpec>,
-    keys: &EngineMemoryKeys,
-) -> Result<MemoryModel, Missing> {
+    kv_cache_dtype: KvCacheDtype,
+    pool: PoolSettings,
+) -> Result<Result<MemoryModel, Missing>, Bad> {
     let mut missing = Vec::new();
     let tp = hw.map_or(1, |h| h.tensor_parallel);
     let gpu_mib = match hw {
@@ -232,9 +444,10 @@ pub fn resolve(
             };
             let source = Source::Catalog(format!(
                 "{} at TP {tp}, {} KV ({attn})",
-                e.display, keys.kv_dtype
+                e.display,
+                kv_cache_dtype.as_str()
             ));
-            Some((e.kv_bytes_per_token(tp, keys.kv_dtype_bytes), source))
+            Some((e.kv_bytes_per_token(tp, kv_cache_dtype.bytes()), source))
         }
         _ => {
             missing.push("model.name or model.kv_bytes_per_token");
@@ -255,14 +468,18 @@ pub fn resolve(
     let (Some((gpu_mib, gpu_memory)), Some((kv_bytes, kv_source)), Some((weights, weights_source))) =
         (gpu_mib, kv_bytes, weights)
     else {
-        return Err(Missing(missing));
+        return Ok(Err(Missing(missing)));
     };
     let gpu = hw
         .and_then(|h| h.gpu_entry.as_ref())
         .map_or(format!("{gpu_mib} MiB GPU"), |g| g.display.clone());
     let model_name = entry.map_or("model".to_string(), |e| e.display.clone());
-    let (derivation, engine_sources) = match kind {
-        EngineKind::Sglang => {
+    let (derivation, engine_sources) = match pool {
+        PoolSettings::Sglang {
+            page_size,
+            activation_tokens,
+            graph_max_bs,
+        } => {
             let (m_pre, memory_before_weights) = match hw.and_then(|h| h.memory_before_weights_gib)
             {
                 Some(m) => (m, Source::Key("hardware.memory_before_weights_gib")),
@@ -277,9 +494,8 @@ pub fn resolve(
                 }
             };
             let mla = entry.is_some_and(|e| matches!(e.attention, Attention::Mla { .. }));
-            let reserve =
-                HeuristicReserve::sglang(keys.activation_tokens, tp, mla, keys.graph_max_bs);
-            let (f, mem_fraction_static) = match keys.mem_fraction_static {
+            let reserve = HeuristicReserve::sglang(activation_tokens, tp, mla, graph_max_bs);
+            let (f, mem_fraction_static) = match v.opt("engine.mem_fraction_static")? {
                 Some(f) => (f, Source::Key("engine.mem_fraction_static")),
                 None => {
                     let factor = entry
@@ -293,9 +509,9 @@ pub fn resolve(
                     (sglang_default_fraction(gpu_mib, &reserve, factor), source)
                 }
             };
-            let (need, slack_need) = match keys.observed_free_gib {
+            let (need, slack_need) = match v.opt("engine.observed_free_gib")? {
                 Some(free_gib) => {
-                    let at_fraction = keys.observed_free_at_fraction.unwrap_or(f);
+                    let at_fraction = v.opt("engine.observed_free_at_fraction")?.unwrap_or(f);
                     (
                         SlackNeed::Observed {
                             free_gib,
@@ -319,7 +535,7 @@ pub fn resolve(
                 memory_before_weights_gib: m_pre,
                 weight_gib_per_gpu: weights,
                 kv_bytes_per_token: kv_bytes,
-                page_size_tokens: keys.page_size,
+                page_size_tokens: page_size,
                 mem_fraction_static: f,
                 need,
             }
@@ -333,39 +549,32 @@ pub fn resolve(
                 }),
             )
         }
-        EngineKind::Vllm => {
+        PoolSettings::Vllm { block_size, .. } => {
             // A measured term given by its key, or servesim's assumption.
-            let pick = |given: Option<f64>, key: &'static str, default: f64| match given {
-                Some(x) => (x, Source::Key(key)),
-                None => (
-                    default,
-                    Source::Assumption(format!(
-                        "assumed {default} (measure it from vLLM's startup log)"
-                    )),
-                ),
+            let pick = |key: &'static str, default: f64| {
+                Ok(match v.opt::<f64>(key)? {
+                    Some(x) => (x, Source::Key(key)),
+                    None => (
+                        default,
+                        Source::Assumption(format!(
+                            "assumed {default} (measure it from vLLM's startup log)"
+                        )),
+                    ),
+                })
             };
-            let (util, gpu_memory_utilization) = match keys.gpu_memory_utilization {
+            let (util, gpu_memory_utilization) = match v.opt("engine.gpu_memory_utilization")? {
                 Some(u) => (u, Source::Key("engine.gpu_memory_utilization")),
                 None => (
                     VLLM_DEFAULT_UTILIZATION,
                     Source::EngineDefault("vLLM 0.33.0's default".into()),
                 ),
             };
-            let (non_torch_gib, non_torch) = pick(
-                keys.non_torch_gib,
-                "engine.non_torch_gib",
-                VLLM_DEFAULT_NON_TORCH_GIB,
-            );
-            let (activation_peak_gib, activation_peak) = pick(
-                keys.activation_peak_gib,
-                "engine.activation_peak_gib",
-                VLLM_DEFAULT_ACTIVATION_GIB,
-            );
-            let (cuda_graph_gib, cuda_graphs) = pick(
-                keys.cuda_graph_gib,
-                "engine.cuda_graph_gib",
-                VLLM_DEFAULT_GRAPH_GIB,
-            );
+            let (non_torch_gib, non_torch) =
+                pick("engine.non_torch_gib", VLLM_DEFAULT_NON_TORCH_GIB)?;
+            let (activation_peak_gib, activation_peak) =
+                pick("engine.activation_peak_gib", VLLM_DEFAULT_ACTIVATION_GIB)?;
+            let (cuda_graph_gib, cuda_graphs) =
+                pick("engine.cuda_graph_gib", VLLM_DEFAULT_GRAPH_GIB)?;
             let memory = VllmInputs {
                 gpu_memory_mib: gpu_mib,
                 gpu_memory_utilization: util,
@@ -374,7 +583,7 @@ pub fn resolve(
                 activation_peak_gib,
                 cuda_graph_gib,
                 kv_bytes_per_token: kv_bytes,
-                block_size_tokens: keys.block_size.unwrap_or(VLLM_DEFAULT_BLOCK),
+                block_size_tokens: block_size,
             }
             .derive();
             (
@@ -388,7 +597,7 @@ pub fn resolve(
             )
         }
     };
-    Ok(MemoryModel {
+    Ok(Ok(MemoryModel {
         gpu,
         model: model_name,
         tensor_parallel: tp,
@@ -399,7 +608,7 @@ pub fn resolve(
             weights: weights_source,
             engine: engine_sources,
         },
-    })
+    }))
 }
 
 #[cfg(test)]
