@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the golden traces in tests/fixtures/golden/ from SGLang's and vLLM's own scheduler code.
 
-    python3 scripts/golden/record.py                 # every case, from scratch (~40-60 min)
+    python3 scripts/golden/record.py                 # every case, from scratch (15-40 min)
     python3 scripts/golden/record.py --only NAME,..  # some cases (engine/case or just case)
     python3 scripts/golden/record.py --list          # the cases and what each exercises
 
@@ -30,9 +30,10 @@ file; Python 3.11 was used):
 Other locations: set SGLANG_PY / VLLM_PY to the two interpreters. This script itself needs only a
 Python 3 (it was run with 3.11.7).
 
-Cost: each oracle run spends 20-80 s importing sglang / vLLM (on a 2-core box shared with compilers)
-and then runs ~500-2,000 scheduler steps per wall second; the whole set took ~50 min on such a box
-(the per-case wall times are printed). Runs are sequential on purpose.
+Cost: each oracle run spends 15-80 s importing sglang / vLLM (on a 2-core box shared with compilers,
+depending on the load) and then runs ~500-2,000 scheduler steps per wall second; the 30 cases took
+15.5 min on such a box with little other load (18-45 s per case, the case study 100 s), and would
+take ~40 min under heavy load. The per-case wall times are printed. Runs are sequential on purpose.
 
 Reruns are byte-identical: every fixture file depends only on the case definitions, the two oracle
 scripts and the engine versions (the oracles are deterministic, their outputs contain no wall-clock
