@@ -40,6 +40,8 @@ scripts and the engine versions (the oracles are deterministic, their outputs co
 times or absolute paths, and PYTHONHASHSEED is pinned for the oracle processes).
 """
 import argparse
+import bisect
+import collections
 import csv
 import hashlib
 import io
@@ -296,9 +298,6 @@ class Out:
             with open(os.path.join(out_dir, "meta.json")) as f:
                 self.summary = json.load(f)
 
-    def col(self, name, table="steps", typ=int):
-        return [typ(r[name]) for r in getattr(self, table)]
-
 
 def read_csv(path):
     with open(path, newline="") as f:
@@ -373,7 +372,6 @@ def vl_prefill_steps_per_request(o):
     """Steps from a request's first scheduling to its first token (1 = the prompt in one chunk)."""
     starts = [float(r["t_start"]) for r in o.steps]
     ends = [float(r["t_end"]) for r in o.steps]
-    import bisect
     res = []
     for r in o.reqs:
         i = bisect.bisect_left(starts, float(r["first_scheduled"]) - 1e-9)
@@ -484,7 +482,7 @@ def chk_sg_reorder(o):
 def chk_sg_latch(o):
     sg_common(o)
     c = sg_counts(o)
-    s0, s1, s2 = o.steps[0], o.steps[1], o.steps[2]
+    s0, s1 = o.steps[0], o.steps[1]
     need(s0["kind"] == "prefill" and s1["kind"] == "prefill", "two prefills at the start")
     need(float(s0["t_start"]) == 0.0 and s1["t_start"] == s0["t_end"], "the second prefill at once")
     need(s0["batch_is_full"] == "1", "latch closed by the first admission")
@@ -522,8 +520,15 @@ def chk_sg_radix_retract(o):
     c = sg_counts(o)
     need(c["retr_events"] > 0, "no retraction")
     need(o.summary["args"]["enable_radix_cache"], "radix cache")
+    # the same workload with the cache off (recorded before this case in CASES order)
+    off = os.path.join(FIXTURES, "sglang", "retract-closed-long-b", "requests.csv")
+    need(os.path.exists(off), f"{off} missing: record retract-closed-long-b first")
+    need(read_csv(off) == o.reqs, "per-request results differ from retract-closed-long-b's")
+    steps_kv_max = max(int(r["kv_used"]) for r in o.steps)
     return (f"radix cache on, no shared prefixes: {c['retracted']} retractions in "
-            f"{c['retr_events']} events ({c['retr_reqs']} requests); {c['steps']} steps")
+            f"{c['retr_events']} events ({c['retr_reqs']} requests), {c['steps']} steps; "
+            f"requests.csv identical to retract-closed-long-b's (cache off); max kv_used "
+            f"{steps_kv_max} (tree tokens included)")
 
 
 def chk_sg_mixed(o):
@@ -569,7 +574,6 @@ def sg_prefix_stats(o):
 
 def chk_sg_prefix_evict(o):
     sg_common(o)
-    c = sg_counts(o)
     pc, full, partial = sg_prefix_stats(o)
     need(pc["evicted_tokens"] > 0, "no eviction")
     need(partial > 0, "no request missed its evicted prefix")
@@ -595,7 +599,6 @@ def chk_sg_prefix_retract(o):
 
 def chk_sg_prefix_groups(o):
     sg_common(o)
-    c = sg_counts(o)
     pc, full, partial = sg_prefix_stats(o)
     need(full > 0, "no hit")
     groups = ", ".join(f"{g} {v['prefix_tokens']}" for g, v in pc["groups"].items())
@@ -709,8 +712,6 @@ def vl_boundaries_to_first_schedule(o):
     """Per request: how many step starts fall in (arrival, first_scheduled] (sync: 1 when the
     request is scheduled at once; async: at least 2, the one-step lag; 0 = arrived to an idle
     engine)."""
-    import bisect
-    import collections
     starts = [float(r["t_start"]) for r in o.steps]
     c = collections.Counter()
     for r in o.reqs:
@@ -845,7 +846,8 @@ CASES = [
        "ignore_eos requests (each runs to its max_new_tokens) arriving open-loop faster than the "
        "server finishes them, radix cache disabled: admission by PrefillAdder.add_one_req_ignore_eos, "
        "which simulates the pool draining over the running requests' remaining lengths instead of "
-       "reserving each one's clipped remaining tokens, so the pool is used almost to the last token.",
+       "reserving each one's clipped remaining tokens, so it admits requests whose final footprints "
+       "together exceed the pool, counting on earlier finishes to make room.",
        lambda: gen(2, 500, lognormal(300, 0.5), lognormal(500, 1.0), rate=4.0, max_new="output",
                    ignore_eos=True),
        0, SG_KV, chk_sg_ignore_eos, max_running_requests=256),
@@ -858,7 +860,7 @@ CASES = [
        max_prefill_tokens=4096),
     sg("max-running-binding",
        "Closed loop of 48 against max_running_requests 16 with a large pool: the request-row budget "
-       "binds (the latch closes on it), 32 requests always wait.",
+       "binds (the latch closes on it) and the other 32 requests wait.",
        lambda: gen(4, 400, lognormal(300, 0.5), lognormal(200, 0.6), max_new=1024),
        48, SG_README, chk_sg_max_running, kv_capacity_tokens=60000, max_running_requests=16),
     sg("policy-lof",
@@ -886,13 +888,14 @@ CASES = [
     sg("radix-retract-closed",
        "The retraction-heavy closed loop of retract-closed-long-b (same workload) with the radix "
        "cache on and no shared prefixes: finished requests stay in the tree as evictable tokens that "
-       "count as free for admission, a retracted request is released without inserting its output "
-       "and its prompt is evicted, so its re-prefill finds nothing of its own.",
+       "count as free for admission (the steps' kv_used includes them), a retracted request is "
+       "released without inserting its output, and its re-prefill finds nothing cached. The "
+       "per-request results equal retract-closed-long-b's.",
        LONG_B, 64, SG_README, chk_sg_radix_retract, disable_radix_cache=False),
     sg("mixed-chunk",
        "--enable-mixed-chunk: with decodes running, a prefill (chunk) batch is mixed with the "
        "running decodes in one forward (step time: the prefill formula over the extend tokens, "
-       "one per decode row included). Open loop, prompts around the 1,024 chunk size.",
+       "one per decode row included). Open loop, prompts averaging 1,500 tokens, chunk 1,024.",
        lambda: gen(9, 300, lognormal(1500, 0.6), lognormal(250, 0.6), rate=3.0, max_new=1024),
        0, SG_KV, chk_sg_mixed, kv_capacity_tokens=40000, max_running_requests=128,
        chunked_prefill_size=1024, max_prefill_tokens=4096, enable_mixed_chunk=True),
@@ -1028,8 +1031,9 @@ CASES = [
     vl("prefix-groups-lengths",
        "Six prefix groups of different lengths (40 to 9,000 tokens, not all multiples of the 16-token "
        "block) and 15 % ungrouped, a cache large enough to keep them; the first 24 requests arrive "
-       "together at t = 0 (the first two of group g9000, three of g1000, two of g250), the rest Poisson: members hit floor(prefix / 16) blocks, and hits start "
-       "as soon as the first member's blocks are allocated (same step, or during its chunked prefill).",
+       "together at t = 0 (the first two of group g9000, three of g1000, two of g250), the rest "
+       "Poisson: members hit floor(prefix / 16) blocks, and hits start as soon as the first "
+       "member's blocks are allocated (same step, or during its chunked prefill).",
        lambda: gen(33, 300, uniform(50, 400), uniform(50, 300), rate=3.0, max_new="output",
                    ignore_eos=True, groups=PFX_SIX, none=0.15, burst=24, lead=PFX_LEAD),
        0, VL_KV, chk_vl_prefix_groups, prefix_columns=True, num_gpu_blocks_override=5000,
