@@ -1240,10 +1240,11 @@ fn plan(args: PlanArgs) -> Result<(), Failure> {
             ("plan.json".into(), json.clone().into_bytes()),
         ];
         if !args.no_plots {
+            let picks = pl::highlights(&rows, args.deadline_h);
             for fmt in report::plots::Format::ALL {
                 files.push((
                     format!("plan.{}", fmt.extension()),
-                    report::plots::plan_figure(&rows, args.deadline_h, fmt)
+                    report::plots::plan_figure(&rows, &picks, args.deadline_h, fmt)
                         .map_err(plot_failure)?,
                 ));
             }

@@ -1,65 +1,210 @@
-//! Axes: the time axis (linear in s, min or h, or logarithmic), the latency axis, and the number
-//! and duration formats of their ticks and of the figures' text.
+//! The one axis type — linear or logarithmic, with round ticks from one routine — and the
+//! number and duration formats of the figures' text.
 //!
-//! Every axis is drawn by plotters as a plain linear range: the figures transform their data
-//! (seconds to minutes, or `log10`) with the axis's `x` and give plotters explicit tick
-//! positions, so one code path serves linear and logarithmic axes alike.
+//! An axis holds values, not transformed coordinates: plotters maps a value through
+//! [`Axis::map`](Ranged::map), so figures draw their data as it is (seconds, dollars, GiB) on
+//! either scale.
 
 pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 
-use crate::metrics::{RunResult, Sample};
+/// Linear or logarithmic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Scale {
+    /// Equal steps for equal differences.
+    Linear,
+    /// Equal steps for equal ratios; values must be positive.
+    Log,
+}
 
-use super::{LOG_LATENCY_SPREAD, LOG_TIME_FACTOR};
+/// How tick labels read.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Labels {
+    /// Numbers with the decimals their step needs; thousands separated from 1,000.
+    Number,
+    /// Numbers after a `$`.
+    Dollars,
+    /// Seconds: round times in their own unit on a log axis (`30 s`, `5 min`, `1 d`), plain
+    /// numbers of the axis's unit on a linear one.
+    Time,
+    /// The name of each whole position 0, 1, …; nothing between them.
+    Names(Vec<String>),
+}
 
-/// A linear range from `lo` to `hi` with explicit major (`ticks`) and minor (`minor`) grid
-/// positions.
+/// An axis from `lo` to `hi` with its ticks (labelled grid lines) and minor grid lines.
 #[derive(Clone, Debug)]
-pub(super) struct Ticked {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
+pub(super) struct Axis {
+    pub(super) scale: Scale,
+    pub(super) lo: f64,
+    pub(super) hi: f64,
+    /// Linear ticks are round numbers of this unit (60 for minutes).
+    unit: f64,
+    labels: Labels,
+    max_ticks: usize,
+    pub(super) ticks: Vec<f64>,
     minor: Vec<f64>,
 }
 
-impl Ticked {
-    /// An axis from `lo` to `hi` with the given ticks and minor grid lines.
-    pub(super) fn with_ticks(lo: f64, hi: f64, ticks: Vec<f64>, minor: Vec<f64>) -> Ticked {
-        Ticked {
-            lo,
-            hi,
-            ticks,
-            minor,
-        }
+/// Tick candidates of a logarithmic time axis, seconds: about two per decade, each a round
+/// number in its own unit.
+const LOG_TICKS_S: [f64; 24] = [
+    0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1_800.0,
+    3_600.0, 10_800.0, 36_000.0, 86_400.0, 259_200.0, 864_000.0, 2_592_000.0, 8_640_000.0,
+    31_536_000.0, 315_360_000.0,
+];
+
+impl Axis {
+    /// A linear axis from `lo` to `hi` with at most about `max_ticks` round ticks.
+    pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        Axis::new(Scale::Linear, lo, hi, max_ticks)
     }
 
-    /// A plain linear axis from `lo` to `hi` with about `max_ticks` round ticks.
-    pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize) -> Ticked {
-        Ticked {
+    /// A logarithmic axis from `lo` to `hi` (both positive) with at most about `max_ticks`
+    /// ticks at 1, 2 and 5 (or fewer) per decade.
+    pub(super) fn log(lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        Axis::new(Scale::Log, lo, hi, max_ticks)
+    }
+
+    fn new(scale: Scale, lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        let hi = if hi.is_finite() { hi } else { 1.0 };
+        let lo = match scale {
+            Scale::Log if !(lo > 0.0 && lo.is_finite()) => hi.max(1e-9) / 10.0,
+            _ if !lo.is_finite() => 0.0,
+            _ => lo,
+        };
+        let mut a = Axis {
+            scale,
             lo,
-            hi,
-            ticks: nice_ticks(lo, hi, max_ticks),
+            hi: if hi > lo { hi } else { lo + 1.0 },
+            unit: 1.0,
+            labels: Labels::Number,
+            max_ticks,
+            ticks: Vec::new(),
             minor: Vec::new(),
+        };
+        a.tick();
+        a
+    }
+
+    /// The same axis with tick labels read as `labels`.
+    pub(super) fn with(mut self, labels: Labels) -> Axis {
+        self.labels = labels;
+        self.tick();
+        self
+    }
+
+    /// The same axis with linear ticks at round numbers of `unit`.
+    pub(super) fn in_unit(mut self, unit: f64) -> Axis {
+        self.unit = unit;
+        self.tick();
+        self
+    }
+
+    /// The same axis with at most about `max_ticks` ticks.
+    pub(super) fn at_most(mut self, max_ticks: usize) -> Axis {
+        self.max_ticks = max_ticks;
+        self.tick();
+        self
+    }
+
+    /// The same axis reaching up to `hi`.
+    pub(super) fn up_to(mut self, hi: f64) -> Axis {
+        self.hi = hi;
+        self.tick();
+        self
+    }
+
+    /// The one tick routine: round steps of 1, 2 or 5 × 10^k on a linear axis; on a log axis
+    /// round times, or 1, 2 and 5 per decade thinned to 1 and 3, then 1, until few enough.
+    fn tick(&mut self) {
+        let (lo, hi) = (self.lo, self.hi);
+        if self.scale == Scale::Linear {
+            let u = self.unit;
+            // Named positions are whole numbers: at most one tick per name.
+            let max = match &self.labels {
+                Labels::Names(names) => self.max_ticks.min(names.len().max(1)),
+                _ => self.max_ticks,
+            };
+            self.ticks = nice_ticks(lo / u, hi / u, max);
+            self.ticks.iter_mut().for_each(|t| *t *= u);
+            self.minor = Vec::new();
+            return;
+        }
+        let inside = |v: &f64| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9);
+        let decades = || (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
+        let at = |ms: &[f64]| -> Vec<f64> {
+            decades()
+                .flat_map(|d| ms.iter().map(move |m| m * 10f64.powi(d)))
+                .filter(inside)
+                .collect()
+        };
+        self.minor = at(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        self.ticks = if self.labels == Labels::Time {
+            LOG_TICKS_S.iter().copied().filter(inside).collect()
+        } else {
+            let options = [at(&[1.0, 2.0, 5.0]), at(&[1.0, 3.0]), at(&[1.0])];
+            if options[0].len() < 3 {
+                at(&[1.0, 2.0, 3.0, 5.0, 7.0])
+            } else {
+                let fits = |t: &&Vec<f64>| t.len() <= self.max_ticks;
+                options.iter().find(fits).unwrap_or(&options[2]).clone()
+            }
+        };
+    }
+
+    /// The text of the tick at `v`.
+    pub(super) fn label(&self, v: f64) -> String {
+        match &self.labels {
+            Labels::Names(names) => {
+                let i = v.round();
+                if (v - i).abs() > 1e-6 || i < 0.0 {
+                    return String::new();
+                }
+                names.get(i as usize).cloned().unwrap_or_default()
+            }
+            Labels::Time if self.scale == Scale::Log => round_time(v),
+            Labels::Dollars => format!("${}", self.number(v)),
+            _ => self.number(v),
         }
     }
 
-    /// The text of the tick at `v`, with the decimals its step needs.
-    pub(super) fn label(&self, v: f64) -> String {
-        fmt_tick(v, step_of(&self.ticks))
+    fn number(&self, v: f64) -> String {
+        let u = v / self.unit;
+        let step = match (self.scale, self.ticks.as_slice()) {
+            (Scale::Log, _) => 10f64.powf(u.abs().max(1e-12).log10().floor()),
+            (Scale::Linear, [a, b, ..]) => (b - a) / self.unit,
+            _ => 1.0,
+        };
+        if step >= 1.0 && u.abs() >= 1_000.0 - 0.5 && u >= 0.0 {
+            thousands(u.round() as u64)
+        } else {
+            fmt_tick(u, step)
+        }
+    }
+
+    /// Whether `v` lies on the axis (a log axis shows positive values only).
+    pub(super) fn shows(&self, v: f64) -> bool {
+        let tol = 1e-9 * (self.hi - self.lo).abs();
+        v.is_finite() && v >= self.lo - tol && v <= self.hi + tol
+    }
+
+    fn coord(&self, v: f64) -> f64 {
+        match self.scale {
+            Scale::Linear => v,
+            Scale::Log => v.max(1e-12).log10(),
+        }
     }
 }
 
-impl Ranged for Ticked {
+impl Ranged for Axis {
     type FormatOption = DefaultFormatting;
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.hi - self.lo;
-        if span.is_nan() || span <= 0.0 {
-            return (limit.0 + limit.1) / 2;
-        }
+        let (lo, hi) = (self.coord(self.lo), self.coord(self.hi));
         // Clamped a little beyond the edges: lines leaving the plot are clipped, not wrapped.
-        let f = ((value - self.lo) / span).clamp(-1.0, 2.0);
+        let f = ((self.coord(*value) - lo) / (hi - lo)).clamp(-1.0, 2.0);
+        let f = if f.is_nan() { 0.5 } else { f };
         limit.0 + (f64::from(limit.1 - limit.0) * f).round() as i32
     }
 
@@ -73,348 +218,6 @@ impl Ranged for Ticked {
 
     fn range(&self) -> std::ops::Range<f64> {
         self.lo..self.hi
-    }
-}
-
-/// Tick candidates of a logarithmic time axis, seconds: about two per decade, each a round
-/// number in its own unit.
-const LOG_TICKS_S: [f64; 24] = [
-    0.001,
-    0.003,
-    0.01,
-    0.03,
-    0.1,
-    0.3,
-    1.0,
-    3.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    600.0,
-    1_800.0,
-    3_600.0,
-    3.0 * 3_600.0,
-    10.0 * 3_600.0,
-    86_400.0,
-    3.0 * 86_400.0,
-    10.0 * 86_400.0,
-    30.0 * 86_400.0,
-    100.0 * 86_400.0,
-    365.0 * 86_400.0,
-    3650.0 * 86_400.0,
-];
-
-/// How simulated time maps to the horizontal axis: `x = t / unit_s` (linear) or
-/// `x = log10(t / 1 s)` (logarithmic).
-#[derive(Clone, Debug)]
-pub(super) struct TimeAxis {
-    /// Logarithmic?
-    pub(super) log: bool,
-    unit_s: f64,
-    unit: &'static str,
-    /// Left end, in `x`.
-    pub(super) lo: f64,
-    /// Right end, in `x`.
-    pub(super) hi: f64,
-    ticks: Vec<f64>,
-    minor: Vec<f64>,
-}
-
-impl TimeAxis {
-    /// The axis for a run whose plotted points are `pts` (see the module documentation of
-    /// `plots` for the rule).
-    pub(super) fn for_run(r: &RunResult, pts: &[&Sample]) -> TimeAxis {
-        let t_end = pts
-            .iter()
-            .map(|s| s.t_s)
-            .fold(r.totals.sim_duration_s, f64::max)
-            .max(0.0);
-        let first_positive = pts.iter().map(|s| s.t_s).find(|&t| t > 0.0);
-        let start_up_s = r.first_completion_s.map(|f| f.max(r.window_s));
-        match (start_up_s, first_positive) {
-            (Some(s), Some(first)) if s > 0.0 && t_end >= LOG_TIME_FACTOR * s => {
-                TimeAxis::log(first, t_end)
-            }
-            _ => TimeAxis::linear(t_end),
-        }
-    }
-
-    fn linear(t_end: f64) -> TimeAxis {
-        let (unit_s, unit) = if t_end <= 900.0 {
-            (1.0, "s")
-        } else if t_end <= 36_000.0 {
-            (60.0, "min")
-        } else {
-            (3_600.0, "h")
-        };
-        let hi = if t_end > 0.0 { t_end / unit_s } else { 1.0 };
-        TimeAxis {
-            log: false,
-            unit_s,
-            unit,
-            lo: 0.0,
-            hi,
-            ticks: nice_ticks(0.0, hi, 10),
-            minor: Vec::new(),
-        }
-    }
-
-    fn log(first_s: f64, t_end: f64) -> TimeAxis {
-        // Start at a round time just before the first point, or at the point itself.
-        let lo_s = LOG_TICKS_S
-            .iter()
-            .copied()
-            .rfind(|&c| c <= first_s && first_s <= 1.5 * c)
-            .unwrap_or(first_s);
-        let hi_s = t_end.max(lo_s * 10.0);
-        let ticks: Vec<f64> = LOG_TICKS_S
-            .iter()
-            .filter(|&&c| c >= lo_s && c <= hi_s * (1.0 + 1e-9))
-            .map(|c| c.log10())
-            .collect();
-        let mut minor = Vec::new();
-        let mut decade = 10f64.powf(lo_s.log10().floor());
-        while decade <= hi_s {
-            for m in 1..10 {
-                let v = decade * f64::from(m);
-                if v >= lo_s && v <= hi_s {
-                    minor.push(v.log10());
-                }
-            }
-            decade *= 10.0;
-        }
-        TimeAxis {
-            log: true,
-            unit_s: 1.0,
-            unit: "",
-            lo: lo_s.log10(),
-            hi: hi_s.log10(),
-            ticks,
-            minor,
-        }
-    }
-
-    /// The axis coordinate of `t_s`, if the axis shows it.
-    pub(super) fn x(&self, t_s: f64) -> Option<f64> {
-        if !t_s.is_finite() || (self.log && t_s <= 0.0) {
-            return None;
-        }
-        let x = self.raw(t_s);
-        (x >= self.lo - 1e-9 && x <= self.hi + 1e-9).then_some(x)
-    }
-
-    /// The axis coordinate of `t_s`, moved onto the axis if outside it.
-    pub(super) fn x_clamped(&self, t_s: f64) -> f64 {
-        self.raw(t_s.max(1e-12)).clamp(self.lo, self.hi)
-    }
-
-    fn raw(&self, t_s: f64) -> f64 {
-        if self.log {
-            t_s.log10()
-        } else {
-            t_s / self.unit_s
-        }
-    }
-
-    /// The range for plotters.
-    pub(super) fn coord(&self) -> Ticked {
-        Ticked {
-            lo: self.lo,
-            hi: self.hi,
-            ticks: self.ticks.clone(),
-            minor: self.minor.clone(),
-        }
-    }
-
-    /// The text of the tick at `x`.
-    pub(super) fn tick_label(&self, x: f64) -> String {
-        if self.log {
-            round_time(10f64.powf(x))
-        } else {
-            fmt_tick(x, step_of(&self.ticks))
-        }
-    }
-
-    /// The axis description, with its unit.
-    pub(super) fn description(&self) -> String {
-        if self.log {
-            "time since the start (log scale)".to_string()
-        } else {
-            format!("time since the start ({})", self.unit)
-        }
-    }
-
-    /// Where `x` lies along the axis: 0 at the left end, 1 at the right.
-    pub(super) fn fraction(&self, x: f64) -> f64 {
-        (x - self.lo) / (self.hi - self.lo)
-    }
-}
-
-/// The latency axis in seconds: `x = v` (linear, from 0) or `x = log10(v / 1 s)`.
-#[derive(Clone, Debug)]
-pub(super) struct LatencyAxis {
-    /// Logarithmic?
-    pub(super) log: bool,
-    /// Left end, in `x`.
-    pub(super) lo: f64,
-    /// Right end, in `x`.
-    pub(super) hi: f64,
-    ticks: Vec<f64>,
-    minor: Vec<f64>,
-}
-
-impl LatencyAxis {
-    /// The axis for CDF curves of `(seconds, fraction)` points.
-    pub(super) fn for_curves(curves: &[&[(f64, f64)]]) -> LatencyAxis {
-        let value_at = |c: &[(f64, f64)], q: f64| {
-            c.iter()
-                .find(|p| p.1 >= q)
-                .or(c.last())
-                .map_or(0.0, |p| p.0)
-        };
-        let non_empty = || curves.iter().filter(|c| !c.is_empty());
-        let p1 = non_empty()
-            .map(|c| value_at(c, 0.01))
-            .fold(f64::INFINITY, f64::min);
-        let p99 = non_empty().map(|c| value_at(c, 0.99)).fold(0.0, f64::max);
-        let values = || {
-            curves
-                .iter()
-                .flat_map(|c| c.iter().map(|p| p.0))
-                .filter(|v| v.is_finite())
-        };
-        let max = values().fold(0.0, f64::max);
-        let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-        if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
-            let lo = min_positive.log10().floor();
-            let hi = max.log10().ceil().max(lo + 1.0);
-            let decades = (hi - lo).round() as i32;
-            let mut ticks = Vec::new();
-            let mut minor = Vec::new();
-            for d in 0..=decades {
-                let base = lo + f64::from(d);
-                ticks.push(base);
-                for m in 2..10 {
-                    let v = base + f64::from(m).log10();
-                    if v <= hi {
-                        minor.push(v);
-                        if decades <= 2 && (m == 2 || m == 5) {
-                            ticks.push(v);
-                        }
-                    }
-                }
-            }
-            ticks.sort_by(f64::total_cmp);
-            LatencyAxis {
-                log: true,
-                lo,
-                hi,
-                ticks,
-                minor,
-            }
-        } else {
-            let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
-            LatencyAxis {
-                log: false,
-                lo: 0.0,
-                hi,
-                ticks: nice_ticks(0.0, hi, 10),
-                minor: Vec::new(),
-            }
-        }
-    }
-
-    /// The axis coordinate of `v_s` seconds (values below a logarithmic axis sit at its left
-    /// end).
-    pub(super) fn x(&self, v_s: f64) -> f64 {
-        if self.log {
-            v_s.max(10f64.powf(self.lo)).log10()
-        } else {
-            v_s
-        }
-    }
-
-    /// The range for plotters.
-    pub(super) fn coord(&self) -> Ticked {
-        Ticked {
-            lo: self.lo,
-            hi: self.hi,
-            ticks: self.ticks.clone(),
-            minor: self.minor.clone(),
-        }
-    }
-
-    /// The text of the tick at `x`.
-    pub(super) fn tick_label(&self, x: f64) -> String {
-        if self.log {
-            let v = 10f64.powf(x);
-            fmt_tick(v, 10f64.powf(x.floor()))
-        } else {
-            fmt_tick(x, step_of(&self.ticks))
-        }
-    }
-
-    /// The axis description, with its unit.
-    pub(super) fn description(&self) -> &'static str {
-        if self.log {
-            "latency (s, log scale)"
-        } else {
-            "latency (s)"
-        }
-    }
-
-    /// Where `x` lies along the axis: 0 at the left end, 1 at the right.
-    pub(super) fn fraction(&self, x: f64) -> f64 {
-        (x - self.lo) / (self.hi - self.lo)
-    }
-}
-
-fn step_of(ticks: &[f64]) -> f64 {
-    if ticks.len() >= 2 {
-        ticks[1] - ticks[0]
-    } else {
-        1.0
-    }
-}
-
-/// A round time for a logarithmic axis tick, in its natural unit: `30 s`, `5 min`, `3 h`,
-/// `10 d`.
-pub(super) fn round_time(t_s: f64) -> String {
-    let num = |v: f64| {
-        let r = (v * 1000.0).round() / 1000.0;
-        if r == r.round() {
-            format!("{r:.0}")
-        } else {
-            format!("{r}")
-        }
-    };
-    if t_s < 60.0 - 1e-9 {
-        format!("{} s", num(t_s))
-    } else if t_s < 3_600.0 - 1e-9 {
-        format!("{} min", num(t_s / 60.0))
-    } else if t_s < 86_400.0 - 1e-9 {
-        format!("{} h", num(t_s / 3_600.0))
-    } else {
-        format!("{} d", num(t_s / 86_400.0))
-    }
-}
-
-/// A duration for text, in the unit that keeps it short: `190 s`, `51.7 min`, `28.4 h`.
-pub(super) fn human_duration(t_s: f64) -> String {
-    if t_s < 1.0 {
-        let s = format!("{t_s:.3}");
-        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
-    } else if t_s < 10.0 {
-        format!("{t_s:.1} s")
-    } else if t_s < 600.0 {
-        format!("{t_s:.0} s")
-    } else if t_s < 3.0 * 3_600.0 {
-        format!("{:.1} min", t_s / 60.0)
-    } else if t_s < 3.0 * 86_400.0 {
-        format!("{:.1} h", t_s / 3_600.0)
-    } else {
-        format!("{:.1} d", t_s / 86_400.0)
     }
 }
 
@@ -461,34 +264,91 @@ pub(super) fn sig3(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// A round time in its natural unit: `30 s`, `5 min`, `3 h`, `10 d`.
+pub(super) fn round_time(t_s: f64) -> String {
+    let num = |v: f64| {
+        let r = (v * 1000.0).round() / 1000.0;
+        format!("{r}")
+    };
+    if t_s < 60.0 - 1e-9 {
+        format!("{} s", num(t_s))
+    } else if t_s < 3_600.0 - 1e-9 {
+        format!("{} min", num(t_s / 60.0))
+    } else if t_s < 86_400.0 - 1e-9 {
+        format!("{} h", num(t_s / 3_600.0))
+    } else {
+        format!("{} d", num(t_s / 86_400.0))
+    }
+}
+
+/// A duration for text, in the unit that keeps it short: `190 s`, `51.7 min`, `28.4 h`.
+pub(super) fn human_duration(t_s: f64) -> String {
+    if t_s < 1.0 {
+        let s = format!("{t_s:.3}");
+        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
+    } else if t_s < 10.0 {
+        format!("{t_s:.1} s")
+    } else if t_s < 600.0 {
+        format!("{t_s:.0} s")
+    } else if t_s < 3.0 * 3_600.0 {
+        format!("{:.1} min", t_s / 60.0)
+    } else if t_s < 3.0 * 86_400.0 {
+        format!("{:.1} h", t_s / 3_600.0)
+    } else {
+        format!("{:.1} d", t_s / 86_400.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn nice_ticks_use_round_steps() {
-        assert_eq!(
-            nice_ticks(0.0, 10.0, 10),
-            (0..=10).map(f64::from).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            nice_ticks(0.0, 28.4, 10),
-            vec![0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
-        );
-        assert_eq!(nice_ticks(0.0, 0.0, 10), vec![0.0]);
+    fn labels(a: &Axis) -> Vec<String> {
+        a.ticks.iter().map(|&t| a.label(t)).collect()
     }
 
     #[test]
-    fn numbers_are_formatted_for_reading() {
+    fn linear_ticks_are_round_steps_in_the_axis_unit() {
+        assert_eq!(labels(&Axis::linear(0.0, 10.0, 5)), ["0", "2", "4", "6", "8", "10"]);
+        assert_eq!(labels(&Axis::linear(0.0, 0.3, 3)), ["0.0", "0.1", "0.2", "0.3"]);
+        let minutes = Axis::linear(0.0, 3_000.0, 6).with(Labels::Time).in_unit(60.0);
+        assert_eq!(labels(&minutes), ["0", "10", "20", "30", "40", "50"]);
+        let money = Axis::linear(0.0, 9_000.0, 5).with(Labels::Dollars);
+        assert!(labels(&money).contains(&"$4,000".to_string()));
+        assert_eq!(nice_ticks(0.0, 0.0, 10), vec![0.0]);
+        assert_eq!(Axis::linear(0.0, 1.0, 5).up_to(2.0).ticks.last(), Some(&2.0));
+    }
+
+    #[test]
+    fn log_ticks_thin_out_to_fit_and_time_axes_tick_round_times() {
+        let a = Axis::log(0.5, 40.0, 8).with(Labels::Dollars);
+        assert_eq!(labels(&a), ["$0.5", "$1", "$2", "$5", "$10", "$20"]);
+        let wide = Axis::log(0.001, 10.0, 6);
+        assert_eq!(labels(&wide), ["0.001", "0.01", "0.1", "1", "10"]);
+        let t = Axis::log(30.0, 102_411.0, 10).with(Labels::Time);
+        assert_eq!(
+            labels(&t),
+            ["30 s", "1 min", "5 min", "10 min", "30 min", "1 h", "3 h", "10 h", "1 d"]
+        );
+    }
+
+    #[test]
+    fn values_map_linearly_or_by_their_logarithm() {
+        let lin = Axis::linear(0.0, 10.0, 5);
+        assert_eq!(lin.map(&5.0, (0, 100)), 50);
+        let log = Axis::log(1.0, 100.0, 5);
+        assert_eq!(log.map(&10.0, (0, 100)), 50);
+        assert_eq!(log.map(&0.0, (0, 100)), -100, "clamped below the axis");
+        let names = Axis::linear(-0.5, 1.5, 2).with(Labels::Names(vec!["a".into(), "b".into()]));
+        assert_eq!((names.label(1.0), names.label(0.5)), ("b".into(), String::new()));
+    }
+
+    #[test]
+    fn numbers_and_durations_are_formatted_for_reading() {
         assert_eq!(fmt_tick(0.30000000000000004, 0.1), "0.3");
         assert_eq!(fmt_tick(-0.0, 0.5), "0.0");
-        assert_eq!(fmt_tick(1500.0, 500.0), "1500");
         assert_eq!(sig3(0.19521), "0.195");
         assert_eq!(sig3(806.04), "806");
-        assert_eq!(thousands(116_171), "116,171");
-        assert_eq!(thousands(20_000), "20,000");
-        assert_eq!(thousands(150), "150");
-        assert_eq!(round_time(30.0), "30 s");
         assert_eq!(round_time(300.0), "5 min");
         assert_eq!(round_time(10_800.0), "3 h");
         assert_eq!(round_time(0.3), "0.3 s");
@@ -498,46 +358,5 @@ mod tests {
         assert_eq!(human_duration(0.0), "0 s");
         assert_eq!(human_duration(5.0), "5.0 s");
         assert_eq!(human_duration(102_411.0), "28.4 h");
-    }
-
-    #[test]
-    fn a_long_run_gets_a_log_axis_ticked_in_round_times() {
-        let axis = TimeAxis::log(32.0, 102_411.0);
-        assert!(axis.log);
-        let labels: Vec<String> = axis.ticks.iter().map(|&x| axis.tick_label(x)).collect();
-        assert_eq!(
-            labels,
-            ["30 s", "1 min", "5 min", "10 min", "30 min", "1 h", "3 h", "10 h", "1 d"]
-        );
-        assert_eq!(axis.x(0.0), None);
-        assert!((axis.x(3_600.0).unwrap() - 3_600f64.log10()).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_short_run_gets_a_linear_axis_in_a_unit_fitting_its_length() {
-        assert_eq!(
-            TimeAxis::linear(600.0).description(),
-            "time since the start (s)"
-        );
-        assert_eq!(
-            TimeAxis::linear(3_000.0).description(),
-            "time since the start (min)"
-        );
-        let h = TimeAxis::linear(100_000.0);
-        assert_eq!(h.description(), "time since the start (h)");
-        assert!((h.x(7_200.0).unwrap() - 2.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_wide_latency_spread_gets_a_log_axis() {
-        let wide: Vec<(f64, f64)> = (0..=100)
-            .map(|i| (0.01 * 1.1f64.powi(i), f64::from(i) / 100.0))
-            .collect();
-        let narrow: Vec<(f64, f64)> = (0..=100)
-            .map(|i| (10.0 + f64::from(i) / 10.0, f64::from(i) / 100.0))
-            .collect();
-        assert!(LatencyAxis::for_curves(&[&wide]).log);
-        assert!(!LatencyAxis::for_curves(&[&narrow]).log);
-        assert!(!LatencyAxis::for_curves(&[&[]]).log);
     }
 }
