@@ -311,7 +311,11 @@ pub fn highlights(rows: &[PlanRow], deadline_h: Option<f64>) -> Highlights {
                 && r.cost_usd >= 0.0
         })
         .collect();
-    by_time.sort_by(|a, b| time(a).total_cmp(&time(b)).then(cost(a).total_cmp(&cost(b))));
+    by_time.sort_by(|a, b| {
+        time(a)
+            .total_cmp(&time(b))
+            .then(cost(a).total_cmp(&cost(b)))
+    });
     let mut pareto = Vec::new();
     for &i in &by_time {
         if pareto.last().is_none_or(|p| cost(&i) < cost(p)) {
@@ -440,11 +444,11 @@ mod tests {
             )
         };
         let rows = vec![
-            row(50.0, 10.0, true),  // 0: slow and cheap
-            row(80.0, 5.0, true),   // 1: fastest
-            row(90.0, 6.0, true),   // 2: dominated by 1
-            row(10.0, 1.0, false),  // 3: infeasible
-            row(60.0, 6.0, true),   // 4: between
+            row(50.0, 10.0, true),     // 0: slow and cheap
+            row(80.0, 5.0, true),      // 1: fastest
+            row(90.0, 6.0, true),      // 2: dominated by 1
+            row(10.0, 1.0, false),     // 3: infeasible
+            row(60.0, 6.0, true),      // 4: between
             row(40.0, f64::NAN, true), // 5: no time
         ];
         let h = highlights(&rows, Some(8.0));

@@ -1,9 +1,6 @@
-//! The one axis type — linear or logarithmic, with round ticks from one routine — and the
-//! number and duration formats of the figures' text.
-//!
-//! An axis holds values, not transformed coordinates: plotters maps a value through
-//! [`Axis::map`](Ranged::map), so figures draw their data as it is (seconds, dollars, GiB) on
-//! either scale.
+//! The one axis type — linear or logarithmic, ticked by one routine — and the number and
+//! duration formats of the figures' text. An axis holds values, not transformed coordinates:
+//! plotters maps a value through [`Ranged::map`], so figures draw their data as it is.
 
 pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
@@ -11,9 +8,8 @@ use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 /// Linear or logarithmic.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Scale {
-    /// Equal steps for equal differences.
     Linear,
-    /// Equal steps for equal ratios; values must be positive.
+    /// For positive values; others sit below the axis.
     Log,
 }
 
@@ -24,7 +20,7 @@ pub(super) enum Labels {
     Number,
     /// Numbers after a `$`.
     Dollars,
-    /// Seconds: round times in their own unit on a log axis (`30 s`, `5 min`, `1 d`), plain
+    /// Seconds: round times in their unit on a log axis (`30 s`, `5 min`, `1 d`), plain
     /// numbers of the axis's unit on a linear one.
     Time,
     /// The name of each whole position 0, 1, …; nothing between them.
@@ -45,12 +41,30 @@ pub(super) struct Axis {
     minor: Vec<f64>,
 }
 
-/// Tick candidates of a logarithmic time axis, seconds: about two per decade, each a round
-/// number in its own unit.
-const LOG_TICKS_S: [f64; 24] = [
-    0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1_800.0,
-    3_600.0, 10_800.0, 36_000.0, 86_400.0, 259_200.0, 864_000.0, 2_592_000.0, 8_640_000.0,
-    31_536_000.0, 315_360_000.0,
+/// Tick candidates of a logarithmic time axis, seconds: round times in their own unit.
+const LOG_TICKS_S: [f64; 22] = [
+    0.001,
+    0.003,
+    0.01,
+    0.03,
+    0.1,
+    0.3,
+    1.0,
+    3.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
+    600.0,
+    1_800.0,
+    3_600.0,
+    10_800.0,
+    36_000.0,
+    86_400.0,
+    259_200.0,
+    864_000.0,
+    2_592_000.0,
+    8_640_000.0,
 ];
 
 impl Axis {
@@ -59,8 +73,8 @@ impl Axis {
         Axis::new(Scale::Linear, lo, hi, max_ticks)
     }
 
-    /// A logarithmic axis from `lo` to `hi` (both positive) with at most about `max_ticks`
-    /// ticks at 1, 2 and 5 (or fewer) per decade.
+    /// A logarithmic axis from `lo` to `hi` with at most about `max_ticks` ticks at 1, 2 and 5
+    /// per decade, or fewer.
     pub(super) fn log(lo: f64, hi: f64, max_ticks: usize) -> Axis {
         Axis::new(Scale::Log, lo, hi, max_ticks)
     }
@@ -72,96 +86,86 @@ impl Axis {
             _ if !lo.is_finite() => 0.0,
             _ => lo,
         };
-        let mut a = Axis {
+        let hi = if hi > lo { hi } else { lo + 1.0 };
+        let (labels, ticks, minor) = (Labels::Number, Vec::new(), Vec::new());
+        let unit = 1.0;
+        let axis = Axis {
             scale,
             lo,
-            hi: if hi > lo { hi } else { lo + 1.0 },
-            unit: 1.0,
-            labels: Labels::Number,
+            hi,
+            unit,
+            labels,
             max_ticks,
-            ticks: Vec::new(),
-            minor: Vec::new(),
+            ticks,
+            minor,
         };
-        a.tick();
-        a
+        axis.ticked()
     }
 
     /// The same axis with tick labels read as `labels`.
-    pub(super) fn with(mut self, labels: Labels) -> Axis {
-        self.labels = labels;
-        self.tick();
-        self
+    pub(super) fn with(self, labels: Labels) -> Axis {
+        Axis { labels, ..self }.ticked()
     }
 
     /// The same axis with linear ticks at round numbers of `unit`.
-    pub(super) fn in_unit(mut self, unit: f64) -> Axis {
-        self.unit = unit;
-        self.tick();
-        self
+    pub(super) fn in_unit(self, unit: f64) -> Axis {
+        Axis { unit, ..self }.ticked()
     }
 
     /// The same axis with at most about `max_ticks` ticks.
-    pub(super) fn at_most(mut self, max_ticks: usize) -> Axis {
-        self.max_ticks = max_ticks;
-        self.tick();
-        self
+    pub(super) fn at_most(self, max_ticks: usize) -> Axis {
+        Axis { max_ticks, ..self }.ticked()
     }
 
     /// The same axis reaching up to `hi`.
-    pub(super) fn up_to(mut self, hi: f64) -> Axis {
-        self.hi = hi;
-        self.tick();
-        self
+    pub(super) fn up_to(self, hi: f64) -> Axis {
+        Axis { hi, ..self }.ticked()
     }
 
-    /// The one tick routine: round steps of 1, 2 or 5 × 10^k on a linear axis; on a log axis
-    /// round times, or 1, 2 and 5 per decade thinned to 1 and 3, then 1, until few enough.
-    fn tick(&mut self) {
-        let (lo, hi) = (self.lo, self.hi);
+    /// The one tick routine: round steps of 1, 2 or 5 × 10^k on a linear axis (whole ones for
+    /// names); on a log axis round times, or 1, 2 and 5 per decade thinned to 1 and 3, then 1,
+    /// until few enough.
+    fn ticked(mut self) -> Axis {
+        let (lo, hi, u) = (self.lo, self.hi, self.unit);
+        let max = match &self.labels {
+            Labels::Names(names) => self.max_ticks.min(names.len().max(1)),
+            _ => self.max_ticks,
+        };
         if self.scale == Scale::Linear {
-            let u = self.unit;
-            // Named positions are whole numbers: at most one tick per name.
-            let max = match &self.labels {
-                Labels::Names(names) => self.max_ticks.min(names.len().max(1)),
-                _ => self.max_ticks,
-            };
-            self.ticks = nice_ticks(lo / u, hi / u, max);
-            self.ticks.iter_mut().for_each(|t| *t *= u);
-            self.minor = Vec::new();
-            return;
+            self.ticks = nice_ticks(lo / u, hi / u, max)
+                .iter()
+                .map(|t| t * u)
+                .collect();
+            return self;
         }
         let inside = |v: &f64| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9);
-        let decades = || (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
+        let decades = (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
         let at = |ms: &[f64]| -> Vec<f64> {
-            decades()
-                .flat_map(|d| ms.iter().map(move |m| m * 10f64.powi(d)))
-                .filter(inside)
-                .collect()
+            let all = decades
+                .clone()
+                .flat_map(|d| ms.iter().map(move |m| m * 10f64.powi(d)));
+            all.filter(inside).collect()
         };
         self.minor = at(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        let options = [at(&[1.0, 2.0, 5.0]), at(&[1.0, 3.0]), at(&[1.0])];
         self.ticks = if self.labels == Labels::Time {
-            LOG_TICKS_S.iter().copied().filter(inside).collect()
+            LOG_TICKS_S.into_iter().filter(inside).collect()
+        } else if options[0].len() < 3 {
+            at(&[1.0, 2.0, 3.0, 5.0, 7.0])
         } else {
-            let options = [at(&[1.0, 2.0, 5.0]), at(&[1.0, 3.0]), at(&[1.0])];
-            if options[0].len() < 3 {
-                at(&[1.0, 2.0, 3.0, 5.0, 7.0])
-            } else {
-                let fits = |t: &&Vec<f64>| t.len() <= self.max_ticks;
-                options.iter().find(fits).unwrap_or(&options[2]).clone()
-            }
+            let fits = options.iter().find(|t| t.len() <= max);
+            fits.unwrap_or(&options[2]).clone()
         };
+        self
     }
 
     /// The text of the tick at `v`.
     pub(super) fn label(&self, v: f64) -> String {
         match &self.labels {
-            Labels::Names(names) => {
-                let i = v.round();
-                if (v - i).abs() > 1e-6 || i < 0.0 {
-                    return String::new();
-                }
-                names.get(i as usize).cloned().unwrap_or_default()
+            Labels::Names(names) if (v - v.round()).abs() < 1e-6 && v > -0.5 => {
+                names.get(v.round() as usize).cloned().unwrap_or_default()
             }
+            Labels::Names(_) => String::new(),
             Labels::Time if self.scale == Scale::Log => round_time(v),
             Labels::Dollars => format!("${}", self.number(v)),
             _ => self.number(v),
@@ -170,19 +174,19 @@ impl Axis {
 
     fn number(&self, v: f64) -> String {
         let u = v / self.unit;
-        let step = match (self.scale, self.ticks.as_slice()) {
+        let step = match (self.scale, &self.ticks[..]) {
             (Scale::Log, _) => 10f64.powf(u.abs().max(1e-12).log10().floor()),
             (Scale::Linear, [a, b, ..]) => (b - a) / self.unit,
             _ => 1.0,
         };
-        if step >= 1.0 && u.abs() >= 1_000.0 - 0.5 && u >= 0.0 {
+        if step >= 1.0 && u >= 999.5 {
             thousands(u.round() as u64)
         } else {
             fmt_tick(u, step)
         }
     }
 
-    /// Whether `v` lies on the axis (a log axis shows positive values only).
+    /// Whether `v` lies on the axis.
     pub(super) fn shows(&self, v: f64) -> bool {
         let tol = 1e-9 * (self.hi - self.lo).abs();
         v.is_finite() && v >= self.lo - tol && v <= self.hi + tol
@@ -229,17 +233,15 @@ pub(super) fn nice_ticks(lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
     }
     let raw = span / max_n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * mag);
+    let steps = [1.0, 2.0, 5.0, 10.0].map(|m| m * mag);
+    let step = steps.into_iter().find(|s| *s >= raw * (1.0 - 1e-9));
+    let step = step.unwrap_or(10.0 * mag);
     let first = (lo / step - 1e-9).ceil() as i64;
     let last = (hi / step + 1e-9).floor() as i64;
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
-/// A tick value with as many decimals as its step needs.
+/// A tick value with as many decimals as its step needs (no `-0`).
 pub(super) fn fmt_tick(v: f64, step: f64) -> String {
     let decimals = if step > 0.0 && step < 1.0 {
         (-(step.log10() + 1e-9).floor()) as usize
@@ -247,8 +249,8 @@ pub(super) fn fmt_tick(v: f64, step: f64) -> String {
         0
     };
     let s = format!("{v:.decimals$}");
-    // No "-0".
-    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
+    let zero = s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.');
+    if zero {
         s[1..].to_string()
     } else {
         s
@@ -266,36 +268,27 @@ pub(super) fn sig3(v: f64) -> String {
 
 /// A round time in its natural unit: `30 s`, `5 min`, `3 h`, `10 d`.
 pub(super) fn round_time(t_s: f64) -> String {
-    let num = |v: f64| {
-        let r = (v * 1000.0).round() / 1000.0;
-        format!("{r}")
+    let (v, unit) = match t_s {
+        t if t < 60.0 - 1e-9 => (t, "s"),
+        t if t < 3_600.0 - 1e-9 => (t / 60.0, "min"),
+        t if t < 86_400.0 - 1e-9 => (t / 3_600.0, "h"),
+        t => (t / 86_400.0, "d"),
     };
-    if t_s < 60.0 - 1e-9 {
-        format!("{} s", num(t_s))
-    } else if t_s < 3_600.0 - 1e-9 {
-        format!("{} min", num(t_s / 60.0))
-    } else if t_s < 86_400.0 - 1e-9 {
-        format!("{} h", num(t_s / 3_600.0))
-    } else {
-        format!("{} d", num(t_s / 86_400.0))
-    }
+    format!("{} {unit}", (v * 1000.0).round() / 1000.0)
 }
 
 /// A duration for text, in the unit that keeps it short: `190 s`, `51.7 min`, `28.4 h`.
 pub(super) fn human_duration(t_s: f64) -> String {
-    if t_s < 1.0 {
-        let s = format!("{t_s:.3}");
-        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
-    } else if t_s < 10.0 {
-        format!("{t_s:.1} s")
-    } else if t_s < 600.0 {
-        format!("{t_s:.0} s")
-    } else if t_s < 3.0 * 3_600.0 {
-        format!("{:.1} min", t_s / 60.0)
-    } else if t_s < 3.0 * 86_400.0 {
-        format!("{:.1} h", t_s / 3_600.0)
-    } else {
-        format!("{:.1} d", t_s / 86_400.0)
+    match t_s {
+        t if t < 1.0 => {
+            let s = format!("{t:.3}");
+            format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
+        }
+        t if t < 10.0 => format!("{t:.1} s"),
+        t if t < 600.0 => format!("{t:.0} s"),
+        t if t < 3.0 * 3_600.0 => format!("{:.1} min", t / 60.0),
+        t if t < 3.0 * 86_400.0 => format!("{:.1} h", t / 3_600.0),
+        t => format!("{:.1} d", t / 86_400.0),
     }
 }
 
@@ -309,14 +302,26 @@ mod tests {
 
     #[test]
     fn linear_ticks_are_round_steps_in_the_axis_unit() {
-        assert_eq!(labels(&Axis::linear(0.0, 10.0, 5)), ["0", "2", "4", "6", "8", "10"]);
-        assert_eq!(labels(&Axis::linear(0.0, 0.3, 3)), ["0.0", "0.1", "0.2", "0.3"]);
-        let minutes = Axis::linear(0.0, 3_000.0, 6).with(Labels::Time).in_unit(60.0);
+        let ten = ["0", "2", "4", "6", "8", "10"];
+        assert_eq!(labels(&Axis::linear(0.0, 10.0, 5)), ten);
+        assert_eq!(
+            labels(&Axis::linear(0.0, 0.3, 3)),
+            ["0.0", "0.1", "0.2", "0.3"]
+        );
+        let minutes = Axis::linear(0.0, 3_000.0, 6)
+            .with(Labels::Time)
+            .in_unit(60.0);
         assert_eq!(labels(&minutes), ["0", "10", "20", "30", "40", "50"]);
         let money = Axis::linear(0.0, 9_000.0, 5).with(Labels::Dollars);
         assert!(labels(&money).contains(&"$4,000".to_string()));
         assert_eq!(nice_ticks(0.0, 0.0, 10), vec![0.0]);
-        assert_eq!(Axis::linear(0.0, 1.0, 5).up_to(2.0).ticks.last(), Some(&2.0));
+        assert_eq!(
+            Axis::linear(0.0, 1.0, 5).up_to(2.0).ticks.last(),
+            Some(&2.0)
+        );
+        let names = Labels::Names(vec!["a".into(), "b".into()]);
+        let names = Axis::linear(-0.5, 1.5, 9).with(names);
+        assert_eq!(labels(&names), ["a", "b"], "one tick per name");
     }
 
     #[test]
@@ -326,37 +331,36 @@ mod tests {
         let wide = Axis::log(0.001, 10.0, 6);
         assert_eq!(labels(&wide), ["0.001", "0.01", "0.1", "1", "10"]);
         let t = Axis::log(30.0, 102_411.0, 10).with(Labels::Time);
-        assert_eq!(
-            labels(&t),
-            ["30 s", "1 min", "5 min", "10 min", "30 min", "1 h", "3 h", "10 h", "1 d"]
-        );
+        let round = [
+            "30 s", "1 min", "5 min", "10 min", "30 min", "1 h", "3 h", "10 h", "1 d",
+        ];
+        assert_eq!(labels(&t), round);
     }
 
     #[test]
     fn values_map_linearly_or_by_their_logarithm() {
-        let lin = Axis::linear(0.0, 10.0, 5);
-        assert_eq!(lin.map(&5.0, (0, 100)), 50);
+        assert_eq!(Axis::linear(0.0, 10.0, 5).map(&5.0, (0, 100)), 50);
         let log = Axis::log(1.0, 100.0, 5);
         assert_eq!(log.map(&10.0, (0, 100)), 50);
         assert_eq!(log.map(&0.0, (0, 100)), -100, "clamped below the axis");
-        let names = Axis::linear(-0.5, 1.5, 2).with(Labels::Names(vec!["a".into(), "b".into()]));
-        assert_eq!((names.label(1.0), names.label(0.5)), ("b".into(), String::new()));
+        assert!(log.shows(100.0) && !log.shows(0.5));
     }
 
     #[test]
     fn numbers_and_durations_are_formatted_for_reading() {
         assert_eq!(fmt_tick(0.30000000000000004, 0.1), "0.3");
         assert_eq!(fmt_tick(-0.0, 0.5), "0.0");
-        assert_eq!(sig3(0.19521), "0.195");
-        assert_eq!(sig3(806.04), "806");
+        assert_eq!(
+            (sig3(0.19521), sig3(806.04)),
+            ("0.195".into(), "806".into())
+        );
         assert_eq!(round_time(300.0), "5 min");
         assert_eq!(round_time(10_800.0), "3 h");
         assert_eq!(round_time(0.3), "0.3 s");
-        assert_eq!(human_duration(3104.0), "51.7 min");
-        assert_eq!(human_duration(190.0), "190 s");
-        assert_eq!(human_duration(0.01), "0.01 s");
-        assert_eq!(human_duration(0.0), "0 s");
-        assert_eq!(human_duration(5.0), "5.0 s");
-        assert_eq!(human_duration(102_411.0), "28.4 h");
+        let durations = [3104.0, 190.0, 0.01, 0.0, 5.0, 102_411.0].map(human_duration);
+        assert_eq!(
+            durations,
+            ["51.7 min", "190 s", "0.01 s", "0 s", "5.0 s", "28.4 h"]
+        );
     }
 }

@@ -16,10 +16,10 @@ use crate::memory::{SglangMemory, SlackNeed, Verdict};
 
 use super::axis::{thousands, Axis, Labels};
 use super::style::{
-    heading, text_width, tint, Entry, Legend, Swatch, BLUE, DARK, FONT, GREEN, ORANGE, PURPLE,
-    RED, TEXT_PX, TOP_FIRST,
+    heading, text_width, tint, Entry, Legend, Swatch, BLUE, DARK, FONT, GREEN, ORANGE, PURPLE, RED,
+    TEXT_PX, TOP_FIRST,
 };
-use super::{panel, render, Area, DrawFailure, Figure, Format, PlotError};
+use super::{render, Area, DrawFailure, Figure, Format, PlotError};
 
 /// The title of the [`memory_figure`].
 pub const MEMORY_TITLE: &str = "GPU memory by mem_fraction_static: weights, KV pool and slack";
@@ -107,8 +107,10 @@ fn same_inputs(rows: &[(f64, SglangMemory)]) -> Option<&SglangMemory> {
     let i = &first.inputs;
     rows.iter()
         .all(|(_, m)| {
-            same(m.inputs.memory_before_weights_gib, i.memory_before_weights_gib)
-                && same(m.need_gib, first.need_gib)
+            same(
+                m.inputs.memory_before_weights_gib,
+                i.memory_before_weights_gib,
+            ) && same(m.need_gib, first.need_gib)
                 && same(m.inputs.weight_gib_per_gpu, i.weight_gib_per_gpu)
         })
         .then_some(first)
@@ -129,7 +131,10 @@ impl MemoryFigure<'_> {
             SlackNeed::Observed {
                 free_gib,
                 at_fraction,
-            } => format!("{free_gib:.2} GiB seen free at f = {}", fraction_label(*at_fraction)),
+            } => format!(
+                "{free_gib:.2} GiB seen free at f = {}",
+                fraction_label(*at_fraction)
+            ),
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),
         };
         format!(
@@ -149,14 +154,20 @@ impl MemoryFigure<'_> {
             None => "weights W".to_string(),
         };
         let mut entries = vec![
-            Entry::new(weights, Swatch::Patch(WEIGHTS)),
+            Entry::new(weights, Swatch::patch(WEIGHTS)),
             Entry::new(
                 "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)",
-                Swatch::Patch(pool()),
+                Swatch::patch(pool()),
             ),
         ];
-        if bars.iter().any(|b| b.static_top > b.boundary.max(b.weights)) {
-            entries.push(Entry::new("pool above the OOM line", Swatch::Patch(pool_over())));
+        if bars
+            .iter()
+            .any(|b| b.static_top > b.boundary.max(b.weights))
+        {
+            entries.push(Entry::new(
+                "pool above the OOM line",
+                Swatch::patch(pool_over()),
+            ));
         }
         for (v, label) in [
             (Verdict::Safe, "slack (1 \u{2212} f) \u{b7} M_pre: safe"),
@@ -164,14 +175,14 @@ impl MemoryFigure<'_> {
             (Verdict::Oom, "slack: would run out of memory"),
         ] {
             if bars.iter().any(|b| b.verdict == v) {
-                entries.push(Entry::new(label, Swatch::Patch(slack(v))));
+                entries.push(Entry::new(label, Swatch::patch(slack(v))));
             }
         }
         let need = match same {
             Some(m) => format!("OOM line: slack = need = {:.2} GiB", m.need_gib),
             None => "OOM line: slack = what it must hold".to_string(),
         };
-        entries.push(Entry::new(need, Swatch::Line(DARK, 3)));
+        entries.push(Entry::new(need, Swatch::line(DARK, 3)));
         Legend::new(entries)
     }
 }
@@ -183,61 +194,56 @@ impl Figure for MemoryFigure<'_> {
         let body = heading(root, MEMORY_TITLE, &self.subtitle())?;
         let bars: Vec<Bar> = self.rows.iter().map(|(f, m)| Bar::new(*f, m)).collect();
         let n = bars.len().max(1);
-        let names = bars.iter().map(|b| b.label.clone()).collect();
         let mut widest = 0;
         for b in &bars {
             widest = widest.max(text_width(&body, &b.label, TEXT_PX)?);
         }
-        let plot_w = body.dim_in_pixel().0 as i32 - 120;
-        let slot_px = plot_w / n as i32;
-        let x = Axis::linear(-0.5, n as f64 - 0.5, (plot_w / (widest + 14)).max(1) as usize)
-            .with(Labels::Names(names));
-        // Bars at most 90 px wide; room above them for their labels.
+        let slot_px = (body.dim_in_pixel().0 as i32 - 120) / n as i32;
+        let names = Labels::Names(bars.iter().map(|b| b.label.clone()).collect());
+        let ticks = (slot_px * n as i32 / (widest + 14)).max(1) as usize;
+        let x = Axis::linear(-0.5, n as f64 - 0.5, ticks).with(names);
+        // Bars at most 90 px wide, with room above them for their labels.
         let half = 0.32f64.min(45.0 / f64::from(slot_px.max(1)));
-        let max_top = bars.iter().map(|b| b.top).fold(0.0, f64::max);
-        let max_top = if max_top > 0.0 { max_top } else { 1.0 };
-        let label_top = max_top * 1.06;
-        let avoid: Vec<Vec<(f64, f64)>> = (0..bars.len())
-            .map(|i| {
-                let (a, c) = (i as f64 - half, i as f64 + half);
-                vec![(a, 0.0), (a, label_top), (c, label_top), (c, 0.0)]
-            })
-            .collect();
-        let legend = self.legend(&bars);
-        let y = Axis::linear(0.0, max_top * 1.1, 10);
-        let (y, at) = legend.place(&body, &x, y, true, &avoid, &TOP_FIRST, 1.8, raster)?;
-        let mut chart = panel(&body, &x, &y, Some("mem_fraction_static, f"), "memory per GPU (GiB)")?;
-        let label_style = (FONT, TEXT_PX).into_font().color(&DARK).pos(Pos::new(HPos::Center, VPos::Bottom));
+        let top = bars.iter().map(|b| b.top).fold(0.0, f64::max);
+        let top = if top > 0.0 { top } else { 1.0 };
+        let outline = |i: usize| {
+            let (a, c, t) = (i as f64 - half, i as f64 + half, 1.06 * top);
+            vec![(a, 0.0), (a, t), (c, t), (c, 0.0)]
+        };
+        let avoid = (0..bars.len()).map(outline).collect();
+        let legend = self.legend(&bars).avoiding(avoid, &TOP_FIRST, 1.8);
+        let y = Axis::linear(0.0, top * 1.1, 10);
+        let (x_desc, y_desc) = (Some("mem_fraction_static, f"), "memory per GPU (GiB)");
+        let (mut chart, at) = legend.panel(&body, &x, y, x_desc, y_desc, raster)?;
+        let above = (FONT, TEXT_PX).into_font().color(&DARK);
+        let above = above.pos(Pos::new(HPos::Center, VPos::Bottom));
         for (i, b) in bars.iter().enumerate() {
             let (a, c) = (i as f64 - half, i as f64 + half);
             let pool_top = b.static_top.max(b.weights);
-            let over = b.boundary.max(b.weights);
             let segments = [
                 (0.0, b.weights.min(b.top), WEIGHTS),
                 (b.weights, pool_top, pool()),
-                (over, pool_top, pool_over()),
+                (b.boundary.max(b.weights), pool_top, pool_over()),
                 (b.static_top, b.top, slack(b.verdict)),
             ];
             let boxes = segments.into_iter().filter(|s| s.1 > s.0);
-            chart.draw_series(boxes.map(|(y0, y1, c2)| Rectangle::new([(a, y0), (c, y1)], c2.filled())))?;
+            chart.draw_series(
+                boxes.map(|(lo, hi, f)| Rectangle::new([(a, lo), (c, hi)], f.filled())),
+            )?;
             chart.draw_series([Rectangle::new([(a, 0.0), (c, b.top)], DARK.stroke_width(1))])?;
-            let ext = 0.06;
-            let oom = [(a - ext, b.boundary), (c + ext, b.boundary)];
+            let oom = [(a - 0.06, b.boundary), (c + 0.06, b.boundary)];
             chart.draw_series(LineSeries::new(oom, DARK.stroke_width(3)))?;
             // The pool in tokens: with separators if that fits over the bar, else in thousands.
-            let full = thousands(b.tokens);
-            let text = if text_width(&body, &full, TEXT_PX)? <= slot_px - 4 {
-                full
-            } else {
-                format!("{}k", (b.tokens as f64 / 1000.0).round())
-            };
+            let mut text = thousands(b.tokens);
+            if text_width(&body, &text, TEXT_PX)? > slot_px - 4 {
+                text = format!("{}k", (b.tokens as f64 / 1000.0).round());
+            }
             if text_width(&body, &text, TEXT_PX)? <= slot_px - 2 {
-                let t = Text::new(text, (0, -5), label_style.clone());
-                chart.draw_series([EmptyElement::at((i as f64, b.top)) + t])?;
+                let text = Text::new(text, (0, -5), above.clone());
+                chart.draw_series([EmptyElement::at((i as f64, b.top)) + text])?;
             }
         }
-        legend.draw(&mut chart, at, raster)?;
-        Ok(())
+        legend.draw(&mut chart, at, raster)
     }
 }
 
@@ -246,43 +252,57 @@ mod tests {
     use super::super::check::{has_text, pixels, png_size, scenario_file, svg_text, texts};
     use super::super::{HEIGHT_PX, WIDTH_PX};
     use super::*;
+    use crate::memory::HeuristicReserve;
     use crate::scenario::{load, MemoryDerivation};
 
     /// The case study's memory derivation at each fraction, as `servesim memory --vary` makes
-    /// them.
+    /// them; all from 0.80 to 0.95 if none are given.
     fn case_study(fractions: &[&str]) -> Vec<(f64, SglangMemory)> {
+        let range: Vec<String> = (80..=95).map(|p| format!("0.{p}")).collect();
+        let all: Vec<&str> = range.iter().map(String::as_str).collect();
         let src = scenario_file("case-study-b2-memory.toml");
-        fractions
-            .iter()
-            .map(|f| {
-                let sc = load(&src, &[format!("engine.mem_fraction_static={f}")]).unwrap();
-                match sc.memory.expect("the scenario has a memory model").derivation {
-                    MemoryDerivation::Sglang(m) => (f.parse().unwrap(), m),
-                    MemoryDerivation::Vllm(_) => panic!("an SGLang scenario"),
-                }
-            })
-            .collect()
-    }
-
-    fn range() -> Vec<String> {
-        (80..=95).map(|p| format!("0.{p}")).collect()
+        let at = |f: &&str| {
+            let sc = load(&src, &[format!("engine.mem_fraction_static={f}")]).unwrap();
+            match sc
+                .memory
+                .expect("the scenario has a memory model")
+                .derivation
+            {
+                MemoryDerivation::Sglang(m) => (f.parse().unwrap(), m),
+                MemoryDerivation::Vllm(_) => panic!("an SGLang scenario"),
+            }
+        };
+        let fractions = if fractions.is_empty() {
+            &all[..]
+        } else {
+            fractions
+        };
+        fractions.iter().map(at).collect()
     }
 
     #[test]
-    fn the_memory_figure_renders_in_both_formats() {
-        let fractions = range();
-        let refs: Vec<&str> = fractions.iter().map(String::as_str).collect();
-        let rows = case_study(&refs);
+    fn the_memory_figure_shows_the_split_the_verdicts_and_the_case_studys_numbers() {
+        let rows = case_study(&[]);
         let png = memory_figure(&rows, Format::Png).unwrap();
         assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX));
         assert!(pixels(&png, pool()) > 10_000, "the pools are drawn");
-        assert!(pixels(&png, pool_over()) > 500, "pools above the OOM line are marked");
-        assert!(pixels(&png, slack(Verdict::Oom)) > 2_000, "slack that would run out");
+        assert!(
+            pixels(&png, pool_over()) > 500,
+            "pools above the OOM line are marked"
+        );
+        assert!(
+            pixels(&png, slack(Verdict::Oom)) > 2_000,
+            "slack that would run out"
+        );
         let svg = memory_figure(&rows, Format::Svg).unwrap();
         let s = svg_text(&svg);
-        assert!(s.contains(MEMORY_TITLE));
-        assert!(s.contains("memory per GPU (GiB)"));
-        assert!(s.contains("mem_fraction_static, f"));
+        for text in [
+            MEMORY_TITLE,
+            "memory per GPU (GiB)",
+            "mem_fraction_static, f",
+        ] {
+            assert!(s.contains(text), "{text:?}");
+        }
         // The case study's numbers: the pool at 0.85 and the boundary just below 0.90.
         assert!(has_text(s, "116,149"), "the tokens at 0.85");
         assert!(s.contains("(4.66 GiB seen free at f = 0.85): out of memory above f = 0.899"));
@@ -295,13 +315,17 @@ mod tests {
         ] {
             assert!(has_text(s, label), "legend {label:?}");
         }
-        let ticks = fractions.iter().filter(|f| has_text(s, f)).count();
-        assert!(ticks >= 4, "fractions label the axis: {ticks}");
-        let tokens = texts(s)
-            .iter()
-            .filter(|t| t.contains(',') && t.chars().all(|c| c.is_ascii_digit() || c == ','))
-            .count();
-        assert_eq!(tokens, 16, "a token label per bar");
+        assert!(
+            has_text(s, "0.80") && has_text(s, "0.95"),
+            "fractions label the axis"
+        );
+        let digits =
+            |t: &&String| t.contains(',') && t.chars().all(|c| c.is_ascii_digit() || c == ',');
+        assert_eq!(
+            texts(s).iter().filter(digits).count(),
+            16,
+            "a token label per bar"
+        );
     }
 
     #[test]
@@ -312,47 +336,47 @@ mod tests {
             assert!((b.top - 93.59).abs() < 1e-9);
             assert!(b.weights < b.static_top && b.static_top < b.top);
         }
-        assert_eq!(bars[0].verdict, Verdict::Safe);
-        assert!(bars[0].static_top < bars[0].boundary, "0.85 leaves the slack it needs");
-        assert_eq!(bars[1].verdict, Verdict::Oom);
+        assert_eq!(
+            (bars[0].verdict, bars[1].verdict),
+            (Verdict::Safe, Verdict::Oom)
+        );
+        assert!(
+            bars[0].static_top < bars[0].boundary,
+            "0.85 leaves the slack it needs"
+        );
         assert!(bars[1].static_top > bars[1].boundary, "0.95 takes from it");
     }
 
     #[test]
-    fn one_setting_and_none_still_draw() {
-        let rows = case_study(&["0.85"]);
-        let svg = memory_figure(&rows, Format::Svg).unwrap();
-        assert!(has_text(svg_text(&svg), "116,149"));
-        assert!(!svg_text(&svg).contains("would run out of memory"));
-        assert!(!svg_text(&svg).contains("pool above the OOM line"));
+    fn one_setting_none_and_a_guessed_need_still_draw() {
+        let svg = memory_figure(&case_study(&["0.85"]), Format::Svg).unwrap();
+        let s = svg_text(&svg);
+        assert!(has_text(s, "116,149") && !s.contains("would run out of memory"));
+        assert!(!s.contains("pool above the OOM line"));
         let svg = memory_figure(&[], Format::Svg).unwrap();
         assert!(svg_text(&svg).contains("No settings to show."));
-        let png = memory_figure(&[], Format::Png).unwrap();
-        assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX));
-    }
-
-    #[test]
-    fn a_guessed_need_is_named_as_sglangs_estimate() {
-        use crate::memory::HeuristicReserve;
-        let rows: Vec<(f64, SglangMemory)> = case_study(&["0.85", "0.90"])
+        let guess = |(f, m): (f64, SglangMemory)| {
+            let mut i = m.inputs;
+            i.need = SlackNeed::Heuristic(HeuristicReserve::sglang(8192, 8, true, 512));
+            (f, i.derive())
+        };
+        let rows: Vec<_> = case_study(&["0.85", "0.90"])
             .into_iter()
-            .map(|(f, m)| {
-                let mut i = m.inputs;
-                i.need = SlackNeed::Heuristic(HeuristicReserve::sglang(8192, 8, true, 512));
-                (f, i.derive())
-            })
+            .map(guess)
             .collect();
         let svg = memory_figure(&rows, Format::Svg).unwrap();
-        let s = svg_text(&svg);
-        assert!(s.contains("reservation estimate): out of memory above f = "));
-        assert_eq!(svg, memory_figure(&rows, Format::Svg).unwrap(), "deterministic");
+        assert!(svg_text(&svg).contains("reservation estimate): out of memory above f = "));
+        assert_eq!(
+            svg,
+            memory_figure(&rows, Format::Svg).unwrap(),
+            "deterministic"
+        );
     }
 
     #[test]
     fn fractions_are_labelled_with_two_or_three_decimals() {
-        assert_eq!(fraction_label(0.8), "0.80");
-        assert_eq!(fraction_label(0.855), "0.855");
-        assert_eq!(fraction_label(1.0), "1.00");
+        let labels = [0.8, 0.855, 1.0].map(fraction_label);
+        assert_eq!(labels, ["0.80", "0.855", "1.00"]);
         assert_eq!(floor3(0.89987), "0.899");
     }
 
@@ -363,13 +387,13 @@ mod tests {
     fn memory_figure_to_look_at() {
         let dir = std::path::PathBuf::from("/tmp/sweep-plots-check");
         std::fs::create_dir_all(&dir).unwrap();
-        let fractions = range();
-        let refs: Vec<&str> = fractions.iter().map(String::as_str).collect();
-        let cases = [("memory-b2", case_study(&refs)), ("memory-b2-two", case_study(&["0.85", "0.95"]))];
-        for (name, rows) in cases {
+        for (name, rows) in [
+            ("memory-b2", case_study(&[])),
+            ("memory-b2-two", case_study(&["0.85", "0.95"])),
+        ] {
             for fmt in Format::ALL {
-                let bytes = memory_figure(&rows, fmt).unwrap();
-                std::fs::write(dir.join(format!("{name}.{}", fmt.extension())), bytes).unwrap();
+                let file = dir.join(format!("{name}.{}", fmt.extension()));
+                std::fs::write(file, memory_figure(&rows, fmt).unwrap()).unwrap();
             }
         }
     }

@@ -27,8 +27,8 @@ mod sweep;
 pub use memory::{memory_figure, MEMORY_TITLE};
 pub use plan::{plan_figure, PLAN_TITLE};
 pub use run::{
-    engine_state, latency_cdf, throughput, ENGINE_STATE_TITLE, LATENCY_TITLE,
-    LOG_LATENCY_SPREAD, LOG_TIME_FACTOR, THROUGHPUT_TITLE,
+    engine_state, latency_cdf, throughput, ENGINE_STATE_TITLE, LATENCY_TITLE, LOG_LATENCY_SPREAD,
+    LOG_TIME_FACTOR, THROUGHPUT_TITLE,
 };
 pub use sweep::{sweep_figures, sweep_title, MAX_SWEEP_LINES};
 
@@ -131,33 +131,32 @@ trait Figure {
 }
 
 fn render<F: Figure>(fig: &F, fmt: Format) -> Result<Vec<u8>, PlotError> {
-    register_fonts()?;
-    let fail = |e: DrawFailure| PlotError::Draw {
-        figure: F::NAME,
-        message: e.0,
-    };
-    let size = (WIDTH_PX, HEIGHT_PX);
-    fn draw_on<F: Figure, DB: DrawingBackend>(
+    fn draw<F: Figure, DB: DrawingBackend>(
         f: &F,
         root: Area<DB>,
         raster: bool,
     ) -> Result<(), DrawFailure> {
         root.fill(&WHITE)?;
         f.draw(&root, raster)?;
-        root.present()?;
-        Ok(())
+        Ok(root.present()?)
     }
+    register_fonts()?;
+    let fail = |e: DrawFailure| PlotError::Draw {
+        figure: F::NAME,
+        message: e.0,
+    };
+    let size = (WIDTH_PX, HEIGHT_PX);
     match fmt {
         Format::Png => {
             let mut rgb = vec![0u8; WIDTH_PX as usize * HEIGHT_PX as usize * 3];
             let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
-            draw_on(fig, root, true).map_err(fail)?;
+            draw(fig, root, true).map_err(fail)?;
             Ok(png::encode_rgb(WIDTH_PX, HEIGHT_PX, &rgb))
         }
         Format::Svg => {
             let mut svg = String::new();
             let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
-            draw_on(fig, root, false).map_err(fail)?;
+            draw(fig, root, false).map_err(fail)?;
             Ok(svg.into_bytes())
         }
     }
@@ -171,14 +170,21 @@ fn build<'a, DB: DrawingBackend>(
     y: &Axis,
     bottom: bool,
 ) -> Result<Chart<'a, DB>, DrawFailure> {
-    Ok(ChartBuilder::on(area)
+    let (x_area, margin) = if bottom {
+        (X_LABEL_AREA_PX, 6)
+    } else {
+        (4, 12)
+    };
+    let mut builder = ChartBuilder::on(area);
+    builder
         .margin_top(8)
         .margin_right(24)
         .margin_left(8)
-        .margin_bottom(if bottom { 6 } else { 12 })
-        .x_label_area_size(if bottom { X_LABEL_AREA_PX } else { 4 })
-        .y_label_area_size(Y_LABEL_AREA_PX)
-        .build_cartesian_2d(x.clone(), y.clone())?)
+        .margin_bottom(margin);
+    builder
+        .x_label_area_size(x_area)
+        .y_label_area_size(Y_LABEL_AREA_PX);
+    Ok(builder.build_cartesian_2d(x.clone(), y.clone())?)
 }
 
 /// A panel: the chart with its grid, tick labels and axis descriptions. `x_desc` is `None`
@@ -193,15 +199,12 @@ fn panel<'a, DB: DrawingBackend>(
     let mut chart = build(area, x, y, x_desc.is_some())?;
     let fx = |v: &f64| x_desc.map_or(String::new(), |_| x.label(*v));
     let fy = |v: &f64| y.label(*v);
-    chart
-        .configure_mesh()
-        .x_label_formatter(&fx)
-        .y_label_formatter(&fy)
-        .x_desc(x_desc.unwrap_or(""))
-        .y_desc(y_desc)
-        .label_style((FONT, TEXT_PX))
-        .axis_desc_style((FONT, DESC_PX))
-        .bold_line_style(GRID_BOLD)
+    let mut mesh = chart.configure_mesh();
+    mesh.x_label_formatter(&fx).y_label_formatter(&fy);
+    mesh.x_desc(x_desc.unwrap_or("")).y_desc(y_desc);
+    mesh.label_style((FONT, TEXT_PX))
+        .axis_desc_style((FONT, DESC_PX));
+    mesh.bold_line_style(GRID_BOLD)
         .light_line_style(GRID_LIGHT)
         .draw()?;
     Ok(chart)
@@ -218,20 +221,17 @@ fn line<DB: DrawingBackend>(
     raster: bool,
 ) -> Result<(), DrawFailure> {
     if !raster || width <= 1 {
-        chart.draw_series(LineSeries::new(pts.iter().copied(), colour.stroke_width(width)))?;
+        let style = colour.stroke_width(width);
+        chart.draw_series(LineSeries::new(pts.iter().copied(), style))?;
         return Ok(());
     }
     let (bx, by) = chart.plotting_area().get_base_pixel();
-    let px: Vec<(i32, i32)> = pts
-        .iter()
-        .map(|p| chart.backend_coord(p))
-        .map(|(x, y)| (x - bx, y - by))
-        .collect();
+    let px: Vec<(i32, i32)> = pts.iter().map(|p| chart.backend_coord(p)).collect();
     let plot = chart.plotting_area().strip_coord_spec();
     let first = -((width as i32 - 1) / 2);
     for k in first..first + width as i32 {
-        for (dx, dy) in [(k, 0), (0, k)] {
-            let shifted = px.iter().map(|&(x, y)| (x + dx, y + dy)).collect::<Vec<_>>();
+        for (dx, dy) in [(k - bx, -by), (-bx, k - by)] {
+            let shifted: Vec<(i32, i32)> = px.iter().map(|p| (p.0 + dx, p.1 + dy)).collect();
             plot.draw(&PathElement::new(shifted, colour.stroke_width(1)))?;
         }
     }

@@ -5,29 +5,22 @@
 //! * [`engine_state`] — running, queued and in-flight requests, and the KV token usage.
 //! * [`latency_cdf`] — the distributions of TTFT and end-to-end latency.
 //!
-//! * **Time axis.** A run at least [`LOG_TIME_FACTOR`] times longer than its start-up (its
-//!   first response, or the client's window if that is longer) gets a logarithmic time axis
-//!   ticked in round seconds, minutes, hours and days: on a linear axis the start-up — where
-//!   the lifetime average lags — would be a sliver at the left edge. Other runs get a linear
-//!   axis in seconds (up to 15 min), minutes (up to 10 h) or hours.
-//! * **Time series.** The run's regular series merged with the minute-by-minute points of the
-//!   first 15 minutes and the observations: the same quantities at more instants.
-//! * **Latency axis.** Seconds; logarithmic when the 99th percentile exceeds the 1st by more
-//!   than [`LOG_LATENCY_SPREAD`] times (TTFT and E2E together), else linear from 0.
-//! * **Colours.** The lifetime average is a thick vermillion line, the windowed rate a thin
-//!   blue one, the steady state green with its 95 % interval shaded; the server is purple.
+//! A run at least [`LOG_TIME_FACTOR`] times longer than its start-up (its first response, or
+//! the client's window if longer) gets a logarithmic time axis ticked in round times: on a
+//! linear one the start-up, where the lifetime average lags, would be a sliver at the left.
+//! Other runs get a linear axis in s, min or h. The series are the run's regular samples
+//! merged with the first minutes' and the observations. Latencies are in seconds, on a log
+//! axis when their p99 exceeds their p1 by more than [`LOG_LATENCY_SPREAD`] times.
 
 use plotters::prelude::*;
 
 use crate::analysis::Analysis;
 use crate::metrics::{Distribution, RunResult, Sample};
 
-use super::axis::{human_duration, sig3, thousands, Axis, Labels};
-use super::style::{
-    heading, mark, Entry, Legend, Shape, Swatch, BLUE, BOTTOM_FIRST, DARK, GREEN, GREY,
-    LIGHT_BLUE, ORANGE, PURPLE, RED, TOP_FIRST, VERMILLION,
-};
-use super::{line, panel, render, y_top, Area, Chart, DrawFailure, Figure, Format, PlotError};
+use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
+use super::style::{heading, mark, Corner, Entry, Legend, Shape, Swatch, BOTTOM_FIRST, TOP_FIRST};
+use super::style::{BLUE, DARK, GREEN, GREY, LIGHT_BLUE, ORANGE, PURPLE, RED, VERMILLION};
+use super::{line, render, y_top, Area, DrawFailure, Figure, Format, PlotError};
 
 /// A run at least this many times longer than its start-up gets a logarithmic time axis.
 pub const LOG_TIME_FACTOR: f64 = 20.0;
@@ -57,28 +50,22 @@ pub fn throughput(
 /// Running, queued and in-flight requests over time; below, on the same time axis, the KV
 /// token usage as a fraction of the pool.
 pub fn engine_state(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
-    render(&EngineState { r }, fmt)
+    render(&EngineState(r), fmt)
 }
 
 /// The empirical CDFs of TTFT and end-to-end latency, in seconds, with p50, p90 and p99
 /// marked.
 pub fn latency_cdf(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
-    render(&Latency { r }, fmt)
+    render(&Latency(r), fmt)
 }
 
-/// The time series to draw: the regular samples, the first minutes and the observations up to
-/// the end of the run, ordered by time, one point per instant.
+/// The samples to draw, up to the end of the run, ordered by time, one per instant.
 fn timeline(r: &RunResult) -> Vec<&Sample> {
-    let end_s = r.samples.last().map_or(r.totals.sim_duration_s, |s| {
-        s.t_s.max(r.totals.sim_duration_s)
-    });
+    let last = r.samples.last().map(|s| s.t_s);
+    let end_s = last.unwrap_or(0.0).max(r.totals.sim_duration_s);
     let extra = r.first_minutes.iter().chain(&r.observations);
-    let mut pts: Vec<&Sample> = r
-        .samples
-        .iter()
-        .chain(extra.filter(|s| s.t_s <= end_s))
-        .filter(|s| s.t_s.is_finite())
-        .collect();
+    let all = r.samples.iter().chain(extra.filter(|s| s.t_s <= end_s));
+    let mut pts: Vec<&Sample> = all.filter(|s| s.t_s.is_finite()).collect();
     pts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
     pts.dedup_by(|a, b| a.t_s == b.t_s);
     pts
@@ -86,14 +73,19 @@ fn timeline(r: &RunResult) -> Vec<&Sample> {
 
 /// The time axis of a run whose plotted points are `pts`, and its description.
 fn time_axis(r: &RunResult, pts: &[&Sample]) -> (Axis, String) {
-    let t_end = pts.iter().map(|s| s.t_s).fold(r.totals.sim_duration_s, f64::max).max(0.0);
+    let t_end = pts
+        .iter()
+        .map(|s| s.t_s)
+        .fold(r.totals.sim_duration_s, f64::max);
     let first = pts.iter().map(|s| s.t_s).find(|&t| t > 0.0);
     let start_up_s = r.first_completion_s.map(|f| f.max(r.window_s));
     match (start_up_s, first) {
         (Some(s), Some(first)) if s > 0.0 && t_end >= LOG_TIME_FACTOR * s => {
             // From a round time at or just before the first point.
             let decade = 10f64.powf(first.log10().floor());
-            let m = [5.0, 3.0, 2.0, 1.0].into_iter().find(|m| m * decade <= first);
+            let m = [5.0, 3.0, 2.0, 1.0]
+                .into_iter()
+                .find(|m| m * decade <= first);
             let lo = m.unwrap_or(1.0) * decade;
             let axis = Axis::log(lo, t_end.max(10.0 * lo), 10).with(Labels::Time);
             (axis, "time since the start (log scale)".into())
@@ -113,33 +105,115 @@ fn time_axis(r: &RunResult, pts: &[&Sample]) -> (Axis, String) {
 
 /// `(t, value)` of every point on the axis with a finite value.
 fn series(pts: &[&Sample], x: &Axis, value: fn(&Sample) -> f64) -> Vec<(f64, f64)> {
-    pts.iter()
-        .filter(|s| x.shows(s.t_s))
+    let on_axis = pts.iter().filter(|s| x.shows(s.t_s));
+    on_axis
         .map(|s| (s.t_s, value(s)))
         .filter(|p| p.1.is_finite())
         .collect()
 }
 
-/// The largest value of `lines`.
-fn highest(lines: &[Vec<(f64, f64)>]) -> f64 {
-    lines.iter().flatten().map(|p| p.1).fold(0.0, f64::max)
+/// Something a panel draws.
+enum Draw {
+    /// A line: its points, colour and width.
+    Line(Vec<(f64, f64)>, RGBColor, u32),
+    Dashed(Vec<(f64, f64)>, RGBColor),
+    /// Vertical dashed lines at these x, with dashes this long.
+    Marks(Vec<f64>, RGBColor, u32),
+    /// A box shaded from one corner to the other.
+    Band([(f64, f64); 2], RGBColor),
+    /// A thin line with the area under it shaded.
+    Under(Vec<(f64, f64)>, RGBColor),
+    /// Dots.
+    Dots(Vec<(f64, f64)>, RGBColor),
 }
 
-/// A vertical dashed line at `x` across the panel.
-fn vline<DB: DrawingBackend>(
-    chart: &mut Chart<'_, DB>,
-    x: f64,
-    colour: RGBColor,
-    dash: u32,
-) -> Result<(), DrawFailure> {
-    let y = chart.y_range();
-    let style = colour.stroke_width(2);
-    chart.draw_series(DashedLineSeries::new([(x, y.start), (x, y.end)], dash, dash.max(3), style))?;
-    Ok(())
+/// A panel of a run figure: what it draws, in order, each with its legend entry if any. The
+/// legend hides none of the lines and bands if it can.
+struct Panel<'p> {
+    y_desc: &'p str,
+    /// The top of the y axis, if fixed; else it leaves room above the data, raised by up to
+    /// 60 % if that makes room for the legend.
+    y_top: Option<f64>,
+    corners: &'static [Corner],
+    items: Vec<(Option<String>, Draw)>,
 }
 
-/// Most the y axis of a time panel may grow to make room for its legend.
-const MAX_STRETCH: f64 = 1.6;
+impl Panel<'_> {
+    fn add(&mut self, label: Option<String>, draw: Draw) {
+        self.items.push((label, draw));
+    }
+
+    fn draw<DB: DrawingBackend>(
+        self,
+        area: &Area<DB>,
+        x: &Axis,
+        x_desc: Option<&str>,
+        raster: bool,
+    ) -> Result<(), DrawFailure> {
+        // The legend lists the items drawn last (on top) first.
+        let (mut entries, mut avoid) = (Vec::new(), Vec::new());
+        for (label, draw) in self.items.iter().rev() {
+            let (swatch, pts) = match draw {
+                Draw::Line(p, c, w) => (Swatch::line(*c, (*w).max(2)), p.clone()),
+                Draw::Dashed(p, c) => (Swatch::dashed(*c), p.clone()),
+                Draw::Marks(_, c, _) => (Swatch::dashed(*c), Vec::new()),
+                Draw::Band([a, b], c) => (Swatch::band(*c), vec![(a.0, b.1), (b.0, b.1)]),
+                Draw::Under(p, c) => (Swatch::band(*c), p.clone()),
+                Draw::Dots(_, c) => (Swatch::line(*c, 3), Vec::new()),
+            };
+            entries.extend(label.as_ref().map(|l| Entry::new(l, swatch)));
+            avoid.push(pts);
+        }
+        let max = avoid.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
+        let top = self.y_top.unwrap_or(y_top(max, 1.1));
+        let ticks = (area.dim_in_pixel().1 / 45).max(3) as usize;
+        let stretch = if self.y_top.is_some() { 1.0 } else { 1.6 };
+        let legend = Legend::new(entries).avoiding(avoid, self.corners, stretch);
+        let y = Axis::linear(0.0, top, ticks);
+        let (mut chart, at) = legend.panel(area, x, y, x_desc, self.y_desc, raster)?;
+        let y = chart.y_range();
+        for (_, draw) in self.items {
+            match draw {
+                Draw::Line(p, c, w) => line(&mut chart, &p, c, w, raster)?,
+                Draw::Dashed(p, c) => {
+                    chart.draw_series(DashedLineSeries::new(p, 10, 5, c.stroke_width(2)))?;
+                }
+                Draw::Marks(xs, c, dash) => {
+                    for x in xs {
+                        let style = c.stroke_width(2);
+                        let pts = [(x, y.start), (x, y.end)];
+                        chart.draw_series(DashedLineSeries::new(pts, dash, dash.max(3), style))?;
+                    }
+                }
+                Draw::Band(corners, c) => {
+                    chart.draw_series([Rectangle::new(corners, c.mix(0.2).filled())])?;
+                }
+                Draw::Under(p, c) => {
+                    let area = AreaSeries::new(p.iter().copied(), 0.0, c.mix(0.18).filled());
+                    chart.draw_series(area)?;
+                    line(&mut chart, &p, c, 1, raster)?;
+                }
+                Draw::Dots(p, c) => {
+                    chart.draw_series(p.into_iter().map(|p| {
+                        let (c1, c2, p1, p2) = mark(Shape::Circle, 5, c);
+                        EmptyElement::at(p) + c1 + c2 + p1 + p2
+                    }))?;
+                }
+            }
+        }
+        legend.draw(&mut chart, at, raster)
+    }
+}
+
+/// A panel of a time figure, its legend at the top if it can.
+fn panel(y_desc: &str) -> Panel<'_> {
+    Panel {
+        y_desc,
+        y_top: None,
+        corners: &TOP_FIRST,
+        items: Vec::new(),
+    }
+}
 
 struct Throughput<'a> {
     r: &'a RunResult,
@@ -152,20 +226,17 @@ impl Throughput<'_> {
         let s = &self.a.steady;
         if s.req_per_s <= 0.0 {
             return "No request completed in the steady window: there is no steady rate to show."
-                .to_string();
+                .into();
         }
-        let first = self.r.first_completion_s.map_or(String::new(), |t| {
-            format!("First response at t = {}. ", human_duration(t))
-        });
-        let head = format!(
-            "{first}Steady state {} req/s from t = {}. The lifetime average ",
-            sig3(s.req_per_s),
-            human_duration(s.start_s)
-        );
-        match self.a.convergence.lifetime_within_5pct_at_s {
-            Some(t) => format!("{head}stays within 5 % of it from t = {} on.", human_duration(t)),
-            None => format!("{head}never gets within 5 % of it before the drain."),
-        }
+        let first = self.r.first_completion_s.map(dur);
+        let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
+        let (rate, from) = (sig3(s.req_per_s), dur(s.start_s));
+        let head = format!("{first}Steady state {rate} req/s from t = {from}.");
+        let tail = match self.a.convergence.lifetime_within_5pct_at_s.map(dur) {
+            Some(t) => format!("stays within 5 % of it from t = {t} on."),
+            None => "never gets within 5 % of it before the drain.".into(),
+        };
+        format!("{head} The lifetime average {tail}")
     }
 }
 
@@ -178,106 +249,76 @@ impl Figure for Throughput<'_> {
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
-        let marks: Vec<f64> = self.observe_at_s.iter().copied().filter(|&t| x.shows(t)).collect();
-        let converged = self.a.convergence.lifetime_within_5pct_at_s.filter(|&t| x.shows(t));
-        let (s0, s1) = (steady.start_s.clamp(x.lo, x.hi), steady.end_s.clamp(x.lo, x.hi));
+        let marks: Vec<f64> = self
+            .observe_at_s
+            .iter()
+            .copied()
+            .filter(|&t| x.shows(t))
+            .collect();
+        let converged = self
+            .a
+            .convergence
+            .lifetime_within_5pct_at_s
+            .filter(|&t| x.shows(t));
+        let (s0, s1) = (
+            steady.start_s.clamp(x.lo, x.hi),
+            steady.end_s.clamp(x.lo, x.hi),
+        );
         let has_steady = steady.req_per_s > 0.0 && s1 > s0;
-        // A level line over the steady window (none without a steady state).
-        let level = |v: f64| if has_steady { vec![(s0, v), (s1, v)] } else { Vec::new() };
+        let level = |v: f64| vec![(s0, v), (s1, v)];
 
         // Top: the client's two rates against the steady state.
-        let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
-        let windowed = series(&pts, &x, |s| s.window_req_per_s);
-        let [ci_lo, ci_hi] = steady.req_per_s_ci95;
-        let window = human_duration(r.window_s);
-        let mut entries = vec![
-            Entry::new(
-                "lifetime average: completed \u{f7} t (what a progress bar shows)",
-                Swatch::Line(VERMILLION, 4),
-            ),
-            Entry::new(
-                format!("windowed rate: completions per second over the last {window}"),
-                Swatch::Line(LIGHT_BLUE, 2),
-            ),
-        ];
-        if has_steady {
-            entries.push(Entry::new(
-                format!(
-                    "steady state {} req/s (shaded: 95 % CI {} to {})",
-                    sig3(steady.req_per_s),
-                    sig3(ci_lo),
-                    sig3(ci_hi)
-                ),
-                Swatch::Band(GREEN),
-            ));
-        }
-        if let Some(t) = converged {
-            let text = format!("lifetime average within 5 % of steady from t = {}", human_duration(t));
-            entries.push(Entry::new(text, Swatch::Dashed(GREEN)));
-        }
+        let mut p = panel("client completions (req/s)");
         if !marks.is_empty() {
-            let shown: Vec<String> = marks.iter().take(4).map(|&t| human_duration(t)).collect();
+            let shown: Vec<String> = marks.iter().take(4).map(|&t| dur(t)).collect();
             let more = if marks.len() > 4 { ", \u{2026}" } else { "" };
             let text = format!("observation times: {}{more}", shown.join(", "));
-            entries.push(Entry::new(text, Swatch::Dashed(GREY)));
-        }
-        let legend = Legend::new(entries);
-        let avoid = vec![lifetime.clone(), windowed.clone(), level(ci_hi)];
-        let y = Axis::linear(0.0, y_top(highest(&avoid), 1.08), 8);
-        let (y, at) = legend.place(&top, &x, y, false, &avoid, &TOP_FIRST, MAX_STRETCH, raster)?;
-        let mut chart = panel(&top, &x, &y, None, "client completions (req/s)")?;
-        if has_steady {
-            let band = Rectangle::new([(s0, ci_lo), (s1, ci_hi)], GREEN.mix(0.2).filled());
-            chart.draw_series([band])?;
-        }
-        for &t in &marks {
-            vline(&mut chart, t, GREY, 6)?;
+            p.add(Some(text), Draw::Marks(marks.clone(), GREY, 6));
         }
         if let Some(t) = converged {
-            vline(&mut chart, t, GREEN, 3)?;
+            let text = format!("lifetime average within 5 % of steady from t = {}", dur(t));
+            p.add(Some(text), Draw::Marks(vec![t], GREEN, 3));
         }
-        line(&mut chart, &windowed, LIGHT_BLUE, 1, raster)?;
-        line(&mut chart, &level(steady.req_per_s), GREEN, 3, raster)?;
-        line(&mut chart, &lifetime, VERMILLION, 4, raster)?;
-        legend.draw(&mut chart, at, raster)?;
+        let [lo, hi] = steady.req_per_s_ci95;
+        if has_steady {
+            let (rate, a, b) = (sig3(steady.req_per_s), sig3(lo), sig3(hi));
+            let text = format!("steady state {rate} req/s (shaded: 95 % CI {a} to {b})");
+            p.add(Some(text), Draw::Band([(s0, lo), (s1, hi)], GREEN));
+        }
+        let windowed = series(&pts, &x, |s| s.window_req_per_s);
+        let w = dur(r.window_s);
+        let text = format!("windowed rate: completions per second over the last {w}");
+        p.add(Some(text), Draw::Line(windowed, LIGHT_BLUE, 1));
+        if has_steady {
+            p.add(None, Draw::Line(level(steady.req_per_s), GREEN, 3));
+        }
+        let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
+        let text = "lifetime average: completed \u{f7} t (what a progress bar shows)";
+        p.add(Some(text.into()), Draw::Line(lifetime, VERMILLION, 4));
+        p.draw(&top, &x, None, raster)?;
 
         // Bottom: the server's gen throughput, on the same time axis.
+        let mut p = panel("server gen (tok/s)");
+        p.add(None, Draw::Marks(marks, GREY, 6));
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
+        let text = "server gen throughput (SGLang's latest Decode log line)";
+        p.add(Some(text.into()), Draw::Line(gen, PURPLE, 1));
         let out = steady.output_tok_per_s;
-        let out_line = if out > 0.0 { level(out) } else { Vec::new() };
-        let mut entries = vec![Entry::new(
-            "server gen throughput (SGLang's latest Decode log line)",
-            Swatch::Line(PURPLE, 2),
-        )];
-        if !out_line.is_empty() {
+        if has_steady && out > 0.0 {
             let text = format!("steady state: {} output tok/s", sig3(out));
-            entries.push(Entry::new(text, Swatch::Dashed(DARK)));
+            p.add(Some(text), Draw::Dashed(level(out), DARK));
         }
-        let legend = Legend::new(entries);
-        let avoid = vec![gen.clone(), out_line.clone()];
-        let y = Axis::linear(0.0, y_top(highest(&avoid), 1.1), 5);
-        let (y, at) = legend.place(&bottom, &x, y, true, &avoid, &TOP_FIRST, MAX_STRETCH, raster)?;
-        let mut chart = panel(&bottom, &x, &y, Some(&x_desc), "server gen (tok/s)")?;
-        for &t in &marks {
-            vline(&mut chart, t, GREY, 6)?;
-        }
-        chart.draw_series(LineSeries::new(gen, PURPLE.stroke_width(1)))?;
-        chart.draw_series(DashedLineSeries::new(out_line, 10, 5, DARK.stroke_width(2)))?;
-        legend.draw(&mut chart, at, raster)?;
-        Ok(())
+        p.draw(&bottom, &x, Some(&x_desc), raster)
     }
 }
 
-struct EngineState<'a> {
-    r: &'a RunResult,
-}
+struct EngineState<'a>(&'a RunResult);
 
 impl Figure for EngineState<'_> {
     const NAME: &'static str = "engine state";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
-        let r = self.r;
-        let avg = &r.time_avg;
+        let (r, avg) = (self.0, &self.0.time_avg);
         let pool = thousands(r.kv_capacity_tokens);
         let subtitle = format!(
             "Time averages over the run: {:.1} running, {:.1} queued, {:.1} in flight; token \
@@ -288,70 +329,57 @@ impl Figure for EngineState<'_> {
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 58 / 100);
-
-        let running = series(&pts, &x, |s| s.running as f64);
-        let queued = series(&pts, &x, |s| s.queued as f64);
+        let mut p = panel("requests");
         let in_flight = series(&pts, &x, |s| s.in_flight as f64);
-        let legend = Legend::new(vec![
-            Entry::new("in flight at the client (sent, not answered)", Swatch::Dashed(GREY)),
-            Entry::new("queued at the server", Swatch::Line(ORANGE, 2)),
-            Entry::new("running at the server (decode batch + prefill)", Swatch::Line(BLUE, 2)),
-        ]);
-        let avoid = vec![running.clone(), queued.clone(), in_flight.clone()];
-        let y = Axis::linear(0.0, y_top(highest(&avoid), 1.08).max(1.0), 6);
-        let (y, at) = legend.place(&top, &x, y, false, &avoid, &TOP_FIRST, MAX_STRETCH, raster)?;
-        let mut chart = panel(&top, &x, &y, None, "requests")?;
-        chart.draw_series(DashedLineSeries::new(in_flight, 8, 4, GREY.stroke_width(2)))?;
-        line(&mut chart, &queued, ORANGE, 2, raster)?;
-        line(&mut chart, &running, BLUE, 2, raster)?;
-        legend.draw(&mut chart, at, raster)?;
+        let text = "in flight at the client (sent, not answered)";
+        p.add(Some(text.into()), Draw::Dashed(in_flight, GREY));
+        let queued = series(&pts, &x, |s| s.queued as f64);
+        p.add(
+            Some("queued at the server".into()),
+            Draw::Line(queued, ORANGE, 2),
+        );
+        let running = series(&pts, &x, |s| s.running as f64);
+        let text = "running at the server (decode batch + prefill)";
+        p.add(Some(text.into()), Draw::Line(running, BLUE, 2));
+        p.draw(&top, &x, None, raster)?;
 
-        let usage = series(&pts, &x, |s| s.token_usage);
-        let legend = Legend::new(vec![
-            Entry::new(
-                format!(
-                    "token usage: KV tokens in use \u{f7} {pool} (SGLang's #token / max_total_num_tokens)"
-                ),
-                Swatch::Band(GREEN),
-            ),
-            Entry::new("the pool is full", Swatch::Dashed(RED)),
-        ]);
-        // The shading under the line is not data a legend must avoid; the line is.
+        // The shading under the usage line is not data a legend must avoid; the line is.
+        let mut p = Panel {
+            y_top: Some(1.1),
+            ..panel("KV token usage (fraction)")
+        };
         let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
-        let avoid = vec![usage.clone(), full.clone()];
-        let y = Axis::linear(0.0, 1.1, 6);
-        let (y, at) = legend.place(&bottom, &x, y, true, &avoid, &TOP_FIRST, 1.0, raster)?;
-        let mut chart = panel(&bottom, &x, &y, Some(&x_desc), "KV token usage (fraction)")?;
-        chart.draw_series(AreaSeries::new(usage.iter().copied(), 0.0, GREEN.mix(0.18).filled()))?;
-        chart.draw_series(LineSeries::new(usage, GREEN.stroke_width(1)))?;
-        chart.draw_series(DashedLineSeries::new(full, 10, 5, RED.stroke_width(2)))?;
-        legend.draw(&mut chart, at, raster)?;
-        Ok(())
+        p.add(Some("the pool is full".into()), Draw::Dashed(full, RED));
+        let usage = series(&pts, &x, |s| s.token_usage);
+        let why = "SGLang's #token / max_total_num_tokens";
+        let text = format!("token usage: KV tokens in use \u{f7} {pool} ({why})");
+        p.add(Some(text), Draw::Under(usage, GREEN));
+        p.draw(&bottom, &x, Some(&x_desc), raster)
     }
 }
 
-struct Latency<'a> {
-    r: &'a RunResult,
-}
+struct Latency<'a>(&'a RunResult);
 
-/// Points of each CDF curve.
-const CDF_POINTS: usize = 500;
-
-/// A latency distribution (milliseconds) as CDF points in seconds.
+/// A latency distribution (milliseconds) as 500 CDF points in seconds.
 fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
-    d.cdf_points(CDF_POINTS)
+    let pts = d
+        .cdf_points(500)
         .into_iter()
-        .map(|(ms, q)| (ms / 1000.0, q))
-        .filter(|p| p.0.is_finite())
-        .collect()
+        .map(|(ms, q)| (ms / 1000.0, q));
+    pts.filter(|p| p.0.is_finite()).collect()
 }
 
 /// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
 fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
-    let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map_or(0.0, |p| p.0);
-    let non_empty = || curves.iter().filter(|c| !c.is_empty());
-    let p1 = non_empty().map(|c| at(c, 0.01)).fold(f64::INFINITY, f64::min);
-    let p99 = non_empty().map(|c| at(c, 0.99)).fold(0.0, f64::max);
+    let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
+    let p1 = curves
+        .iter()
+        .filter_map(|c| at(c, 0.01))
+        .fold(f64::INFINITY, f64::min);
+    let p99 = curves
+        .iter()
+        .filter_map(|c| at(c, 0.99))
+        .fold(0.0, f64::max);
     let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
     let max = values().fold(0.0, f64::max);
     let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
@@ -369,59 +397,53 @@ impl Figure for Latency<'_> {
     const NAME: &'static str = "latency";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
-        let r = self.r;
-        let n = r.latency.e2e_ms.count();
-        let subtitle = if n == 0 {
-            "No request completed: there is no latency to show.".to_string()
-        } else {
-            format!(
+        let lat = &self.0.latency;
+        let n = lat.e2e_ms.count();
+        let subtitle = match n {
+            0 => "No request completed: there is no latency to show.".to_string(),
+            n => format!(
                 "{} completed request{}, timed from the send (after the client slot), as \
                  sglang.bench_serving does. Dots mark p50, p90 and p99.",
                 thousands(n),
                 if n == 1 { "" } else { "s" }
-            )
+            ),
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;
-        let (ttft, e2e) = (cdf_seconds(&r.latency.ttft_ms), cdf_seconds(&r.latency.e2e_ms));
+        let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
         let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
-        let mut curves = Vec::new();
-        let mut entries = Vec::new();
+        let y_desc = "fraction of requests (CDF)";
+        let mut p = Panel {
+            y_top: Some(1.04),
+            corners: &BOTTOM_FIRST,
+            ..panel(y_desc)
+        };
         for (name, d, c, colour) in [
-            ("TTFT (first token)", &r.latency.ttft_ms, ttft, BLUE),
-            ("E2E (last token)", &r.latency.e2e_ms, e2e, VERMILLION),
+            ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
+            ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),
         ] {
-            let Some(&(first, _)) = c.first() else { continue };
-            // From 0, so the curve visibly rises from the axis.
-            let pts: Vec<(f64, f64)> = std::iter::once((first, 0.0)).chain(c).collect();
+            let Some(&(first, _)) = c.first() else {
+                continue;
+            };
             let st = d.stats();
             let q = |ms: f64| sig3(ms / 1000.0);
-            let text = format!("{name}: p50 {} s, p90 {} s, p99 {} s", q(st.p50), q(st.p90), q(st.p99));
-            entries.push(Entry::new(text, Swatch::Line(colour, 3)));
-            let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)].map(|(ms, f)| (ms / 1000.0, f));
-            curves.push((pts, dots, colour));
+            let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
+            let text = format!("{name}: p50 {p50} s, p90 {p90} s, p99 {p99} s");
+            // From 0, so the curve visibly rises from the axis.
+            let curve = std::iter::once((first, 0.0)).chain(c).collect();
+            p.add(Some(text), Draw::Line(curve, colour, 3));
+            let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
+            p.add(
+                None,
+                Draw::Dots(dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec(), colour),
+            );
         }
-        let legend = Legend::new(entries);
-        let avoid: Vec<Vec<(f64, f64)>> = curves.iter().map(|c| c.0.clone()).collect();
-        let y = Axis::linear(0.0, 1.04, 11);
-        let (y, at) = legend.place(&body, &x, y, true, &avoid, &BOTTOM_FIRST, 1.0, raster)?;
-        let mut chart = panel(&body, &x, &y, Some(x_desc), "fraction of requests (CDF)")?;
-        for (pts, dots, colour) in curves {
-            line(&mut chart, &pts, colour, 3, raster)?;
-            let dot = |p| {
-                let (c1, c2, p1, p2) = mark(Shape::Circle, 5, colour);
-                EmptyElement::at(p) + c1 + c2 + p1 + p2
-            };
-            chart.draw_series(dots.map(dot))?;
-        }
-        legend.draw(&mut chart, at, raster)?;
-        Ok(())
+        p.draw(&body, &x, Some(x_desc), raster)
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
+    use super::super::axis::Scale;
     use super::super::check::{pixels, png_size, svg_text, texts};
     use super::super::{register_fonts, HEIGHT_PX, WIDTH_PX};
     use super::*;
@@ -429,201 +451,134 @@ mod tests {
     use crate::engine::{run, RunOptions};
     use crate::scenario::{load, Source};
 
-    /// Run a scenario given as TOML text.
-    fn simulate(text: &str) -> RunResult {
+    /// Run a scenario given as TOML text, with the name added.
+    fn simulate(text: String) -> RunResult {
+        let text = format!("name = \"plots\"\n{text}");
         let src = Source {
-            name: "plots-test.toml".into(),
-            base_dir: PathBuf::from("."),
-            text: text.into(),
+            text,
+            ..Source::builtin_b2()
         };
-        let sc = load(&src, &[]).unwrap_or_else(|e| {
-            let lines: Vec<String> = e.problems.iter().map(|p| e.problem_line(p)).collect();
-            panic!("test scenario is invalid:\n{}", lines.join("\n"))
-        });
-        run(&sc, &RunOptions::default()).expect("the run finishes")
+        run(&load(&src, &[]).unwrap(), &RunOptions::default()).unwrap()
     }
 
     /// 120 requests through 6 slots: a start-up, a steady phase and a drain in about 30 s.
-    fn small(window_s: f64) -> String {
-        format!(
-            r#"
-name = "plots"
-[run]
-observe_at_s = [5, 12]
-window_s = {window_s}
-timeseries_interval_s = 0.25
-[engine]
-kv_capacity_tokens = 3000
-[engine.step_time]
-decode_base_ms = 10.0
-decode_per_seq_ms = 1.0
-prefill_base_ms = 5.0
-prefill_per_token_us = 10.0
-[workload]
-requests = 120
-max_new_tokens = 400
-prompt_tokens = {{ dist = "uniform", min = 20, max = 200 }}
-output_tokens = {{ dist = "lognormal", mean = 100, cv = 0.5, min = 5, max = 400 }}
-[client]
-concurrency = 6
-"#
-        )
+    fn small(window_s: f64) -> RunResult {
+        simulate(format!(
+            "[run]\nobserve_at_s = [5, 12]\nwindow_s = {window_s}\ntimeseries_interval_s = 0.25\n\
+             [engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\ndecode_base_ms = 10.0\n\
+             decode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\nprefill_per_token_us = 10.0\n\
+             [workload]\nrequests = 120\nmax_new_tokens = 400\n\
+             prompt_tokens = {{ dist = \"uniform\", min = 20, max = 200 }}\n\
+             output_tokens = {{ dist = \"lognormal\", mean = 100, cv = 0.5, min = 5, max = 400 }}\n\
+             [client]\nconcurrency = 6\n"
+        ))
     }
 
-    /// Every figure of `r` in both formats, checked; returns the PNGs and the SVGs' texts.
-    fn render_all(r: &RunResult, observe_at_s: &[f64]) -> Vec<(Vec<u8>, Vec<String>)> {
+    /// One request, or four stopped by `max_sim_s` before any is answered.
+    fn edge(one: bool) -> RunResult {
+        let (n, output, stop) = [(4, 1000, "max_sim_s = 0.5"), (1, 3, "")][usize::from(one)];
+        simulate(format!(
+            "[run]\n{stop}\n[engine]\nkv_capacity_tokens = 10000\n[workload]\n\
+             requests = {n}\nprompt_tokens = {{ dist = \"constant\", value = 10 }}\n\
+             output_tokens = {{ dist = \"constant\", value = {output} }}\n\
+             [client]\nconcurrency = {n}\n"
+        ))
+    }
+
+    /// Every figure of `r` in both formats, checked: the PNGs, and the SVGs' texts.
+    fn render_all(r: &RunResult, observe_at_s: &[f64]) -> Vec<(Vec<u8>, String)> {
         let a = analyse(r);
-        let mut out = Vec::new();
-        for (title, draw) in [
-            (
-                THROUGHPUT_TITLE,
-                &(|f| throughput(r, &a, observe_at_s, f)) as &dyn Fn(Format) -> _,
-            ),
-            (ENGINE_STATE_TITLE, &|f| engine_state(r, f)),
-            (LATENCY_TITLE, &|f| latency_cdf(r, f)),
-        ] {
-            let png = draw(Format::Png).unwrap_or_else(|e| panic!("{title}: {e}"));
-            assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX), "{title}");
-            let svg = draw(Format::Svg).unwrap_or_else(|e| panic!("{title}: {e}"));
-            let t = texts(svg_text(&svg));
-            assert!(t.iter().any(|s| s == title), "the SVG holds its title {title:?}");
-            assert!(t.len() >= 10, "{title}: text is drawn");
-            out.push((png, t));
-        }
-        out
+        let draw = |k: usize, f: Format| match k {
+            0 => throughput(r, &a, observe_at_s, f),
+            1 => engine_state(r, f),
+            _ => latency_cdf(r, f),
+        };
+        let check = |k: usize| {
+            let png = draw(k, Format::Png).unwrap();
+            assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX));
+            let t = texts(svg_text(&draw(k, Format::Svg).unwrap()));
+            assert!(t.len() >= 10, "{t:?}");
+            (png, t.join("\n"))
+        };
+        (0..3).map(check).collect()
     }
 
     #[test]
-    fn every_figure_renders_in_both_formats_with_its_lines_and_legends() {
-        let r = simulate(&small(2.0));
+    fn every_figure_draws_its_lines_legends_and_numbers() {
+        let r = small(2.0);
         let figs = render_all(&r, &[5.0, 12.0]);
-        // The PNGs really hold the lines and the text.
-        assert!(pixels(&figs[0].0, VERMILLION) > 500, "the lifetime line is drawn");
-        assert!(pixels(&figs[0].0, PURPLE) > 200, "the server's line is drawn");
-        assert!(pixels(&figs[1].0, BLUE) > 500, "the running line is drawn");
-        assert!(pixels(&figs[2].0, BLUE) > 500, "the TTFT curve is drawn");
-        assert!(pixels(&figs[0].0, BLACK) > 500, "the title is drawn");
-        let all = figs.iter().flat_map(|f| f.1.clone()).collect::<Vec<_>>().join("\n");
-        for legend in [
+        assert!(pixels(&figs[0].0, VERMILLION) > 500, "lifetime");
+        assert!(pixels(&figs[0].0, PURPLE) > 200, "server");
+        assert!(pixels(&figs[1].0, BLUE) > 500, "running");
+        assert!(pixels(&figs[2].0, BLUE) > 500, "TTFT");
+        assert!(pixels(&figs[0].0, BLACK) > 500, "title");
+        let all: String = figs.iter().map(|f| f.1.as_str()).collect();
+        let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
+        for text in [
+            THROUGHPUT_TITLE,
+            ENGINE_STATE_TITLE,
+            LATENCY_TITLE,
+            &steady,
+            "observation times: 5.0 s, 12 s",
             "windowed rate: completions per second over the last 2.0 s",
+            "client completions (req/s)",
+            "server gen (tok/s)",
             "the pool is full",
             "running at the server (decode batch + prefill)",
             "E2E (last token): p50",
         ] {
-            assert!(all.contains(legend), "legend {legend:?}");
+            assert!(all.contains(text), "{text:?}");
         }
     }
 
     #[test]
     fn a_long_run_gets_a_log_time_axis_and_a_short_one_a_linear_axis() {
         // The start-up is the first response or the window, whichever is later.
-        let long = simulate(&small(1.0));
-        let short = simulate(&small(30.0));
-        let (axis, _) = time_axis(&long, &timeline(&long));
-        assert_eq!(axis.scale, super::super::axis::Scale::Log);
+        let (long, short) = (small(1.0), small(30.0));
+        assert_eq!(time_axis(&long, &timeline(&long)).0.scale, Scale::Log);
         let (axis, desc) = time_axis(&short, &timeline(&short));
-        assert_eq!(axis.scale, super::super::axis::Scale::Linear);
+        assert_eq!(axis.scale, Scale::Linear);
         assert_eq!(desc, "time since the start (s)");
-        let svg = throughput(&long, &analyse(&long), &[], Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("time since the start (log scale)"));
-        assert!(texts(svg_text(&svg)).iter().any(|t| t == "1 s"), "a round time tick");
-        let svg = engine_state(&short, Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("time since the start (s)"));
-    }
-
-    #[test]
-    fn the_throughput_figure_states_the_runs_numbers() {
-        let r = simulate(&small(2.0));
-        let a = analyse(&r);
-        let svg = throughput(&r, &a, &[5.0, 12.0], Format::Svg).unwrap();
-        let s = svg_text(&svg);
-        assert!(s.contains(&format!("steady state {} req/s", sig3(a.steady.req_per_s))));
-        assert!(s.contains("observation times: 5.0 s, 12 s"));
-        assert!(s.contains("client completions (req/s)"));
-        assert!(s.contains("server gen (tok/s)"));
+        let t = render_all(&long, &[]).remove(1).1;
+        assert!(t.contains("time since the start (log scale)"));
+        assert!(t.contains("\n1 s\n"), "a round time tick");
     }
 
     #[test]
     fn a_wide_latency_spread_gets_a_log_axis() {
-        let wide: Vec<(f64, f64)> =
-            (0..=100).map(|i| (0.01 * 1.1f64.powi(i), f64::from(i) / 100.0)).collect();
-        let narrow: Vec<(f64, f64)> =
-            (0..=100).map(|i| (10.0 + f64::from(i) / 10.0, f64::from(i) / 100.0)).collect();
+        let curve = |f: fn(f64) -> f64| -> Vec<(f64, f64)> {
+            (0..=100)
+                .map(|i| (f(f64::from(i)), f64::from(i) / 100.0))
+                .collect()
+        };
+        let wide = curve(|i| 0.01 * 1.1f64.powf(i));
         assert_eq!(latency_axis(&[&wide]).1, "latency (s, log scale)");
-        assert_eq!(latency_axis(&[&narrow]).1, "latency (s)");
+        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)]).1, "latency (s)");
         assert_eq!(latency_axis(&[&[]]).1, "latency (s)");
     }
 
-    const ONE_REQUEST: &str = r#"
-name = "one"
-[engine]
-kv_capacity_tokens = 1000
-[workload]
-requests = 1
-prompt_tokens = { dist = "constant", value = 10 }
-output_tokens = { dist = "constant", value = 3 }
-[client]
-concurrency = 1
-"#;
-
-    const NO_RESPONSE: &str = r#"
-name = "none"
-[run]
-max_sim_s = 0.5
-[engine]
-kv_capacity_tokens = 10000
-[workload]
-requests = 4
-prompt_tokens = { dist = "constant", value = 10 }
-output_tokens = { dist = "constant", value = 1000 }
-[client]
-concurrency = 4
-"#;
-
     #[test]
-    fn a_run_with_a_single_request_still_draws() {
-        let r = simulate(ONE_REQUEST);
-        assert!(r.samples.len() <= 3, "few samples: {}", r.samples.len());
-        render_all(&r, &[0.01, 1e9]);
-    }
-
-    #[test]
-    fn a_run_stopped_before_any_response_still_draws() {
-        let r = simulate(NO_RESPONSE);
-        assert_eq!(r.totals.requests_completed, 0);
-        let a = analyse(&r);
-        let svg = throughput(&r, &a, &[], Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("there is no steady rate"));
-        let svg = latency_cdf(&r, Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("no latency to show"));
-        engine_state(&r, Format::Svg).unwrap();
+    fn runs_with_one_request_or_none_answered_still_draw() {
+        let one = edge(true);
+        assert!(one.samples.len() <= 3, "few samples: {}", one.samples.len());
+        render_all(&one, &[0.01, 1e9]);
+        let none = edge(false);
+        assert_eq!(none.totals.requests_completed, 0);
+        let figs = render_all(&none, &[]);
+        assert!(figs[0].1.contains("there is no steady rate"));
+        assert!(figs[2].1.contains("no latency to show"));
     }
 
     #[test]
     fn figures_are_deterministic_and_fonts_register_once() {
         register_fonts().unwrap();
         register_fonts().unwrap();
-        let r = simulate(&small(2.0));
-        let svg = || engine_state(&r, Format::Svg).unwrap();
-        assert_eq!(svg(), svg());
-        assert_eq!((Format::Png.extension(), Format::Svg.extension()), ("png", "svg"));
-    }
-
-    fn write_figures(prefix: &str, r: &RunResult, observe_at_s: &[f64]) {
-        let a = analyse(r);
-        let dir = PathBuf::from("/tmp/plots-check");
-        std::fs::create_dir_all(&dir).unwrap();
-        for fmt in Format::ALL {
-            let ext = fmt.extension();
-            let figures = [
-                ("throughput", throughput(r, &a, observe_at_s, fmt)),
-                ("engine-state", engine_state(r, fmt)),
-                ("latency-cdf", latency_cdf(r, fmt)),
-            ];
-            for (name, bytes) in figures {
-                std::fs::write(dir.join(format!("{prefix}{name}.{ext}")), bytes.unwrap()).unwrap();
-            }
-        }
+        let r = small(2.0);
+        assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
+        assert_eq!(
+            [Format::Png, Format::Svg].map(Format::extension),
+            ["png", "svg"]
+        );
     }
 
     /// Writes the built-in B2's figures, and those of the small test scenarios, to
@@ -631,13 +586,30 @@ concurrency = 4
     #[test]
     #[ignore]
     fn b2_figures() {
-        let sc = load(&Source::builtin_b2(), &[]).expect("the built-in scenario is valid");
-        let r = run(&sc, &RunOptions::default()).expect("B2 finishes");
-        let observe_at_s: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
-        write_figures("", &r, &observe_at_s);
-        write_figures("small-log-", &simulate(&small(2.0)), &[5.0, 12.0]);
-        write_figures("small-linear-", &simulate(&small(30.0)), &[5.0, 12.0]);
-        write_figures("edge-none-", &simulate(NO_RESPONSE), &[]);
-        write_figures("edge-one-", &simulate(ONE_REQUEST), &[0.01]);
+        let sc = load(&Source::builtin_b2(), &[]).unwrap();
+        let b2 = run(&sc, &RunOptions::default()).unwrap();
+        let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
+        let dir = std::path::PathBuf::from("/tmp/plots-check");
+        std::fs::create_dir_all(&dir).unwrap();
+        for (prefix, r, observe) in [
+            ("", b2, &observe[..]),
+            ("small-log-", small(2.0), &[5.0, 12.0]),
+            ("small-linear-", small(30.0), &[5.0, 12.0]),
+            ("edge-none-", edge(false), &[]),
+            ("edge-one-", edge(true), &[0.01]),
+        ] {
+            let a = analyse(&r);
+            for fmt in Format::ALL {
+                let figures = [
+                    ("throughput", throughput(&r, &a, observe, fmt)),
+                    ("engine-state", engine_state(&r, fmt)),
+                    ("latency-cdf", latency_cdf(&r, fmt)),
+                ];
+                for (name, bytes) in figures {
+                    let file = dir.join(format!("{prefix}{name}.{}", fmt.extension()));
+                    std::fs::write(file, bytes.unwrap()).unwrap();
+                }
+            }
+        }
     }
 }

@@ -17,8 +17,6 @@
 //! * **Units.** Latencies and the time to finish are in s, min or h, as the largest value of the
 //!   panel needs; a run stopped by `run.max_sim_s` has no time to finish and no point there.
 
-use std::collections::HashMap;
-
 use plotters::element::ErrorBar;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -27,8 +25,8 @@ use crate::sweep::Row;
 
 use super::axis::{thousands, Axis, Labels};
 use super::style::{
-    heading, mark, text_width, wrap, Entry, Legend, Shape, Swatch, BLUE, DARK, FONT,
-    GREY, HEADING_PX, PALETTE, TEXT_PX, Y_LABEL_AREA_PX,
+    heading, mark, text_width, wrap, Entry, Legend, Shape, Swatch, BLUE, DARK, FONT, GREY,
+    HEADING_PX, PALETTE, TEXT_PX, Y_LABEL_AREA_PX,
 };
 use super::{panel, render, y_top, Area, DrawFailure, Figure, Format, PlotError, HEIGHT_PX};
 
@@ -70,27 +68,22 @@ fn file_stem(key: &str) -> String {
 
 /// A varied value as a number, if it is one (TOML's `_` separators allowed).
 fn number(v: &str) -> Option<f64> {
-    v.trim().replace('_', "").parse::<f64>().ok().filter(|x| x.is_finite())
+    let n = v.trim().replace('_', "").parse::<f64>().ok();
+    n.filter(|x| x.is_finite())
 }
 
-/// Most characters of a value shown as a label.
-const MAX_LABEL_CHARS: usize = 14;
-
-/// A varied value for display: without TOML quotes; if long, its start and end around an
-/// ellipsis (the end of `{ dist = "constant", value = 100 }` is what tells it apart).
+/// A varied value for display: without TOML quotes; if longer than 14 characters, its start
+/// and end around an ellipsis (the end of `{ dist = "constant", value = 100 }` tells it apart).
 fn display(v: &str) -> String {
     let v = v.trim();
-    let unquoted = ['"', '\'']
-        .iter()
-        .find_map(|q| v.strip_prefix(*q).and_then(|s| s.strip_suffix(*q)))
-        .unwrap_or(v);
-    let n = unquoted.chars().count();
-    if n <= MAX_LABEL_CHARS {
-        return unquoted.to_string();
+    let quoted = |q| v.strip_prefix(q).and_then(|s: &str| s.strip_suffix(q));
+    let v = quoted('"').or(quoted('\'')).unwrap_or(v);
+    let n = v.chars().count();
+    if n <= 14 {
+        return v.to_string();
     }
-    let head_n = (MAX_LABEL_CHARS - 1) / 2;
-    let head: String = unquoted.chars().take(head_n).collect();
-    let tail: String = unquoted.chars().skip(n - (MAX_LABEL_CHARS - 1 - head_n)).collect();
+    let head: String = v.chars().take(6).collect();
+    let tail: String = v.chars().skip(n - 7).collect();
     format!("{}\u{2026}{}", head.trim_end(), tail.trim_start())
 }
 
@@ -106,9 +99,8 @@ fn compact(v: &str) -> String {
 
 /// The value of key `k` in `row` (found by name, else by position).
 fn value_of<'r>(row: &'r Row, keys: &[String], k: usize) -> &'r str {
-    row.varied
-        .iter()
-        .find(|(name, _)| *name == keys[k])
+    let named = row.varied.iter().find(|(name, _)| *name == keys[k]);
+    named
         .or_else(|| row.varied.get(k))
         .map_or("", |(_, v)| v.as_str())
 }
@@ -126,46 +118,52 @@ fn shape_of(row: &Row) -> Shape {
 /// spaced numbers at 0, 1, … (labelled by their values); other numbers at themselves.
 fn x_axis(values: &[&str]) -> (Axis, Vec<f64>, bool) {
     let nums: Option<Vec<f64>> = values.iter().map(|v| number(v)).collect();
-    let mut labels: Vec<String> = Vec::new();
-    let xs: Vec<f64> = match nums {
-        Some(nums) if !nums.is_empty() => {
-            let mut distinct = nums.clone();
-            distinct.sort_by(f64::total_cmp);
-            distinct.dedup();
-            let step = distinct.get(1).map_or(1.0, |b| b - distinct[0]);
-            let even = distinct.windows(2).all(|w| ((w[1] - w[0]) - step).abs() <= 1e-6 * step);
-            if !even {
-                let (lo, hi) = (distinct[0], distinct[distinct.len() - 1]);
-                let pad = (hi - lo) * 0.06;
-                return (Axis::linear(lo - pad, hi + pad, 8), nums, false);
-            }
-            let index = |n: &f64| distinct.iter().position(|d| d == n).unwrap_or(0);
-            labels = vec![String::new(); distinct.len()];
-            for (v, n) in values.iter().zip(&nums) {
-                let l = &mut labels[index(n)];
-                if l.is_empty() {
-                    *l = compact(v);
-                }
-            }
-            nums.iter().map(|n| index(n) as f64).collect()
+    let nums = nums.filter(|n| !n.is_empty());
+    // The distinct values: in increasing order if numbers, else in sweep order.
+    let mut distinct: Vec<(Option<f64>, &str)> = Vec::new();
+    for (i, v) in values.iter().enumerate() {
+        let n = nums.as_ref().map(|n| n[i]);
+        if !distinct
+            .iter()
+            .any(|d| d.0 == n && (n.is_some() || d.1 == *v))
+        {
+            distinct.push((n, v));
         }
-        _ => {
-            let mut seen: Vec<&str> = Vec::new();
-            let mut xs = Vec::with_capacity(values.len());
-            for &v in values {
-                let i = seen.iter().position(|s| *s == v).unwrap_or_else(|| {
-                    seen.push(v);
-                    labels.push(display(v));
-                    seen.len() - 1
-                });
-                xs.push(i as f64);
-            }
-            xs
+    }
+    distinct.sort_by(|a, b| a.0.unwrap_or(0.0).total_cmp(&b.0.unwrap_or(0.0)));
+    let at: Vec<f64> = distinct.iter().filter_map(|d| d.0).collect();
+    let step = at.get(1).map_or(1.0, |b| b - at[0]);
+    let even = at
+        .windows(2)
+        .all(|w| ((w[1] - w[0]) - step).abs() <= 1e-6 * step);
+    if let (Some(nums), false) = (nums.as_ref(), even) {
+        let (lo, hi) = (at[0], at[at.len() - 1]);
+        let pad = (hi - lo) * 0.06;
+        return (Axis::linear(lo - pad, hi + pad, 8), nums.clone(), false);
+    }
+    let index = |i: usize| {
+        let n = nums.as_ref().map(|n| n[i]);
+        distinct
+            .iter()
+            .position(|d| d.0 == n && (n.is_some() || d.1 == values[i]))
+    };
+    let xs = (0..values.len())
+        .map(|i| index(i).unwrap_or(0) as f64)
+        .collect();
+    let label = |d: &(Option<f64>, &str)| {
+        if d.0.is_some() {
+            compact(d.1)
+        } else {
+            display(d.1)
         }
     };
+    let labels: Vec<String> = distinct.iter().map(label).collect();
     let n = labels.len().max(1);
-    let axis = Axis::linear(-0.5, n as f64 - 0.5, n).with(Labels::Names(labels));
-    (axis, xs, true)
+    (
+        Axis::linear(-0.5, n as f64 - 0.5, n).with(Labels::Names(labels)),
+        xs,
+        true,
+    )
 }
 
 /// One line of the figure: the runs sharing the values of the other keys.
@@ -187,49 +185,36 @@ const TIGHT: RGBColor = RGBColor(252, 241, 214);
 /// positions.
 const DODGE: f64 = 0.2;
 
-/// How one panel reads a row.
-struct Metric {
-    desc: String,
-    /// The value in the panel's unit, if the row has one.
-    get: Box<dyn Fn(&Row) -> Option<f64>>,
-    /// Draw the steady rate's 95 % interval.
-    ci: bool,
-    /// What the panel says when no run has a value.
-    empty: &'static str,
-}
+/// How one panel reads a row: its description, the value in its unit (if the row has one),
+/// and what it says when no run has a value.
+type Metric = (String, Box<dyn Fn(&Row) -> Option<f64>>, &'static str);
 
 fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
 fn metrics(rows: &[Row]) -> Vec<Metric> {
-    let plain = |desc: &str, get: fn(&Row) -> Option<f64>| Metric {
-        desc: desc.to_string(),
-        get: Box::new(get),
-        ci: false,
-        empty: "no run to show",
+    let none = "no run to show";
+    let plain = |desc: &str, get: fn(&Row) -> Option<f64>| -> Metric {
+        (desc.to_string(), Box::new(get), none)
     };
     // Seconds, minutes or hours, as the largest value needs.
-    let time = |desc: &str, get: fn(&Row) -> Option<f64>, empty| {
-        let max = rows.iter().filter_map(get).fold(0.0, f64::max);
-        let (div, unit) = match max {
+    let time = |desc: &str, get: fn(&Row) -> Option<f64>, empty| -> Metric {
+        let (div, unit) = match rows.iter().filter_map(get).fold(0.0, f64::max) {
             m if m < 120.0 => (1.0, "s"),
             m if m < 7_200.0 => (60.0, "min"),
             _ => (3_600.0, "h"),
         };
-        Metric {
-            desc: format!("{desc} ({unit})"),
-            get: Box::new(move |r| get(r).map(|v| v / div)),
-            ci: false,
+        (
+            format!("{desc} ({unit})"),
+            Box::new(move |r| get(r).map(|v| v / div)),
             empty,
-        }
+        )
     };
-    let none = "no run to show";
+    let unfinished = "no run finished: each was stopped by run.max_sim_s";
+    let kv = |r: &Row| Some(r.kv_capacity_tokens as f64);
     vec![
-        Metric {
-            ci: true,
-            ..plain("steady state (req/s)", |r| finite(r.steady_req_per_s))
-        },
+        plain("steady state (req/s)", |r| finite(r.steady_req_per_s)),
         plain("steady gen throughput (tok/s)", |r| finite(r.gen_tok_per_s)),
         plain("mean running (requests)", |r| finite(r.mean_running)),
         time("TTFT p99", |r| finite(r.ttft_p99_ms / 1000.0), none),
@@ -237,9 +222,9 @@ fn metrics(rows: &[Row]) -> Vec<Metric> {
         time(
             "time to finish",
             |r| r.time_to_finish_s.and_then(finite),
-            "no run finished: each was stopped by run.max_sim_s",
+            unfinished,
         ),
-        plain("KV capacity (tokens)", |r| Some(r.kv_capacity_tokens as f64)),
+        plain("KV capacity (tokens)", kv),
     ]
 }
 
@@ -264,47 +249,54 @@ impl<'a> SweepFigure<'a> {
         let (x, xs, indexed) = x_axis(&values);
         let others: Vec<usize> = (0..keys.len()).filter(|&j| j != k).collect();
         let mut groups: Vec<Group> = Vec::new();
-        let mut index: HashMap<Vec<&str>, usize> = HashMap::new();
+        let mut ids: Vec<Vec<&str>> = Vec::new();
         for (i, r) in rows.iter().enumerate() {
             let id: Vec<&str> = others.iter().map(|&j| value_of(r, keys, j)).collect();
-            let n = index.len();
-            let g = *index.entry(id.clone()).or_insert(n);
-            if g == groups.len() && g < MAX_SWEEP_LINES {
-                let label: Vec<String> = id.iter().map(|v| display(v)).collect();
-                let colour = PALETTE[g];
-                let (label, dodge) = (label.join(", "), 0.0);
-                groups.push(Group { label, colour, rows: Vec::new(), dodge });
+            let g = ids.iter().position(|x| *x == id).unwrap_or(ids.len());
+            if g == ids.len() && g < MAX_SWEEP_LINES {
+                let label = id.iter().map(|v| display(v)).collect::<Vec<_>>().join(", ");
+                let (colour, rows, dodge) = (PALETTE[g], Vec::new(), 0.0);
+                groups.push(Group {
+                    label,
+                    colour,
+                    rows,
+                    dodge,
+                });
+            }
+            if g == ids.len() {
+                ids.push(id);
             }
             if let Some(group) = groups.get_mut(g) {
                 group.rows.push(i);
             }
         }
+        // Lines side by side, within DODGE of the closest two x positions.
         let mut at = xs.clone();
         at.sort_by(f64::total_cmp);
-        at.dedup();
-        let spacing = at.windows(2).map(|w| w[1] - w[0]).fold(x.hi - x.lo, f64::min);
-        let last = groups.len().saturating_sub(1).max(1) as f64;
-        let lines = groups.len();
+        let gaps = at.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0);
+        let spacing = gaps.fold(1.0, f64::min);
+        let n = groups.len();
         for (g, group) in groups.iter_mut().enumerate() {
             group.rows.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
-            if lines > 1 {
-                group.dodge = (g as f64 / last - 0.5) * DODGE * spacing;
+            if n > 1 {
+                group.dodge = (g as f64 / (n - 1) as f64 - 0.5) * DODGE * spacing;
             }
         }
         let names: Vec<&str> = others.iter().map(|&j| keys[j].as_str()).collect();
-        let line_header = match names.as_slice() {
+        let line_header = match names[..] {
             [] => None,
             [one] => Some(format!("one line per {one}")),
             _ => Some(format!("one line per ({})", names.join(", "))),
         };
+        let (key, total_groups) = (&keys[k], ids.len());
         SweepFigure {
-            key: &keys[k],
+            key,
             rows,
             x,
             indexed,
             xs,
             groups,
-            total_groups: index.len(),
+            total_groups,
             line_header,
         }
     }
@@ -319,24 +311,26 @@ impl<'a> SweepFigure<'a> {
         if n == 0 {
             return "No runs to show.".to_string();
         }
-        let mut s = format!(
-            "{} simulated run{}, one per point of the sweep. Steady state: between the warm-up \
-             and the drain.",
-            thousands(n as u64),
-            if n == 1 { "" } else { "s" }
+        let (runs, s) = (thousands(n as u64), if n == 1 { "" } else { "s" });
+        let mut text = format!(
+            "{runs} simulated run{s}, one per point of the sweep. Steady state: between the \
+             warm-up and the drain."
         );
-        let known = self.rows.iter().filter(|r| r.oom_verdict != "unknown").count();
+        let count = |f: fn(&str) -> bool| self.rows.iter().filter(|r| f(&r.oom_verdict)).count();
+        let (known, oom) = (count(|v| v != "unknown"), count(|v| v == "oom"));
         if known > 0 {
-            let oom = self.rows.iter().filter(|r| r.oom_verdict == "oom").count();
-            s.push_str(&format!(" Memory model: {oom} of {known} would run out of memory."));
+            text += &format!(" Memory model: {oom} of {known} would run out of memory.");
         }
-        s
+        text
     }
 
     /// The stretches of x to shade, by the verdict every run there shares: `(from, to, shape)`
     /// for runs that would run out of memory (ring) or are tight (triangle).
     fn shading(&self) -> Vec<(f64, f64, Shape)> {
-        let mut at: Vec<(f64, Shape)> = self.shown().map(|i| (self.xs[i], shape_of(&self.rows[i]))).collect();
+        let mut at: Vec<(f64, Shape)> = self
+            .shown()
+            .map(|i| (self.xs[i], shape_of(&self.rows[i])))
+            .collect();
         at.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut all: Vec<(f64, Option<Shape>)> = Vec::new();
         for (x, s) in at {
@@ -347,10 +341,10 @@ impl<'a> SweepFigure<'a> {
         }
         // A whole step of an indexed axis; on a numeric one a narrow band (nothing is known
         // between runs), at most halfway to a neighbour.
-        let reach = if self.indexed { 0.5 } else { 0.025 * (self.x.hi - self.x.lo) };
+        let reach = [0.025 * (self.x.hi - self.x.lo), 0.5][usize::from(self.indexed)];
         let mut out = Vec::new();
         for (i, &(x, s)) in all.iter().enumerate() {
-            let left = if i > 0 { (x - all[i - 1].0) / 2.0 } else { reach };
+            let left = i.checked_sub(1).map_or(reach, |p| (x - all[p].0) / 2.0);
             let right = all.get(i + 1).map_or(reach, |n| (n.0 - x) / 2.0);
             if let Some(s @ (Shape::Ring | Shape::Up)) = s {
                 out.push((x - left.min(reach), x + right.min(reach), s));
@@ -359,121 +353,124 @@ impl<'a> SweepFigure<'a> {
         out
     }
 
+    /// One metric's panel; the first, the steady rate, with its 95 % intervals.
     fn draw_metric<DB: DrawingBackend>(
         &self,
         area: &Area<DB>,
-        m: &Metric,
-        bottom: bool,
+        (desc, value, empty): &Metric,
+        k: usize,
     ) -> Result<(), DrawFailure> {
-        let value = |i: usize| (m.get)(&self.rows[i]);
+        let value = |i: usize| value(&self.rows[i]);
         let ci = |i: usize| {
             let [lo, hi] = self.rows[i].steady_req_per_s_ci;
-            (m.ci && lo.is_finite() && hi.is_finite() && hi >= lo).then_some((lo, hi))
+            (k == 0 && lo.is_finite() && hi.is_finite() && hi >= lo).then_some((lo, hi))
         };
-        let y_max = self
-            .shown()
-            .flat_map(|i| [value(i), ci(i).map(|c| c.1)])
-            .flatten()
-            .fold(0.0, f64::max);
-        let y = Axis::linear(0.0, y_top(y_max, 1.12), 5);
+        let values = self.shown().flat_map(|i| [value(i), ci(i).map(|c| c.1)]);
+        let y = Axis::linear(0.0, y_top(values.flatten().fold(0.0, f64::max), 1.12), 5);
         // As many x ticks as their labels leave room for.
         let mut widest = 0;
         for t in &self.x.ticks {
             widest = widest.max(text_width(area, &self.x.label(*t), TEXT_PX)?);
         }
         let plot_w = area.dim_in_pixel().0 as i32 - 40 - Y_LABEL_AREA_PX as i32;
-        let fit = (plot_w / (widest + 14).max(1)).max(1) as usize;
-        let x = self.x.clone().at_most(if self.indexed { fit } else { fit.clamp(2, 8) });
-        let mut chart = panel(area, &x, &y, bottom.then_some(self.key), &m.desc)?;
+        let fit = (plot_w / (widest + 14)).max(1) as usize;
+        let x = self
+            .x
+            .clone()
+            .at_most(if self.indexed { fit } else { fit.clamp(2, 8) });
+        let mut chart = panel(area, &x, &y, (k >= 3).then_some(self.key), desc)?;
         for (a, b, s) in self.shading() {
             let fill = if s == Shape::Ring { OOM } else { TIGHT };
             chart.draw_series([Rectangle::new([(a, 0.0), (b, y.hi)], fill.filled())])?;
         }
-        let mut any = false;
         for g in &self.groups {
-            let at = |i: usize| self.xs[i] + g.dodge;
+            let at = |i: usize| Some((self.xs[i] + g.dodge, value(i)?));
             // Lines, broken where a run has no value.
-            let pts: Vec<Option<(f64, f64)>> = g.rows.iter().map(|&i| value(i).map(|v| (at(i), v))).collect();
+            let pts: Vec<Option<(f64, f64)>> = g.rows.iter().map(|&i| at(i)).collect();
             for run in pts.split(Option::is_none) {
-                let run: Vec<(f64, f64)> = run.iter().flatten().copied().collect();
+                let run = run.iter().flatten().copied();
                 chart.draw_series(LineSeries::new(run, g.colour.stroke_width(2)))?;
             }
-            let bars = g.rows.iter().filter_map(|&i| {
-                let (lo, hi) = ci(i)?;
-                Some(ErrorBar::new_vertical(at(i), lo, value(i)?, hi, g.colour.stroke_width(1), 8))
-            });
-            chart.draw_series(bars)?;
-            let marks = g.rows.iter().filter_map(|&i| {
-                let p = (at(i), value(i)?);
+            let style = g.colour.stroke_width(1);
+            chart.draw_series(g.rows.iter().filter_map(|&i| {
+                let ((x, v), (lo, hi)) = (at(i)?, ci(i)?);
+                Some(ErrorBar::new_vertical(x, lo, v, hi, style, 8))
+            }))?;
+            chart.draw_series(g.rows.iter().filter_map(|&i| {
                 let (c1, c2, p1, p2) = mark(shape_of(&self.rows[i]), 4, g.colour);
-                Some(EmptyElement::at(p) + c1 + c2 + p1 + p2)
-            });
-            chart.draw_series(marks)?;
-            any |= g.rows.iter().any(|&i| value(i).is_some());
+                Some(EmptyElement::at(at(i)?) + c1 + c2 + p1 + p2)
+            }))?;
         }
-        if !any {
+        if !self.shown().any(|i| value(i).is_some()) {
             let plot = chart.plotting_area().strip_coord_spec();
             let (w, h) = plot.dim_in_pixel();
-            let style = (FONT, TEXT_PX).into_font().color(&GREY).pos(Pos::new(HPos::Center, VPos::Center));
-            let lines = wrap(&plot, m.empty, w as i32 - 16, TEXT_PX)?;
-            let top = h as i32 / 2 - (lines.len() as i32 - 1) * 10;
-            for (k, l) in lines.into_iter().enumerate() {
-                plot.draw(&Text::new(l, (w as i32 / 2, top + 20 * k as i32), style.clone()))?;
+            let style = (FONT, TEXT_PX).into_font().color(&GREY);
+            let style = style.pos(Pos::new(HPos::Center, VPos::Center));
+            let lines = wrap(&plot, empty, w as i32 - 16, TEXT_PX)?;
+            for (k, l) in lines.iter().enumerate() {
+                let y = h as i32 / 2 + 20 * k as i32 - 10 * (lines.len() as i32 - 1);
+                plot.draw(&Text::new(l.as_str(), (w as i32 / 2, y), style.clone()))?;
             }
         }
         Ok(())
     }
 
     /// The key: lines, the interval, the memory verdicts present, and what is left out.
-    fn key<DB: DrawingBackend>(&self, area: &Area<DB>) -> Result<Legend, DrawFailure> {
-        let width = area.dim_in_pixel().0 as i32 - 70;
-        let mut entries = Vec::new();
-        let note = |text: &str, entries: &mut Vec<Entry>| -> Result<(), DrawFailure> {
-            for l in wrap(area, text, width, TEXT_PX)? {
-                entries.push(Entry::new(l, Swatch::Text));
-            }
-            Ok(())
-        };
+    fn key(&self) -> Legend {
+        let dot = |c| Swatch::line(c, 2).marked(Shape::Circle, 4, c);
+        let mut e = Vec::new();
         match &self.line_header {
             Some(h) => {
-                note(h, &mut entries)?;
-                for g in &self.groups {
-                    entries.push(Entry::new(g.label.clone(), Swatch::LineDot(g.colour)));
-                }
+                e.push(Entry::text(h));
+                e.extend(
+                    self.groups
+                        .iter()
+                        .map(|g| Entry::new(&g.label, dot(g.colour))),
+                );
             }
             None if !self.groups.is_empty() => {
-                entries.push(Entry::new("each dot: one simulated run", Swatch::LineDot(BLUE)));
+                e.push(Entry::new("each dot: one simulated run", dot(BLUE)));
             }
             None => {}
         }
         if self.shown().next().is_some() {
-            entries.push(Entry::new("95 % CI of the steady rate", Swatch::ErrorBar(DARK)));
+            e.push(Entry::new(
+                "95 % CI of the steady rate",
+                Swatch::error_bar(DARK),
+            ));
         }
         let shaded = self.shading();
         for (verdict, shape, label, fill) in [
-            ("safe", Shape::Circle, "memory: safe", None),
-            ("tight", Shape::Up, "memory: tight (< 10 % to spare)", Some(TIGHT)),
-            ("oom", Shape::Ring, "would run out of memory", Some(OOM)),
+            ("safe", Shape::Circle, "memory: safe", WHITE),
+            ("tight", Shape::Up, "memory: tight (< 10 % to spare)", TIGHT),
+            ("oom", Shape::Ring, "would run out of memory", OOM),
         ] {
+            let fill = if shaded.iter().any(|b| b.2 == shape) {
+                fill
+            } else {
+                WHITE
+            };
             if self.shown().any(|i| self.rows[i].oom_verdict == verdict) {
-                let fill = fill.filter(|_| shaded.iter().any(|b| b.2 == shape));
-                entries.push(Entry::new(label, Swatch::Mark(shape, 4, DARK, fill)));
+                e.push(Entry::new(label, Swatch::mark(shape, 4, DARK).shaded(fill)));
             }
         }
-        if self.total_groups > self.groups.len() {
-            let text = format!(
-                "Only the first {} of {} lines are drawn.",
-                self.groups.len(),
-                self.total_groups
-            );
-            note(&text, &mut entries)?;
+        let (drawn, all) = (self.groups.len(), self.total_groups);
+        if all > drawn {
+            e.push(Entry::text(format!(
+                "Only the first {drawn} of {all} lines are drawn."
+            )));
         }
-        let unfinished = self.shown().filter(|&i| self.rows[i].time_to_finish_s.is_none()).count();
-        if unfinished > 0 && unfinished < self.shown().count() {
-            let were = if unfinished == 1 { " was" } else { "s were" };
-            note(&format!("{unfinished} run{were} stopped by run.max_sim_s: no time to finish."), &mut entries)?;
+        let unfinished = self
+            .shown()
+            .filter(|&i| self.rows[i].time_to_finish_s.is_none());
+        let n = unfinished.count();
+        if n > 0 && n < self.shown().count() {
+            let were = if n == 1 { "run was" } else { "runs were" };
+            e.push(Entry::text(format!(
+                "{n} {were} stopped by run.max_sim_s: no time to finish."
+            )));
         }
-        Ok(Legend::new(entries))
+        Legend::new(e)
     }
 }
 
@@ -482,32 +479,24 @@ impl Figure for SweepFigure<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
         let body = heading(root, &sweep_title(self.key), &self.subtitle())?;
-        // Two rows of four cells; the top row's panels show no x tick labels (the panel below
-        // shares the axis), so it is shorter by the difference and all plots are as tall.
-        let (top, bottom) = body.split_vertically(TOP_ROW_PX);
-        let (top, bottom) = (top.split_evenly((1, 4)), bottom.split_evenly((1, 4)));
-        let metrics = metrics(self.rows);
-        for (m, cell) in metrics.iter().zip(&top[..3]) {
-            self.draw_metric(cell, m, false)?;
-        }
-        let key = top[3].margin(8, 0, 8, 4);
-        self.key(&key)?.draw_alone(&key, raster)?;
-        for (m, cell) in metrics[3..].iter().zip(&bottom) {
-            self.draw_metric(cell, m, true)?;
+        // Two rows of four cells, the key in the fourth of the first; the top row's panels
+        // have no x tick labels (the panel below shares the axis), so the row is shorter by
+        // them and all plots are as tall.
+        let (top, bottom) = body.split_vertically((HEIGHT_PX - HEADING_PX - 46) / 2);
+        let mut cells = top.split_evenly((1, 4));
+        let key = cells.remove(3).margin(8, 0, 8, 4);
+        self.key().draw_alone(&key, raster)?;
+        cells.extend(bottom.split_evenly((1, 4)));
+        for (k, (m, cell)) in metrics(self.rows).iter().zip(&cells).enumerate() {
+            self.draw_metric(cell, m, k)?;
         }
         Ok(())
     }
 }
 
-/// Height of the top row of cells: the bottom row's x labels take 46 px more, so both rows'
-/// plots are the same height.
-const TOP_ROW_PX: u32 = (HEIGHT_PX - HEADING_PX - 46) / 2;
-
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-
-    use super::super::check::{has_text, png_size, scenario_file, svg_text, texts};
+    use super::super::check::{png_size, scenario_file, svg_text, texts};
     use super::super::WIDTH_PX;
     use super::*;
     use crate::engine::RunOptions;
@@ -518,42 +507,26 @@ mod tests {
     fn sweep(src: &Source, sets: &[&str], vary: &[&str]) -> (Vec<String>, Vec<Row>) {
         let axes: Vec<_> = vary.iter().map(|v| parse_vary(v).unwrap()).collect();
         let keys = axes.iter().map(|a| a.key.clone()).collect();
-        let rows = points(&axes)
-            .unwrap()
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
-                let all: Vec<String> = sets.iter().map(|s| s.to_string()).chain(p.clone()).collect();
-                let sc = load(src, &all).unwrap_or_else(|e| panic!("{p:?}: {e}"));
-                run_point(i, p, &sc, &RunOptions::default()).unwrap()
-            })
-            .collect();
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
+        let run = |(i, p): (usize, &Vec<String>)| {
+            let sc = load(src, &[&sets[..], p].concat()).unwrap();
+            run_point(i, p, &sc, &RunOptions::default()).unwrap()
+        };
+        let rows = points(&axes).unwrap().iter().enumerate().map(run).collect();
         (keys, rows)
     }
 
     /// A small closed-loop scenario that finishes in a fraction of a second.
     fn tiny() -> Source {
+        let text = "name = \"tiny\"\n[engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\n\
+            decode_base_ms = 10.0\ndecode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\n\
+            prefill_per_token_us = 10.0\n[workload]\nrequests = 60\nmax_new_tokens = 400\n\
+            prompt_tokens = { dist = \"uniform\", min = 20, max = 200 }\noutput_tokens = \
+            { dist = \"lognormal\", mean = 100, cv = 0.5, min = 5, max = 400 }\n\
+            [client]\nconcurrency = 6\n";
         Source {
-            name: "sweep-plots-test.toml".into(),
-            base_dir: PathBuf::from("."),
-            text: r#"
-name = "tiny"
-[engine]
-kv_capacity_tokens = 3000
-[engine.step_time]
-decode_base_ms = 10.0
-decode_per_seq_ms = 1.0
-prefill_base_ms = 5.0
-prefill_per_token_us = 10.0
-[workload]
-requests = 60
-max_new_tokens = 400
-prompt_tokens = { dist = "uniform", min = 20, max = 200 }
-output_tokens = { dist = "lognormal", mean = 100, cv = 0.5, min = 5, max = 400 }
-[client]
-concurrency = 6
-"#
-            .into(),
+            text: text.into(),
+            ..Source::builtin_b2()
         }
     }
 
@@ -564,221 +537,185 @@ concurrency = 6
         r#"workload.output_tokens={ dist = "lognormal", mean = 300, cv = 0.2, min = 1, max = 1000 }"#,
     ];
 
-    /// Render both formats, check them, and return the SVG texts (one per key).
-    fn render_both(keys: &[String], rows: &[Row]) -> Vec<String> {
-        let pngs = sweep_figures(keys, rows, Format::Png).unwrap();
-        let svgs = sweep_figures(keys, rows, Format::Svg).unwrap();
-        assert_eq!((pngs.len(), svgs.len()), (keys.len(), keys.len()));
-        let mut out = Vec::new();
-        for ((key, (stem_p, png)), (stem_s, svg)) in keys.iter().zip(&pngs).zip(&svgs) {
-            assert_eq!(stem_p, stem_s);
-            assert!(stem_p.starts_with("sweep-"), "{stem_p}");
-            assert_eq!(png_size(png), (WIDTH_PX, HEIGHT_PX));
-            assert!(png.len() > 10_000, "a PNG with content: {} bytes", png.len());
-            let s = svg_text(svg);
-            assert!(s.contains(&sweep_title(key)), "the SVG holds its title");
-            for desc in ["steady state (req/s)", "mean running (requests)", "KV capacity"] {
-                assert!(s.contains(desc), "the panel {desc:?} is drawn");
-            }
-            assert!(s.matches("<text").count() >= 40, "tick labels are drawn");
-            out.push(s.to_string());
+    /// Both formats of the first key's figure, checked; returns its SVG's texts, one a line.
+    fn render(keys: &[String], rows: &[Row]) -> String {
+        let (stem, png) = sweep_figures(keys, rows, Format::Png).unwrap().remove(0);
+        assert!(stem.starts_with("sweep-") && png_size(&png) == (WIDTH_PX, HEIGHT_PX));
+        let svg = sweep_figures(keys, rows, Format::Svg).unwrap().remove(0).1;
+        let t = texts(svg_text(&svg)).join("\n") + "\n";
+        for text in [
+            &sweep_title(&keys[0]),
+            "\nsteady state (req/s)\n",
+            "KV capacity (tokens)",
+        ] {
+            assert!(t.contains(text), "{text:?}");
         }
-        out
+        assert!(t.lines().count() >= 40, "tick labels are drawn");
+        t
     }
 
     #[test]
     fn a_sweep_over_the_memory_fraction_marks_the_runs_that_would_run_out_of_memory() {
-        let src = scenario_file("case-study-b2-memory.toml");
         let fractions = ["engine.mem_fraction_static=0.86,0.89,0.92"];
-        let (keys, rows) = sweep(&src, &SMALL_B2, &fractions);
+        let (keys, rows) = sweep(
+            &scenario_file("case-study-b2-memory.toml"),
+            &SMALL_B2,
+            &fractions,
+        );
         let verdicts: Vec<&str> = rows.iter().map(|r| r.oom_verdict.as_str()).collect();
         assert_eq!(verdicts, ["safe", "tight", "oom"]);
-        let fig = SweepFigure::new(&keys, 0, &rows);
-        let shaded: Vec<(f64, f64, Shape)> = fig.shading();
+        let shaded = SweepFigure::new(&keys, 0, &rows).shading();
         assert_eq!(shaded, [(0.5, 1.5, Shape::Up), (1.5, 2.5, Shape::Ring)]);
-        let s = &render_both(&keys, &rows)[0];
-        assert!(has_text(s, "would run out of memory"));
-        assert!(has_text(s, "memory: tight (< 10 % to spare)"));
-        assert!(s.contains("1 of 3 would run out of memory"));
-        // The axis is labelled with the values as written, under each of the four bottom
-        // panels.
+        let t = render(&keys, &rows);
+        assert!(t.contains("\nwould run out of memory\n") && t.contains("1 of 3 would run out"));
+        assert!(t.contains("\nmemory: tight (< 10 % to spare)\n"));
+        // The values as written label the axis under each of the four bottom panels.
         for v in ["0.86", "0.89", "0.92"] {
-            assert_eq!(texts(s).iter().filter(|t| *t == v).count(), 4, "tick {v}");
+            assert_eq!(t.matches(&format!("\n{v}\n")).count(), 4, "tick {v}");
         }
         let stem = &sweep_figures(&keys, &rows, Format::Svg).unwrap()[0].0;
         assert_eq!(stem, "sweep-engine-mem_fraction_static");
     }
 
     #[test]
-    fn two_keys_give_a_figure_per_key_with_a_line_per_value_of_the_other() {
-        let vary = ["client.concurrency=2,4,6", "engine.kv_capacity_tokens=2000,4000"];
+    fn other_keys_give_a_line_per_value_up_to_eight_set_apart() {
+        let vary = [
+            "client.concurrency=2,4,6",
+            "engine.kv_capacity_tokens=2000,4000",
+        ];
         let (keys, rows) = sweep(&tiny(), &[], &vary);
-        let svgs = render_both(&keys, &rows);
-        assert!(has_text(&svgs[0], "one line per engine.kv_capacity_tokens"));
-        assert!(has_text(&svgs[1], "one line per client.concurrency"));
-        assert!(has_text(&svgs[0], "2000") && has_text(&svgs[0], "4000"));
-        assert!(!svgs[0].contains("would run out of memory"), "no memory model");
+        let t = render(&keys, &rows);
+        assert!(t.contains("\none line per engine.kv_capacity_tokens\n2000\n4000\n"));
+        assert!(!t.contains("would run out of memory"), "no memory model");
         let fig = SweepFigure::new(&keys, 0, &rows);
-        assert_eq!(fig.groups.len(), 2);
-        assert_eq!(fig.groups[0].label, "2000");
         assert!(fig.groups.iter().all(|g| g.rows.len() == 3));
         // The two lines are set apart, symmetrically, by a fifth of the spacing of the ticks.
-        assert!((fig.groups[1].dodge - fig.groups[0].dodge - DODGE).abs() < 1e-12);
-        assert!((fig.groups[0].dodge + fig.groups[1].dodge).abs() < 1e-12);
-        let svg = || sweep_figures(&keys, &rows, Format::Svg).unwrap();
-        assert_eq!(svg(), svg(), "deterministic");
-    }
-
-    #[test]
-    fn a_categorical_key_gets_its_values_as_ticks() {
-        let (keys, rows) = sweep(&tiny(), &[], &["engine.schedule_policy=fcfs,lof"]);
-        let fig = SweepFigure::new(&keys, 0, &rows);
-        assert!(fig.indexed);
-        assert_eq!(fig.xs, [0.0, 1.0]);
-        let s = &render_both(&keys, &rows)[0];
-        assert!(has_text(s, "fcfs") && has_text(s, "lof"));
-    }
-
-    #[test]
-    fn a_single_point_still_draws() {
-        let (keys, rows) = sweep(&tiny(), &[], &["client.concurrency=4"]);
-        assert_eq!(rows.len(), 1);
-        let s = &render_both(&keys, &rows)[0];
-        assert!(has_text(s, "4"), "its value is the one tick");
-        assert!(s.contains("1 simulated run,"));
-        assert!(has_text(s, "each dot: one simulated run"));
-    }
-
-    #[test]
-    fn runs_stopped_before_the_end_have_no_time_to_finish() {
-        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=30"], &["client.concurrency=1,6"]);
-        assert_eq!(rows[0].time_to_finish_s, None, "one slot is too slow for 30 s");
-        assert!(rows[1].time_to_finish_s.is_some());
-        let s = &render_both(&keys, &rows)[0];
-        assert!(texts(s).join(" ").contains("1 run was stopped by run.max_sim_s"));
-        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=1"], &["client.concurrency=1,2"]);
-        assert!(rows.iter().all(|r| r.time_to_finish_s.is_none()));
-        let s = &render_both(&keys, &rows)[0];
-        assert!(texts(s).iter().any(|t| t.starts_with("no run finished")));
-    }
-
-    #[test]
-    fn more_than_eight_combinations_are_capped_with_a_note() {
-        let (keys, rows) = sweep(
-            &tiny(),
-            &["workload.requests=12"],
-            &[
-                "client.concurrency=2,4",
-                "engine.kv_capacity_tokens=2000,3000,4000",
-                "engine.max_prefill_tokens=1000,2000,4000",
-            ],
-        );
-        assert_eq!(rows.len(), 18);
-        let fig = SweepFigure::new(&keys, 0, &rows);
-        assert_eq!((fig.groups.len(), fig.total_groups), (MAX_SWEEP_LINES, 9));
+        let (a, b) = (fig.groups[0].dodge, fig.groups[1].dodge);
+        assert!((b - a - DODGE).abs() < 1e-12 && (a + b).abs() < 1e-12);
         assert_eq!(
-            fig.line_header.as_deref(),
-            Some("one line per (engine.kv_capacity_tokens, engine.max_prefill_tokens)")
+            sweep_figures(&keys, &rows, Format::Svg),
+            sweep_figures(&keys, &rows, Format::Svg)
         );
-        let s = &render_both(&keys, &rows)[0];
-        assert!(texts(s).join(" ").contains("Only the first 8 of 9 lines are drawn."));
-        assert!(has_text(s, "2000, 1000"), "a combination's label");
-        assert!(!has_text(s, "4000, 4000"), "the ninth is left out");
+        let third = "engine.max_prefill_tokens=1000,2000,4000";
+        let vary = [
+            "client.concurrency=2,4",
+            "engine.kv_capacity_tokens=2000,3000,4000",
+            third,
+        ];
+        let (keys, rows) = sweep(&tiny(), &["workload.requests=12"], &vary);
+        let t = render(&keys, &rows);
+        assert!(t.contains("one line per (engine.kv_capacity_tokens,"));
+        assert!(t
+            .replace('\n', " ")
+            .contains("Only the first 8 of 9 lines are drawn."));
+        assert!(
+            t.contains("\n2000, 1000\n") && !t.contains("\n4000, 4000\n"),
+            "the ninth is left out"
+        );
     }
 
-    /// Nine long combinations of two keys, with memory verdicts: the most a key holds.
-    const CROWDED: [&str; 3] = [
-        "client.concurrency=4,8",
-        r#"workload.prompt_tokens={ dist = "constant", value = 100 },{ dist = "constant", value = 200 },{ dist = "constant", value = 300 }"#,
-        "engine.mem_fraction_static=0.84,0.89,0.92",
-    ];
-
     #[test]
-    fn a_crowded_key_still_fits_its_cell() {
-        let src = scenario_file("case-study-b2-memory.toml");
-        let (keys, rows) = sweep(&src, &SMALL_B2, &CROWDED);
-        let s = &render_both(&keys, &rows)[0];
-        // The key's last line lies above the cell's bottom.
-        let y_of = |want: &str| {
-            s.split("<text").skip(1).find_map(|t| {
-                let (attrs, rest) = t.split_once('>')?;
-                rest.trim_start().starts_with(want).then_some(())?;
-                attrs.split_once(" y=\"")?.1.split_once('"')?.0.parse::<f64>().ok()
-            })
-        };
-        let bottom = f64::from(HEADING_PX + TOP_ROW_PX);
-        let y = y_of("Only the first").expect("the note is drawn");
-        assert!(y + 8.0 < bottom, "the note at y = {y} is above the cell's bottom {bottom}");
-        assert!(has_text(s, "would run out of memory"));
-        assert!(has_text(s, "memory: tight (< 10 % to spare)"));
+    fn categories_single_points_and_unfinished_runs_still_draw() {
+        let (keys, rows) = sweep(&tiny(), &[], &["engine.schedule_policy=fcfs,lof"]);
+        assert!(render(&keys, &rows).contains("\nfcfs\nlof\n"));
+        let (keys, rows) = sweep(&tiny(), &[], &["client.concurrency=4"]);
+        let t = render(&keys, &rows);
+        assert!(t.contains("\n4\n") && t.contains("1 simulated run,") && t.contains("each dot"));
+        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=30"], &["client.concurrency=1,6"]);
+        assert!(rows[0].time_to_finish_s.is_none() && rows[1].time_to_finish_s.is_some());
+        assert!(render(&keys, &rows)
+            .replace('\n', " ")
+            .contains("1 run was stopped by run.max_sim_s"));
+        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=1"], &["client.concurrency=1,2"]);
+        assert!(render(&keys, &rows).contains("\nno run finished"));
+        let keys = ["client.concurrency".to_string()];
+        let svg = &sweep_figures(&keys, &[], Format::Svg).unwrap()[0].1;
+        assert!(svg_text(svg).contains("No runs to show."));
+        assert!(sweep_figures(&[], &[], Format::Png).unwrap().is_empty());
     }
 
     #[test]
     fn axes_are_indexed_for_categories_and_even_steps_and_linear_otherwise() {
-        let (x, xs, indexed) = x_axis(&["0.80", "0.90", "0.85"]);
-        assert!(indexed);
-        assert_eq!(xs, [0.0, 2.0, 1.0]);
-        assert_eq!([x.label(0.0), x.label(1.0), x.label(2.0)], ["0.80", "0.85", "0.90"]);
+        let names = |v: &[&str]| {
+            let (x, _, indexed) = x_axis(v);
+            (0..v.len())
+                .filter(|_| indexed)
+                .map(|i| x.label(i as f64))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(x_axis(&["0.80", "0.90", "0.85"]).1, [0.0, 2.0, 1.0]);
+        assert_eq!(names(&["0.80", "0.90", "0.85"]), ["0.80", "0.85", "0.90"]);
         let (x, xs, indexed) = x_axis(&["1", "2", "10"]);
-        assert!(!indexed);
-        assert_eq!(xs, [1.0, 2.0, 10.0]);
-        assert!(x.lo < 1.0 && x.hi > 10.0);
-        let (x, _, _) = x_axis(&["\"a\"", "b", "\"a\""]);
-        assert_eq!([x.label(0.0), x.label(1.0)], ["a", "b"]);
-        let (x, _, _) = x_axis(&[r#"{ dist = "constant", value = 512 }"#]);
-        assert_eq!(x.label(0.0), "{ dist\u{2026}= 512 }");
-        assert!(!x_axis(&["60000", "120000", "2000000", "4000000"]).2, "uneven");
-        let (x, _, _) = x_axis(&["60000", "120_000", "180000"]);
-        assert_eq!([x.label(0.0), x.label(2.0)], ["60k", "180k"]);
-        let (x, _, _) = x_axis(&["1000000", "2000000"]);
-        assert_eq!(x.label(1.0), "2M");
-        assert_eq!(x_axis(&["5000", "7500"]).0.label(1.0), "7500");
+        assert!(!indexed && xs == [1.0, 2.0, 10.0] && x.lo < 1.0 && x.hi > 10.0);
+        assert_eq!(names(&["\"a\"", "b", "\"a\""])[..2], ["a", "b"]);
+        assert_eq!(
+            names(&[r#"{ dist = "constant", value = 512 }"#]),
+            ["{ dist\u{2026}= 512 }"]
+        );
+        assert!(
+            names(&["60000", "120000", "2000000", "4000000"]).is_empty(),
+            "uneven"
+        );
+        assert_eq!(
+            names(&["60000", "120_000", "180000"]),
+            ["60k", "120k", "180k"]
+        );
+        assert_eq!(names(&["1000000", "2000000"]), ["1M", "2M"]);
+        assert_eq!(names(&["5000", "7500"]), ["5000", "7500"]);
         assert_eq!(file_stem("client.concurrency"), "sweep-client-concurrency");
     }
 
-    #[test]
-    fn no_keys_no_figures_and_no_rows_still_draw() {
-        assert!(sweep_figures(&[], &[], Format::Png).unwrap().is_empty());
-        let keys = vec!["client.concurrency".to_string()];
-        let figs = sweep_figures(&keys, &[], Format::Svg).unwrap();
-        assert!(svg_text(&figs[0].1).contains("No runs to show."));
-    }
-
-    /// Writes the sweep figures of the case study to /tmp/sweep-plots-check/ for looking at
-    /// them: `cargo test --release --lib sweep_figures_to_look_at -- --ignored`.
+    /// Writes sweep figures to /tmp/sweep-plots-check/ for looking at them:
+    /// `cargo test --release --lib sweep_figures_to_look_at -- --ignored`.
     #[test]
     #[ignore]
     fn sweep_figures_to_look_at() {
-        let dir = PathBuf::from("/tmp/sweep-plots-check");
+        let dir = std::path::PathBuf::from("/tmp/sweep-plots-check");
         std::fs::create_dir_all(&dir).unwrap();
-        let write = |prefix: &str, (keys, rows): (Vec<String>, Vec<Row>)| {
+        let (b2, memory) = ("case-study-b2.toml", "case-study-b2-memory.toml");
+        let (b2, memory) = (scenario_file(b2), scenario_file(memory));
+        let prompts = r#"{ dist = "constant", value = 100 },{ dist = "constant", value = 300 }"#;
+        let two_keys = "client.concurrency=50,150;engine.kv_capacity_tokens=60000:240000:60000";
+        let capped =
+            "engine.kv_capacity_tokens=2000,3000,4000;engine.max_prefill_tokens=1000,2000,4000";
+        let crowded =
+            format!("workload.prompt_tokens={prompts};engine.mem_fraction_static=0.84,0.92");
+        let cases = [
+            (
+                "b2-memory",
+                &memory,
+                "workload.requests=2000",
+                "engine.mem_fraction_static=0.80:0.95:0.01",
+            ),
+            ("b2-2key", &b2, "workload.requests=2000", two_keys),
+            (
+                "tiny-capped",
+                &tiny(),
+                "workload.requests=12",
+                &format!("client.concurrency=2,4;{capped}"),
+            ),
+            (
+                "tiny-unfinished",
+                &tiny(),
+                "run.max_sim_s=30",
+                "client.concurrency=1,6",
+            ),
+            (
+                "crowded",
+                &memory,
+                SMALL_B2[0],
+                &format!("client.concurrency=4,8;{crowded}"),
+            ),
+        ];
+        for (name, src, sets, vary) in cases {
+            let vary: Vec<&str> = vary.split(';').collect();
+            let (keys, rows) = sweep(src, &[sets], &vary);
             for fmt in Format::ALL {
                 for (stem, bytes) in sweep_figures(&keys, &rows, fmt).unwrap() {
-                    let name = format!("{prefix}{stem}.{}", fmt.extension());
-                    std::fs::write(dir.join(name), bytes).unwrap();
+                    let file = format!("{name}-{stem}.{}", fmt.extension());
+                    std::fs::write(dir.join(file), bytes).unwrap();
                 }
             }
-        };
-        let (b2, b2_memory) = (scenario_file("case-study-b2.toml"), scenario_file("case-study-b2-memory.toml"));
-        let requests = ["workload.requests=2000"];
-        let fractions = ["engine.mem_fraction_static=0.80:0.95:0.01"];
-        write("b2-memory-", sweep(&b2_memory, &requests, &fractions));
-        let two = ["client.concurrency=50,100,150", "engine.kv_capacity_tokens=60000:240000:60000"];
-        write("b2-2key-", sweep(&b2, &requests, &two));
-        let three = [
-            "client.concurrency=50,150",
-            "engine.mem_fraction_static=0.84:0.92:0.04",
-            "engine.schedule_policy=fcfs,lof",
-        ];
-        write("b2-3key-", sweep(&b2_memory, &requests, &three));
-        write("tiny-unfinished-", sweep(&tiny(), &["run.max_sim_s=30"], &["client.concurrency=1,6"]));
-        write("tiny-single-", sweep(&tiny(), &[], &["client.concurrency=4"]));
-        let capped = [
-            "client.concurrency=2,4",
-            "engine.kv_capacity_tokens=2000,3000,4000",
-            "engine.max_prefill_tokens=1000,2000,4000",
-        ];
-        write("tiny-capped-", sweep(&tiny(), &["workload.requests=12"], &capped));
-        write("small-crowded-", sweep(&b2_memory, &SMALL_B2, &CROWDED));
+        }
     }
 }
