@@ -1,6 +1,6 @@
 //! The one axis type — linear or logarithmic, ticked by one routine — and the number and
-//! duration formats of the figures' text. An axis holds values, not transformed coordinates:
-//! plotters maps a value through [`Ranged::map`], so figures draw their data as it is.
+//! duration formats of the figures' text. An axis holds values: plotters maps each through
+//! [`Ranged::map`], so figures draw their data as it is on either scale.
 
 pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
@@ -16,12 +16,12 @@ pub(super) enum Scale {
 /// How tick labels read.
 #[derive(Clone, Debug, PartialEq)]
 pub(super) enum Labels {
-    /// Numbers with the decimals their step needs; thousands separated from 1,000.
+    /// Numbers with the decimals their step needs; thousands separated.
     Number,
     /// Numbers after a `$`.
     Dollars,
-    /// Seconds: round times in their unit on a log axis (`30 s`, `5 min`, `1 d`), plain
-    /// numbers of the axis's unit on a linear one.
+    /// Seconds: round times in their unit on a log axis (`30 s`, `5 min`, `1 d`), numbers of
+    /// the axis's unit on a linear one.
     Time,
     /// The name of each whole position 0, 1, …; nothing between them.
     Names(Vec<String>),
@@ -41,30 +41,13 @@ pub(super) struct Axis {
     minor: Vec<f64>,
 }
 
+const M: f64 = 60.0;
+const H: f64 = 3_600.0;
+const D: f64 = 86_400.0;
 /// Tick candidates of a logarithmic time axis, seconds: round times in their own unit.
 const LOG_TICKS_S: [f64; 22] = [
-    0.001,
-    0.003,
-    0.01,
-    0.03,
-    0.1,
-    0.3,
-    1.0,
-    3.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    600.0,
-    1_800.0,
-    3_600.0,
-    10_800.0,
-    36_000.0,
-    86_400.0,
-    259_200.0,
-    864_000.0,
-    2_592_000.0,
-    8_640_000.0,
+    1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0,
+    10800.0, 36000.0, 86400.0, 259200.0, 864000.0, 2592000.0, 8640000.0,
 ];
 
 impl Axis {
@@ -89,7 +72,7 @@ impl Axis {
         let hi = if hi > lo { hi } else { lo + 1.0 };
         let (labels, ticks, minor) = (Labels::Number, Vec::new(), Vec::new());
         let unit = 1.0;
-        let axis = Axis {
+        Axis {
             scale,
             lo,
             hi,
@@ -98,8 +81,8 @@ impl Axis {
             max_ticks,
             ticks,
             minor,
-        };
-        axis.ticked()
+        }
+        .ticked()
     }
 
     /// The same axis with tick labels read as `labels`.
@@ -161,15 +144,15 @@ impl Axis {
 
     /// The text of the tick at `v`.
     pub(super) fn label(&self, v: f64) -> String {
+        let whole = (v - v.round()).abs() < 1e-6 && v > -0.5;
         match &self.labels {
-            Labels::Names(names) if (v - v.round()).abs() < 1e-6 && v > -0.5 => {
-                names.get(v.round() as usize).cloned().unwrap_or_default()
-            }
-            Labels::Names(_) => String::new(),
-            Labels::Time if self.scale == Scale::Log => round_time(v),
-            Labels::Dollars => format!("${}", self.number(v)),
-            _ => self.number(v),
+            Labels::Names(names) if whole => names.get(v.round() as usize).cloned(),
+            Labels::Names(_) => None,
+            Labels::Time if self.scale == Scale::Log => Some(round_time(v)),
+            Labels::Dollars => Some(format!("${}", self.number(v))),
+            _ => Some(self.number(v)),
         }
+        .unwrap_or_default()
     }
 
     fn number(&self, v: f64) -> String {
@@ -213,11 +196,8 @@ impl Ranged for Axis {
     }
 
     fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            self.minor.clone()
-        } else {
-            self.ticks.clone()
-        }
+        let light = hint.weight().allow_light_points();
+        if light { &self.minor } else { &self.ticks }.clone()
     }
 
     fn range(&self) -> std::ops::Range<f64> {
@@ -234,10 +214,14 @@ pub(super) fn nice_ticks(lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
     let raw = span / max_n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
     let steps = [1.0, 2.0, 5.0, 10.0].map(|m| m * mag);
-    let step = steps.into_iter().find(|s| *s >= raw * (1.0 - 1e-9));
-    let step = step.unwrap_or(10.0 * mag);
-    let first = (lo / step - 1e-9).ceil() as i64;
-    let last = (hi / step + 1e-9).floor() as i64;
+    let step = steps
+        .into_iter()
+        .find(|s| *s >= raw * (1.0 - 1e-9))
+        .unwrap_or(10.0 * mag);
+    let (first, last) = (
+        (lo / step - 1e-9).ceil() as i64,
+        (hi / step + 1e-9).floor() as i64,
+    );
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
@@ -249,11 +233,9 @@ pub(super) fn fmt_tick(v: f64, step: f64) -> String {
         0
     };
     let s = format!("{v:.decimals$}");
-    let zero = s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.');
-    if zero {
-        s[1..].to_string()
-    } else {
-        s
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
     }
 }
 
@@ -269,10 +251,10 @@ pub(super) fn sig3(v: f64) -> String {
 /// A round time in its natural unit: `30 s`, `5 min`, `3 h`, `10 d`.
 pub(super) fn round_time(t_s: f64) -> String {
     let (v, unit) = match t_s {
-        t if t < 60.0 - 1e-9 => (t, "s"),
-        t if t < 3_600.0 - 1e-9 => (t / 60.0, "min"),
-        t if t < 86_400.0 - 1e-9 => (t / 3_600.0, "h"),
-        t => (t / 86_400.0, "d"),
+        t if t < M - 1e-9 => (t, "s"),
+        t if t < H - 1e-9 => (t / M, "min"),
+        t if t < D - 1e-9 => (t / H, "h"),
+        t => (t / D, "d"),
     };
     format!("{} {unit}", (v * 1000.0).round() / 1000.0)
 }
@@ -286,9 +268,9 @@ pub(super) fn human_duration(t_s: f64) -> String {
         }
         t if t < 10.0 => format!("{t:.1} s"),
         t if t < 600.0 => format!("{t:.0} s"),
-        t if t < 3.0 * 3_600.0 => format!("{:.1} min", t / 60.0),
-        t if t < 3.0 * 86_400.0 => format!("{:.1} h", t / 3_600.0),
-        t => format!("{:.1} d", t / 86_400.0),
+        t if t < 3.0 * H => format!("{:.1} min", t / M),
+        t if t < 3.0 * D => format!("{:.1} h", t / H),
+        t => format!("{:.1} d", t / D),
     }
 }
 
@@ -302,8 +284,10 @@ mod tests {
 
     #[test]
     fn linear_ticks_are_round_steps_in_the_axis_unit() {
-        let ten = ["0", "2", "4", "6", "8", "10"];
-        assert_eq!(labels(&Axis::linear(0.0, 10.0, 5)), ten);
+        assert_eq!(
+            labels(&Axis::linear(0.0, 10.0, 5)),
+            ["0", "2", "4", "6", "8", "10"]
+        );
         assert_eq!(
             labels(&Axis::linear(0.0, 0.3, 3)),
             ["0.0", "0.1", "0.2", "0.3"]
@@ -314,7 +298,6 @@ mod tests {
         assert_eq!(labels(&minutes), ["0", "10", "20", "30", "40", "50"]);
         let money = Axis::linear(0.0, 9_000.0, 5).with(Labels::Dollars);
         assert!(labels(&money).contains(&"$4,000".to_string()));
-        assert_eq!(nice_ticks(0.0, 0.0, 10), vec![0.0]);
         assert_eq!(
             Axis::linear(0.0, 1.0, 5).up_to(2.0).ticks.last(),
             Some(&2.0)
@@ -350,13 +333,11 @@ mod tests {
     fn numbers_and_durations_are_formatted_for_reading() {
         assert_eq!(fmt_tick(0.30000000000000004, 0.1), "0.3");
         assert_eq!(fmt_tick(-0.0, 0.5), "0.0");
+        assert_eq!([0.19521, 806.04].map(sig3), ["0.195", "806"]);
         assert_eq!(
-            (sig3(0.19521), sig3(806.04)),
-            ("0.195".into(), "806".into())
+            [300.0, 10_800.0, 0.3].map(round_time),
+            ["5 min", "3 h", "0.3 s"]
         );
-        assert_eq!(round_time(300.0), "5 min");
-        assert_eq!(round_time(10_800.0), "3 h");
-        assert_eq!(round_time(0.3), "0.3 s");
         let durations = [3104.0, 190.0, 0.01, 0.0, 5.0, 102_411.0].map(human_duration);
         assert_eq!(
             durations,

@@ -1,13 +1,10 @@
-//! The memory figure: SGLang's split of each GPU's memory for a range of
-//! `mem_fraction_static` values.
-//!
-//! One stacked bar per fraction `f`, in GiB per GPU: the weights `W` from 0, the KV pool
-//! `M_pre · f − W` above them, and the slack `(1 − f) · M_pre` on top, so every bar is `M_pre`
-//! tall (the memory free before the weights load). The slack is coloured by the memory model's
-//! verdict (green safe, orange tight, red would run out of memory). A black line across each
-//! bar sits at `M_pre − need`: where the top of the pool would leave exactly the slack the
-//! server needs; the part of a pool reaching above it (memory the slack needs) is drawn
-//! darker. The KV pool in tokens is written above each bar.
+//! The memory figure: SGLang's split of each GPU's memory over a range of
+//! `mem_fraction_static` values `f`. One stacked bar per fraction, GiB per GPU: the weights
+//! `W`, the KV pool `M_pre · f − W` and the slack `(1 − f) · M_pre`, so every bar is `M_pre`
+//! tall (the memory free before the weights load); the slack is coloured by the verdict
+//! (green safe, orange tight, red would run out of memory). A black line across each bar sits
+//! at `M_pre − need`, where the slack would be exactly what the server needs; the part of a
+//! pool above it is drawn darker. The KV pool in tokens is written above each bar.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -15,10 +12,8 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use crate::memory::{SglangMemory, SlackNeed, Verdict};
 
 use super::axis::{thousands, Axis, Labels};
-use super::style::{
-    heading, text_width, tint, Entry, Legend, Swatch, BLUE, DARK, FONT, GREEN, ORANGE, PURPLE, RED,
-    TEXT_PX, TOP_FIRST,
-};
+use super::style::{heading, text_width, tint, Entry, Legend, Swatch, FONT, TEXT_PX, TOP_FIRST};
+use super::style::{BLUE, DARK, GREEN, ORANGE, PURPLE, RED};
 use super::{render, Area, DrawFailure, Figure, Format, PlotError};
 
 /// The title of the [`memory_figure`].
@@ -29,23 +24,18 @@ pub const MEMORY_TITLE: &str = "GPU memory by mem_fraction_static: weights, KV p
 /// would be exactly what it must hold (the out-of-memory boundary), the slack coloured by the
 /// verdict, and the KV pool in tokens above the bar.
 pub fn memory_figure(rows: &[(f64, SglangMemory)], fmt: Format) -> Result<Vec<u8>, PlotError> {
-    render(&MemoryFigure { rows }, fmt)
+    render(&MemoryFigure(rows), fmt)
 }
 
-struct MemoryFigure<'a> {
-    rows: &'a [(f64, SglangMemory)],
-}
+struct MemoryFigure<'a>(&'a [(f64, SglangMemory)]);
 
-/// One bar, GiB per GPU.
+/// One bar, GiB per GPU: `W`, `M_pre · f` (the top of the pool), `M_pre` (the top of the bar)
+/// and `M_pre − need`, with the fraction, the verdict and the pool in tokens.
 struct Bar {
     label: String,
-    /// `W`.
     weights: f64,
-    /// `M_pre · f`: the top of the pool.
     static_top: f64,
-    /// `M_pre`: the top of the bar.
     top: f64,
-    /// `M_pre − need`: where the slack would be exactly the need.
     boundary: f64,
     verdict: Verdict,
     tokens: u64,
@@ -54,14 +44,18 @@ struct Bar {
 impl Bar {
     fn new(f: f64, m: &SglangMemory) -> Bar {
         let top = m.inputs.memory_before_weights_gib.max(0.0);
+        let (label, weights) = (fraction_label(f), m.inputs.weight_gib_per_gpu.max(0.0));
+        let static_top = m.static_gib.clamp(0.0, top);
+        let boundary = (top - m.need_gib).clamp(0.0, top);
+        let (verdict, tokens) = (m.verdict, m.max_total_num_tokens);
         Bar {
-            label: fraction_label(f),
-            weights: m.inputs.weight_gib_per_gpu.max(0.0),
-            static_top: m.static_gib.clamp(0.0, top),
+            label,
+            weights,
+            static_top,
             top,
-            boundary: (top - m.need_gib).clamp(0.0, top),
-            verdict: m.verdict,
-            tokens: m.max_total_num_tokens,
+            boundary,
+            verdict,
+            tokens,
         }
     }
 }
@@ -100,74 +94,67 @@ fn slack(v: Verdict) -> RGBColor {
     }
 }
 
-/// Whether every row has the same `M_pre`, weights and need (then the texts state them).
-fn same_inputs(rows: &[(f64, SglangMemory)]) -> Option<&SglangMemory> {
-    let (_, first) = rows.first()?;
-    let same = |a: f64, b: f64| (a - b).abs() <= 1e-9 * a.abs().max(1.0);
-    let i = &first.inputs;
-    rows.iter()
-        .all(|(_, m)| {
-            same(
-                m.inputs.memory_before_weights_gib,
-                i.memory_before_weights_gib,
-            ) && same(m.need_gib, first.need_gib)
-                && same(m.inputs.weight_gib_per_gpu, i.weight_gib_per_gpu)
-        })
-        .then_some(first)
-}
-
 impl MemoryFigure<'_> {
+    /// The first row's derivation, if every row has the same `M_pre`, weights and need (then
+    /// the texts state them).
+    fn same(&self) -> Option<&SglangMemory> {
+        let (_, first) = self.0.first()?;
+        let key = |m: &SglangMemory| {
+            let i = &m.inputs;
+            [
+                i.memory_before_weights_gib,
+                i.weight_gib_per_gpu,
+                m.need_gib,
+            ]
+        };
+        let close = |a: [f64; 3]| a.iter().zip(key(first)).all(|(a, b)| (a - b).abs() < 1e-9);
+        self.0.iter().all(|(_, m)| close(key(m))).then_some(first)
+    }
+
     fn subtitle(&self) -> String {
-        let Some(m) = same_inputs(self.rows) else {
-            if self.rows.is_empty() {
-                return "No settings to show.".to_string();
-            }
-            return "Per GPU, each bar is M_pre (free before the weights load) = W + KV pool + \
-                    slack; the black line marks where the slack would be exactly what it must \
-                    hold."
-                .to_string();
+        let Some(m) = self.same() else {
+            return match self.0.len() {
+                0 => "No settings to show.".to_string(),
+                _ => "Per GPU, each bar is M_pre (free before the weights load) = W + KV pool \
+                      + slack; the black line marks where the slack would be exactly what it \
+                      must hold."
+                    .to_string(),
+            };
         };
         let source = match &m.inputs.need {
             SlackNeed::Observed {
                 free_gib,
-                at_fraction,
-            } => format!(
-                "{free_gib:.2} GiB seen free at f = {}",
-                fraction_label(*at_fraction)
-            ),
+                at_fraction: f,
+            } => {
+                format!("{free_gib:.2} GiB seen free at f = {}", fraction_label(*f))
+            }
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),
         };
-        format!(
-            "Per GPU: M_pre = {:.2} GiB free before the weights load. The slack must hold {:.2} \
-             GiB ({source}): out of memory above f = {}, safe up to f = {}.",
-            m.inputs.memory_before_weights_gib,
-            m.need_gib,
+        let (free, need) = (m.inputs.memory_before_weights_gib, m.need_gib);
+        let (oom, safe) = (
             floor3(m.oom_above_fraction),
-            floor3(m.largest_safe_fraction)
+            floor3(m.largest_safe_fraction),
+        );
+        format!(
+            "Per GPU: M_pre = {free:.2} GiB free before the weights load. The slack must hold \
+             {need:.2} GiB ({source}): out of memory above f = {oom}, safe up to f = {safe}."
         )
     }
 
     fn legend(&self, bars: &[Bar]) -> Legend {
-        let same = same_inputs(self.rows);
-        let weights = match same {
-            Some(m) => format!("weights W = {:.2} GiB", m.inputs.weight_gib_per_gpu),
-            None => "weights W".to_string(),
-        };
-        let mut entries = vec![
-            Entry::new(weights, Swatch::patch(WEIGHTS)),
-            Entry::new(
-                "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)",
-                Swatch::patch(pool()),
-            ),
-        ];
+        let same = self.same();
+        let patch = |c: RGBColor| Swatch::default().shaded(c);
+        let w = same.map_or(String::new(), |m| {
+            format!(" = {:.2} GiB", m.inputs.weight_gib_per_gpu)
+        });
+        let pool_text = "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)";
+        let mut e = vec![Entry::new(format!("weights W{w}"), patch(WEIGHTS))];
+        e.push(Entry::new(pool_text, patch(pool())));
         if bars
             .iter()
             .any(|b| b.static_top > b.boundary.max(b.weights))
         {
-            entries.push(Entry::new(
-                "pool above the OOM line",
-                Swatch::patch(pool_over()),
-            ));
+            e.push(Entry::new("pool above the OOM line", patch(pool_over())));
         }
         for (v, label) in [
             (Verdict::Safe, "slack (1 \u{2212} f) \u{b7} M_pre: safe"),
@@ -175,15 +162,17 @@ impl MemoryFigure<'_> {
             (Verdict::Oom, "slack: would run out of memory"),
         ] {
             if bars.iter().any(|b| b.verdict == v) {
-                entries.push(Entry::new(label, Swatch::patch(slack(v))));
+                e.push(Entry::new(label, patch(slack(v))));
             }
         }
-        let need = match same {
-            Some(m) => format!("OOM line: slack = need = {:.2} GiB", m.need_gib),
-            None => "OOM line: slack = what it must hold".to_string(),
-        };
-        entries.push(Entry::new(need, Swatch::line(DARK, 3)));
-        Legend::new(entries)
+        let need = same.map_or("what it must hold".into(), |m| {
+            format!("need = {:.2} GiB", m.need_gib)
+        });
+        e.push(Entry::new(
+            format!("OOM line: slack = {need}"),
+            Swatch::line(DARK, 3),
+        ));
+        Legend::new(e)
     }
 }
 
@@ -192,7 +181,7 @@ impl Figure for MemoryFigure<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
         let body = heading(root, MEMORY_TITLE, &self.subtitle())?;
-        let bars: Vec<Bar> = self.rows.iter().map(|(f, m)| Bar::new(*f, m)).collect();
+        let bars: Vec<Bar> = self.0.iter().map(|(f, m)| Bar::new(*f, m)).collect();
         let n = bars.len().max(1);
         let mut widest = 0;
         for b in &bars {
@@ -227,9 +216,8 @@ impl Figure for MemoryFigure<'_> {
                 (b.static_top, b.top, slack(b.verdict)),
             ];
             let boxes = segments.into_iter().filter(|s| s.1 > s.0);
-            chart.draw_series(
-                boxes.map(|(lo, hi, f)| Rectangle::new([(a, lo), (c, hi)], f.filled())),
-            )?;
+            let boxes = boxes.map(|(lo, hi, f)| Rectangle::new([(a, lo), (c, hi)], f.filled()));
+            chart.draw_series(boxes)?;
             chart.draw_series([Rectangle::new([(a, 0.0), (c, b.top)], DARK.stroke_width(1))])?;
             let oom = [(a - 0.06, b.boundary), (c + 0.06, b.boundary)];
             chart.draw_series(LineSeries::new(oom, DARK.stroke_width(3)))?;
@@ -248,81 +236,62 @@ impl Figure for MemoryFigure<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::check::{has_text, pixels, png_size, scenario_file, svg_text, texts};
-    use super::super::{HEIGHT_PX, WIDTH_PX};
+pub(super) mod tests {
+    use super::super::check::{both, pixels, scenario_file, texts};
     use super::*;
     use crate::memory::HeuristicReserve;
     use crate::scenario::{load, MemoryDerivation};
 
-    /// The case study's memory derivation at each fraction, as `servesim memory --vary` makes
-    /// them; all from 0.80 to 0.95 if none are given.
-    fn case_study(fractions: &[&str]) -> Vec<(f64, SglangMemory)> {
-        let range: Vec<String> = (80..=95).map(|p| format!("0.{p}")).collect();
-        let all: Vec<&str> = range.iter().map(String::as_str).collect();
+    /// The case study's memory derivation at each fraction in hundredths, as `servesim memory
+    /// --vary` makes them.
+    pub(in crate::report::plots) fn case_study(
+        percents: impl IntoIterator<Item = u32>,
+    ) -> Vec<(f64, SglangMemory)> {
         let src = scenario_file("case-study-b2-memory.toml");
-        let at = |f: &&str| {
-            let sc = load(&src, &[format!("engine.mem_fraction_static={f}")]).unwrap();
-            match sc
-                .memory
-                .expect("the scenario has a memory model")
-                .derivation
-            {
-                MemoryDerivation::Sglang(m) => (f.parse().unwrap(), m),
+        let at = |p: u32| {
+            let sc = load(&src, &[format!("engine.mem_fraction_static=0.{p}")]).unwrap();
+            match sc.memory.unwrap().derivation {
+                MemoryDerivation::Sglang(m) => (f64::from(p) / 100.0, m),
                 MemoryDerivation::Vllm(_) => panic!("an SGLang scenario"),
             }
         };
-        let fractions = if fractions.is_empty() {
-            &all[..]
-        } else {
-            fractions
-        };
-        fractions.iter().map(at).collect()
+        percents.into_iter().map(at).collect()
     }
 
     #[test]
     fn the_memory_figure_shows_the_split_the_verdicts_and_the_case_studys_numbers() {
-        let rows = case_study(&[]);
-        let png = memory_figure(&rows, Format::Png).unwrap();
-        assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX));
-        assert!(pixels(&png, pool()) > 10_000, "the pools are drawn");
+        let rows = case_study(80..=95);
+        let (png, svg) = both(|f| memory_figure(&rows, f));
         assert!(
-            pixels(&png, pool_over()) > 500,
-            "pools above the OOM line are marked"
+            pixels(&png, pool()) > 10_000 && pixels(&png, pool_over()) > 500,
+            "pools"
         );
         assert!(
             pixels(&png, slack(Verdict::Oom)) > 2_000,
             "slack that would run out"
         );
-        let svg = memory_figure(&rows, Format::Svg).unwrap();
-        let s = svg_text(&svg);
+        let t = texts(&svg);
         for text in [
             MEMORY_TITLE,
-            "memory per GPU (GiB)",
-            "mem_fraction_static, f",
+            "\nmemory per GPU (GiB)\n",
+            "\nmem_fraction_static, f\n",
+            // The case study's numbers: the pool at 0.85 and the boundary just below 0.90.
+            "\n116,149\n",
+            "(4.66 GiB seen free at f = 0.85): out of memory above f = 0.899",
+            "safe up to f = 0.889.",
+            "\nslack: would run out of memory\n",
+            "\nslack: tight (< 10 % to spare)\n",
+            "\nOOM line: slack = need = 9.38 GiB\n",
+            "\npool above the OOM line\n",
+            "\n0.80\n",
+            "\n0.95\n",
         ] {
-            assert!(s.contains(text), "{text:?}");
+            assert!(t.contains(text), "{text:?}");
         }
-        // The case study's numbers: the pool at 0.85 and the boundary just below 0.90.
-        assert!(has_text(s, "116,149"), "the tokens at 0.85");
-        assert!(s.contains("(4.66 GiB seen free at f = 0.85): out of memory above f = 0.899"));
-        assert!(s.contains("safe up to f = 0.889."));
-        for label in [
-            "slack: would run out of memory",
-            "slack: tight (< 10 % to spare)",
-            "OOM line: slack = need = 9.38 GiB",
-            "pool above the OOM line",
-        ] {
-            assert!(has_text(s, label), "legend {label:?}");
-        }
-        assert!(
-            has_text(s, "0.80") && has_text(s, "0.95"),
-            "fractions label the axis"
-        );
-        let digits =
-            |t: &&String| t.contains(',') && t.chars().all(|c| c.is_ascii_digit() || c == ',');
+        let tokens =
+            |l: &&str| l.contains(',') && l.chars().all(|c| c.is_ascii_digit() || c == ',');
         assert_eq!(
-            texts(s).iter().filter(digits).count(),
+            t.lines().filter(tokens).count(),
             16,
             "a token label per bar"
         );
@@ -330,7 +299,7 @@ mod tests {
 
     #[test]
     fn bars_split_the_memory_before_the_weights() {
-        let rows = case_study(&["0.85", "0.95"]);
+        let rows = case_study([85, 95]);
         let bars: Vec<Bar> = rows.iter().map(|(f, m)| Bar::new(*f, m)).collect();
         for b in &bars {
             assert!((b.top - 93.59).abs() < 1e-9);
@@ -345,56 +314,28 @@ mod tests {
             "0.85 leaves the slack it needs"
         );
         assert!(bars[1].static_top > bars[1].boundary, "0.95 takes from it");
+        assert_eq!(
+            [0.8, 0.855, 1.0].map(fraction_label),
+            ["0.80", "0.855", "1.00"]
+        );
+        assert_eq!(floor3(0.89987), "0.899");
     }
 
     #[test]
     fn one_setting_none_and_a_guessed_need_still_draw() {
-        let svg = memory_figure(&case_study(&["0.85"]), Format::Svg).unwrap();
-        let s = svg_text(&svg);
-        assert!(has_text(s, "116,149") && !s.contains("would run out of memory"));
-        assert!(!s.contains("pool above the OOM line"));
-        let svg = memory_figure(&[], Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("No settings to show."));
+        let t = texts(&both(|f| memory_figure(&case_study([85]), f)).1);
+        assert!(t.contains("\n116,149\n") && !t.contains("would run out of memory"));
+        assert!(!t.contains("pool above the OOM line"));
+        assert!(texts(&both(|f| memory_figure(&[], f)).1).contains("No settings to show."));
         let guess = |(f, m): (f64, SglangMemory)| {
             let mut i = m.inputs;
             i.need = SlackNeed::Heuristic(HeuristicReserve::sglang(8192, 8, true, 512));
             (f, i.derive())
         };
-        let rows: Vec<_> = case_study(&["0.85", "0.90"])
-            .into_iter()
-            .map(guess)
-            .collect();
-        let svg = memory_figure(&rows, Format::Svg).unwrap();
-        assert!(svg_text(&svg).contains("reservation estimate): out of memory above f = "));
-        assert_eq!(
-            svg,
-            memory_figure(&rows, Format::Svg).unwrap(),
-            "deterministic"
-        );
-    }
-
-    #[test]
-    fn fractions_are_labelled_with_two_or_three_decimals() {
-        let labels = [0.8, 0.855, 1.0].map(fraction_label);
-        assert_eq!(labels, ["0.80", "0.855", "1.00"]);
-        assert_eq!(floor3(0.89987), "0.899");
-    }
-
-    /// Writes the case study's memory figure to /tmp/sweep-plots-check/ for looking at it:
-    /// `cargo test --release --lib memory_figure_to_look_at -- --ignored`.
-    #[test]
-    #[ignore]
-    fn memory_figure_to_look_at() {
-        let dir = std::path::PathBuf::from("/tmp/sweep-plots-check");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (name, rows) in [
-            ("memory-b2", case_study(&[])),
-            ("memory-b2-two", case_study(&["0.85", "0.95"])),
-        ] {
-            for fmt in Format::ALL {
-                let file = dir.join(format!("{name}.{}", fmt.extension()));
-                std::fs::write(file, memory_figure(&rows, fmt).unwrap()).unwrap();
-            }
-        }
+        let rows: Vec<_> = case_study([85, 90]).into_iter().map(guess).collect();
+        let t = texts(&both(|f| memory_figure(&rows, f)).1);
+        assert!(t.contains("reservation estimate): out of memory above f = "));
+        let svg = || memory_figure(&rows, Format::Svg).unwrap();
+        assert_eq!(svg(), svg(), "deterministic");
     }
 }

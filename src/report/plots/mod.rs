@@ -2,19 +2,16 @@
 //! (the steady state, the plan's picks and Pareto front, memory verdicts) is worked out by
 //! their callers.
 //!
-//! * [`throughput`], [`engine_state`], [`latency_cdf`] — one run (`run.rs`).
-//! * [`sweep_figures`] — every summary metric of a sweep against each varied key (`sweep.rs`).
-//! * [`memory_figure`] — SGLang's split of GPU memory over a range of fractions (`memory.rs`).
-//! * [`plan_figure`] — cost against time to finish for `servesim plan` (`plan.rs`).
+//! * [`throughput`], [`engine_state`], [`latency_cdf`]: one run (`run.rs`).
+//! * [`sweep_figures`]: every summary metric of a sweep against each varied key (`sweep.rs`).
+//! * [`memory_figure`]: SGLang's split of GPU memory over a range of fractions (`memory.rs`).
+//! * [`plan_figure`]: cost against time to finish for `servesim plan` (`plan.rs`).
 //!
-//! Shared choices: one axis type, linear or logarithmic (`axis.rs`); one palette (Okabe–Ito,
-//! distinguishable with colour-blindness) and one legend, plotters' series labels placed in the
-//! corner of the plot that hides the fewest data points, the top of the y axis raised a little
-//! if that frees one (`style.rs`); plotters' own dashed lines and error bars. Text is Noto Sans
-//! (Apache-2.0), embedded in the binary and registered with plotters once per process, so
-//! figures render the same on a machine with no fonts installed; SVG files name the font
-//! `Noto Sans, sans-serif`. PNG is encoded here (`png.rs`): plotters' encoder writes only to
-//! files.
+//! They share one axis type, linear or logarithmic (`axis.rs`); one palette (Okabe–Ito) and one
+//! legend, plotters' series labels put in the corner that hides the fewest data points
+//! (`style.rs`). Text is Noto Sans, embedded and registered with plotters, so figures render
+//! the same on a machine with no fonts; SVG names it `Noto Sans, sans-serif`. PNG is encoded
+//! here (`png.rs`): plotters' own encoder writes only to files.
 
 mod axis;
 mod memory;
@@ -32,8 +29,7 @@ pub use run::{
 };
 pub use sweep::{sweep_figures, sweep_title, MAX_SWEEP_LINES};
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
+use std::sync::OnceLock;
 
 use plotters::coord::cartesian::Cartesian2d;
 use plotters::coord::Shift;
@@ -87,25 +83,15 @@ pub enum PlotError {
     },
 }
 
-static FONTS: Once = Once::new();
-static FONTS_FAILED: AtomicBool = AtomicBool::new(false);
-
 /// Register the embedded Noto Sans as plotters' `sans-serif`, `serif` and `monospace`
 /// families and as `Noto Sans, sans-serif` (the name the figures use, which an SVG viewer
 /// reads as a CSS font list), once per process. Every figure function calls it first.
 pub fn register_fonts() -> Result<(), PlotError> {
-    FONTS.call_once(|| {
-        for family in ["sans-serif", "serif", "monospace", FONT] {
-            if register_font(family, FontStyle::Normal, ttf_noto_sans::REGULAR).is_err() {
-                FONTS_FAILED.store(true, Ordering::SeqCst);
-            }
-        }
-    });
-    if FONTS_FAILED.load(Ordering::SeqCst) {
-        Err(PlotError::Font)
-    } else {
-        Ok(())
-    }
+    static REGISTERED: OnceLock<bool> = OnceLock::new();
+    let families = ["sans-serif", "serif", "monospace", FONT];
+    let font = |f: &&str| register_font(f, FontStyle::Normal, ttf_noto_sans::REGULAR).is_ok();
+    let ok = *REGISTERED.get_or_init(|| families.iter().all(font));
+    ok.then_some(()).ok_or(PlotError::Font)
 }
 
 /// A plotters failure, before it is attributed to a figure.
@@ -250,50 +236,133 @@ fn y_top(max: f64, headroom: f64) -> f64 {
 /// Test helpers shared by the figures' tests.
 #[cfg(test)]
 mod check {
-    /// The width and height of a PNG, after checking its signature.
-    pub(super) fn png_size(png: &[u8]) -> (u32, u32) {
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "PNG signature");
-        assert_eq!(&png[12..16], b"IHDR", "IHDR first");
-        let be = |i: usize| u32::from_be_bytes(png[i..i + 4].try_into().unwrap());
-        (be(16), be(20))
+    use super::{Format, PlotError, HEIGHT_PX, WIDTH_PX};
+
+    /// A figure in both formats, checked: the PNG's pixels (RGB), and the SVG.
+    pub(super) fn both(draw: impl Fn(Format) -> Result<Vec<u8>, PlotError>) -> (Vec<u8>, String) {
+        let (w, h, rgb) = super::png::decode_rgb(&draw(Format::Png).unwrap());
+        assert_eq!((w, h), (WIDTH_PX, HEIGHT_PX));
+        let svg = String::from_utf8(draw(Format::Svg).unwrap()).unwrap();
+        assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        (rgb, svg)
     }
 
-    /// The SVG document as text, after checking it is whole.
-    pub(super) fn svg_text(svg: &[u8]) -> &str {
-        let s = std::str::from_utf8(svg).expect("SVG is UTF-8");
-        assert!(s.trim_start().starts_with("<svg"), "an SVG document");
-        assert!(s.trim_end().ends_with("</svg>"), "a complete SVG document");
-        s
+    /// The texts of an SVG, each on its own line (trimmed of the en spaces that pad legend
+    /// entries), with a newline before the first.
+    pub(super) fn texts(svg: &str) -> String {
+        placed(svg)
+            .into_iter()
+            .map(|t| format!("\n{}", t.2))
+            .collect::<String>()
+            + "\n"
     }
 
-    /// The texts of an SVG document's `<text>` elements, trimmed (of the en spaces that pad
-    /// legend entries too).
-    pub(super) fn texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|t| {
-                let inner = t.split_once('>')?.1.split_once("</text>")?.0;
-                Some(inner.trim().replace("&lt;", "<").replace("&amp;", "&"))
-            })
-            .collect()
+    /// The texts of an SVG with their positions: `(x, y, text)`.
+    pub(super) fn placed(svg: &str) -> Vec<(f64, f64, String)> {
+        let attr = |t: &str, a: &str| t.split(a).nth(1)?.split('"').nth(1)?.parse().ok();
+        let text = |t: &str| -> Option<(f64, f64, String)> {
+            let inner = t.split_once('>')?.1.split_once("</text>")?.0.trim();
+            let inner = inner.replace("&lt;", "<").replace("&amp;", "&");
+            Some((attr(t, " x=")?, attr(t, " y=")?, inner))
+        };
+        svg.split("<text").skip(1).filter_map(text).collect()
     }
 
-    /// Whether some text of `svg` is exactly `want`.
-    pub(super) fn has_text(svg: &str, want: &str) -> bool {
-        texts(svg).iter().any(|t| t == want)
-    }
-
-    /// How many pixels of a PNG have exactly the colour `c`.
-    pub(super) fn pixels(png: &[u8], c: plotters::style::RGBColor) -> usize {
-        let (_, _, px) = super::png::decode_rgb(png);
-        px.chunks(3).filter(|p| p == &[c.0, c.1, c.2]).count()
+    /// How many pixels of RGB data have exactly the colour `c`.
+    pub(super) fn pixels(rgb: &[u8], c: plotters::style::RGBColor) -> usize {
+        rgb.chunks(3).filter(|p| p == &[c.0, c.1, c.2]).count()
     }
 
     /// A scenario file of the repository.
     pub(super) fn scenario_file(name: &str) -> crate::scenario::Source {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("scenarios")
-            .join(name);
-        crate::scenario::Source::read(&path).expect("the scenario file is readable")
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        crate::scenario::Source::read(&dir.join(name)).unwrap()
+    }
+
+    /// Writes the figures of the edge cases (and of the built-in B2) to /tmp/plots-check/ for
+    /// a person to look at: `cargo test --release --lib figures_to_look_at -- --ignored`.
+    #[test]
+    #[ignore]
+    fn figures_to_look_at() {
+        use super::plan::tests::{crowded, long_infeasible, realistic, row};
+        use super::run::tests::{edge, small};
+        use super::sweep::tests::{sweep, tiny, SMALL_B2};
+        use super::*;
+        use crate::{analysis::analyse, engine::run, scenario::load, scenario::Source};
+        let dir = std::path::PathBuf::from("/tmp/plots-check");
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, draw: &dyn Fn(Format) -> Result<Vec<u8>, PlotError>| {
+            for fmt in Format::ALL {
+                let file = dir.join(format!("{name}.{}", fmt.extension()));
+                std::fs::write(file, draw(fmt).unwrap()).unwrap();
+            }
+        };
+        let sc = load(&Source::builtin_b2(), &[]).unwrap();
+        let b2 = run(&sc, &Default::default()).unwrap();
+        let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
+        let runs = [
+            ("b2", b2, &observe[..]),
+            ("small", small(2.0), &[5.0, 12.0]),
+        ];
+        let edges = [
+            ("edge-none", edge(false), &[][..]),
+            ("edge-one", edge(true), &[0.01]),
+        ];
+        for (name, r, observe) in runs.into_iter().chain(edges) {
+            let a = analyse(&r);
+            write(&format!("{name}-throughput"), &|f| {
+                throughput(&r, &a, observe, f)
+            });
+            write(&format!("{name}-engine-state"), &|f| engine_state(&r, f));
+            write(&format!("{name}-latency-cdf"), &|f| latency_cdf(&r, f));
+        }
+        let case_study = super::memory::tests::case_study;
+        write("memory", &|f| {
+            memory_figure(&case_study([80, 85, 89, 90, 95]), f)
+        });
+        let memory = scenario_file("case-study-b2-memory.toml");
+        let prompts = r#"{ dist = "constant", value = 100 },{ dist = "constant", value = 300 }"#;
+        let mixed = format!("client.concurrency=4,8;workload.prompt_tokens={prompts}");
+        let capped = "client.concurrency=2,4;engine.kv_capacity_tokens=2000,3000,4000";
+        let sweeps = [
+            (
+                "b2-memory",
+                &memory,
+                "workload.requests=2000",
+                "engine.mem_fraction_static=0.8:0.95:0.01",
+            ),
+            (
+                "capped",
+                &tiny(),
+                "workload.requests=12",
+                &format!("{capped};engine.max_prefill_tokens=1000,2000,4000"),
+            ),
+            (
+                "crowded",
+                &memory,
+                SMALL_B2[0],
+                &format!("{mixed};engine.mem_fraction_static=0.84,0.92"),
+            ),
+        ];
+        for (name, src, sets, vary) in sweeps {
+            let (keys, rows) = sweep(src, &[sets], &vary.split(';').collect::<Vec<_>>());
+            for k in 0..keys.len() {
+                write(&format!("sweep-{name}-{k}"), &|f| {
+                    Ok(sweep_figures(&keys, &rows, f)?.remove(k).1)
+                });
+            }
+        }
+        let none = [row("h100", 1, 0.0, 2.95, "the model does not fit")];
+        let plans = [
+            ("realistic", realistic()),
+            ("crowded", crowded()),
+            ("long", long_infeasible()),
+        ];
+        for (name, rows) in plans.into_iter().chain([("none", none.to_vec())]) {
+            let picks = crate::plan::highlights(&rows, Some(6.0));
+            write(&format!("plan-{name}"), &|f| {
+                plan_figure(&rows, &picks, Some(6.0), f)
+            });
+        }
     }
 }

@@ -73,19 +73,15 @@ fn timeline(r: &RunResult) -> Vec<&Sample> {
 
 /// The time axis of a run whose plotted points are `pts`, and its description.
 fn time_axis(r: &RunResult, pts: &[&Sample]) -> (Axis, String) {
-    let t_end = pts
-        .iter()
-        .map(|s| s.t_s)
-        .fold(r.totals.sim_duration_s, f64::max);
-    let first = pts.iter().map(|s| s.t_s).find(|&t| t > 0.0);
+    let times = || pts.iter().map(|s| s.t_s);
+    let t_end = times().fold(r.totals.sim_duration_s, f64::max);
+    let first = times().find(|&t| t > 0.0);
     let start_up_s = r.first_completion_s.map(|f| f.max(r.window_s));
     match (start_up_s, first) {
         (Some(s), Some(first)) if s > 0.0 && t_end >= LOG_TIME_FACTOR * s => {
             // From a round time at or just before the first point.
             let decade = 10f64.powf(first.log10().floor());
-            let m = [5.0, 3.0, 2.0, 1.0]
-                .into_iter()
-                .find(|m| m * decade <= first);
+            let m = [5.0, 3.0, 2.0].into_iter().find(|m| m * decade <= first);
             let lo = m.unwrap_or(1.0) * decade;
             let axis = Axis::log(lo, t_end.max(10.0 * lo), 10).with(Labels::Time);
             (axis, "time since the start (log scale)".into())
@@ -106,10 +102,8 @@ fn time_axis(r: &RunResult, pts: &[&Sample]) -> (Axis, String) {
 /// `(t, value)` of every point on the axis with a finite value.
 fn series(pts: &[&Sample], x: &Axis, value: fn(&Sample) -> f64) -> Vec<(f64, f64)> {
     let on_axis = pts.iter().filter(|s| x.shows(s.t_s));
-    on_axis
-        .map(|s| (s.t_s, value(s)))
-        .filter(|p| p.1.is_finite())
-        .collect()
+    let pts = on_axis.map(|s| (s.t_s, value(s)));
+    pts.filter(|p| p.1.is_finite()).collect()
 }
 
 /// Something a panel draws.
@@ -225,8 +219,8 @@ impl Throughput<'_> {
     fn subtitle(&self) -> String {
         let s = &self.a.steady;
         if s.req_per_s <= 0.0 {
-            return "No request completed in the steady window: there is no steady rate to show."
-                .into();
+            let none = "there is no steady rate to show";
+            return format!("No request completed in the steady window: {none}.");
         }
         let first = self.r.first_completion_s.map(dur);
         let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
@@ -249,21 +243,12 @@ impl Figure for Throughput<'_> {
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
-        let marks: Vec<f64> = self
-            .observe_at_s
-            .iter()
-            .copied()
-            .filter(|&t| x.shows(t))
-            .collect();
-        let converged = self
-            .a
-            .convergence
-            .lifetime_within_5pct_at_s
-            .filter(|&t| x.shows(t));
-        let (s0, s1) = (
-            steady.start_s.clamp(x.lo, x.hi),
-            steady.end_s.clamp(x.lo, x.hi),
-        );
+        let marks = self.observe_at_s.iter().copied().filter(|&t| x.shows(t));
+        let marks: Vec<f64> = marks.collect();
+        let converged = self.a.convergence.lifetime_within_5pct_at_s;
+        let converged = converged.filter(|&t| x.shows(t));
+        let on_axis = |t: f64| t.clamp(x.lo, x.hi);
+        let (s0, s1) = (on_axis(steady.start_s), on_axis(steady.end_s));
         let has_steady = steady.req_per_s > 0.0 && s1 > s0;
         let level = |v: f64| vec![(s0, v), (s1, v)];
 
@@ -362,24 +347,19 @@ struct Latency<'a>(&'a RunResult);
 
 /// A latency distribution (milliseconds) as 500 CDF points in seconds.
 fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
-    let pts = d
-        .cdf_points(500)
-        .into_iter()
-        .map(|(ms, q)| (ms / 1000.0, q));
+    let to_s = |(ms, q): (f64, f64)| (ms / 1000.0, q);
+    let pts = d.cdf_points(500).into_iter().map(to_s);
     pts.filter(|p| p.0.is_finite()).collect()
 }
 
 /// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
 fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
-    let p1 = curves
-        .iter()
-        .filter_map(|c| at(c, 0.01))
-        .fold(f64::INFINITY, f64::min);
-    let p99 = curves
-        .iter()
-        .filter_map(|c| at(c, 0.99))
-        .fold(0.0, f64::max);
+    let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
+    let (p1, p99) = (
+        at(0.01).fold(f64::INFINITY, f64::min),
+        at(0.99).fold(0.0, f64::max),
+    );
     let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
     let max = values().fold(0.0, f64::max);
     let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
@@ -442,27 +422,26 @@ impl Figure for Latency<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::axis::Scale;
-    use super::super::check::{pixels, png_size, svg_text, texts};
-    use super::super::{register_fonts, HEIGHT_PX, WIDTH_PX};
+    use super::super::check::{both, pixels, texts};
+    use super::super::register_fonts;
     use super::*;
     use crate::analysis::analyse;
     use crate::engine::{run, RunOptions};
     use crate::scenario::{load, Source};
 
-    /// Run a scenario given as TOML text, with the name added.
+    /// Run a scenario given as TOML text.
     fn simulate(text: String) -> RunResult {
-        let text = format!("name = \"plots\"\n{text}");
         let src = Source {
-            text,
+            text: format!("name = \"plots\"\n{text}"),
             ..Source::builtin_b2()
         };
         run(&load(&src, &[]).unwrap(), &RunOptions::default()).unwrap()
     }
 
     /// 120 requests through 6 slots: a start-up, a steady phase and a drain in about 30 s.
-    fn small(window_s: f64) -> RunResult {
+    pub(in crate::report::plots) fn small(window_s: f64) -> RunResult {
         simulate(format!(
             "[run]\nobserve_at_s = [5, 12]\nwindow_s = {window_s}\ntimeseries_interval_s = 0.25\n\
              [engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\ndecode_base_ms = 10.0\n\
@@ -475,7 +454,7 @@ mod tests {
     }
 
     /// One request, or four stopped by `max_sim_s` before any is answered.
-    fn edge(one: bool) -> RunResult {
+    pub(in crate::report::plots) fn edge(one: bool) -> RunResult {
         let (n, output, stop) = [(4, 1000, "max_sim_s = 0.5"), (1, 3, "")][usize::from(one)];
         simulate(format!(
             "[run]\n{stop}\n[engine]\nkv_capacity_tokens = 10000\n[workload]\n\
@@ -485,34 +464,31 @@ mod tests {
         ))
     }
 
-    /// Every figure of `r` in both formats, checked: the PNGs, and the SVGs' texts.
-    fn render_all(r: &RunResult, observe_at_s: &[f64]) -> Vec<(Vec<u8>, String)> {
+    /// The three figures of `r`, checked: their pixels and texts.
+    fn figures(r: &RunResult, observe_at_s: &[f64]) -> [(Vec<u8>, String); 3] {
         let a = analyse(r);
-        let draw = |k: usize, f: Format| match k {
-            0 => throughput(r, &a, observe_at_s, f),
-            1 => engine_state(r, f),
-            _ => latency_cdf(r, f),
-        };
-        let check = |k: usize| {
-            let png = draw(k, Format::Png).unwrap();
-            assert_eq!(png_size(&png), (WIDTH_PX, HEIGHT_PX));
-            let t = texts(svg_text(&draw(k, Format::Svg).unwrap()));
-            assert!(t.len() >= 10, "{t:?}");
-            (png, t.join("\n"))
-        };
-        (0..3).map(check).collect()
+        let (png, svg) = both(|f| throughput(r, &a, observe_at_s, f));
+        let one = (png, texts(&svg));
+        let (png, svg) = both(|f| engine_state(r, f));
+        let two = (png, texts(&svg));
+        let (png, svg) = both(|f| latency_cdf(r, f));
+        [one, two, (png, texts(&svg))]
     }
 
     #[test]
     fn every_figure_draws_its_lines_legends_and_numbers() {
         let r = small(2.0);
-        let figs = render_all(&r, &[5.0, 12.0]);
-        assert!(pixels(&figs[0].0, VERMILLION) > 500, "lifetime");
-        assert!(pixels(&figs[0].0, PURPLE) > 200, "server");
-        assert!(pixels(&figs[1].0, BLUE) > 500, "running");
-        assert!(pixels(&figs[2].0, BLUE) > 500, "TTFT");
-        assert!(pixels(&figs[0].0, BLACK) > 500, "title");
-        let all: String = figs.iter().map(|f| f.1.as_str()).collect();
+        let [a, b, c] = figures(&r, &[5.0, 12.0]);
+        assert!(
+            pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200,
+            "lines"
+        );
+        assert!(
+            pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500,
+            "running, TTFT"
+        );
+        assert!(pixels(&a.0, BLACK) > 500, "title");
+        let all = [a.1, b.1, c.1].concat();
         let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
         for text in [
             THROUGHPUT_TITLE,
@@ -521,11 +497,11 @@ mod tests {
             &steady,
             "observation times: 5.0 s, 12 s",
             "windowed rate: completions per second over the last 2.0 s",
-            "client completions (req/s)",
-            "server gen (tok/s)",
-            "the pool is full",
-            "running at the server (decode batch + prefill)",
-            "E2E (last token): p50",
+            "\nclient completions (req/s)\n",
+            "\nserver gen (tok/s)\n",
+            "\nthe pool is full\n",
+            "\nrunning at the server (decode batch + prefill)\n",
+            "\nE2E (last token): p50",
         ] {
             assert!(all.contains(text), "{text:?}");
         }
@@ -537,11 +513,12 @@ mod tests {
         let (long, short) = (small(1.0), small(30.0));
         assert_eq!(time_axis(&long, &timeline(&long)).0.scale, Scale::Log);
         let (axis, desc) = time_axis(&short, &timeline(&short));
-        assert_eq!(axis.scale, Scale::Linear);
-        assert_eq!(desc, "time since the start (s)");
-        let t = render_all(&long, &[]).remove(1).1;
-        assert!(t.contains("time since the start (log scale)"));
-        assert!(t.contains("\n1 s\n"), "a round time tick");
+        assert_eq!(
+            (axis.scale, desc.as_str()),
+            (Scale::Linear, "time since the start (s)")
+        );
+        let t = texts(&both(|f| engine_state(&long, f)).1);
+        assert!(t.contains("\ntime since the start (log scale)\n") && t.contains("\n1 s\n"));
     }
 
     #[test]
@@ -561,12 +538,11 @@ mod tests {
     fn runs_with_one_request_or_none_answered_still_draw() {
         let one = edge(true);
         assert!(one.samples.len() <= 3, "few samples: {}", one.samples.len());
-        render_all(&one, &[0.01, 1e9]);
+        figures(&one, &[0.01, 1e9]);
         let none = edge(false);
         assert_eq!(none.totals.requests_completed, 0);
-        let figs = render_all(&none, &[]);
-        assert!(figs[0].1.contains("there is no steady rate"));
-        assert!(figs[2].1.contains("no latency to show"));
+        let [a, _, c] = figures(&none, &[]);
+        assert!(a.1.contains("there is no steady rate") && c.1.contains("no latency to show"));
     }
 
     #[test]
@@ -579,37 +555,5 @@ mod tests {
             [Format::Png, Format::Svg].map(Format::extension),
             ["png", "svg"]
         );
-    }
-
-    /// Writes the built-in B2's figures, and those of the small test scenarios, to
-    /// /tmp/plots-check/ for looking at them: `cargo test --release --lib b2_figures -- --ignored`.
-    #[test]
-    #[ignore]
-    fn b2_figures() {
-        let sc = load(&Source::builtin_b2(), &[]).unwrap();
-        let b2 = run(&sc, &RunOptions::default()).unwrap();
-        let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
-        let dir = std::path::PathBuf::from("/tmp/plots-check");
-        std::fs::create_dir_all(&dir).unwrap();
-        for (prefix, r, observe) in [
-            ("", b2, &observe[..]),
-            ("small-log-", small(2.0), &[5.0, 12.0]),
-            ("small-linear-", small(30.0), &[5.0, 12.0]),
-            ("edge-none-", edge(false), &[]),
-            ("edge-one-", edge(true), &[0.01]),
-        ] {
-            let a = analyse(&r);
-            for fmt in Format::ALL {
-                let figures = [
-                    ("throughput", throughput(&r, &a, observe, fmt)),
-                    ("engine-state", engine_state(&r, fmt)),
-                    ("latency-cdf", latency_cdf(&r, fmt)),
-                ];
-                for (name, bytes) in figures {
-                    let file = dir.join(format!("{prefix}{name}.{}", fmt.extension()));
-                    std::fs::write(file, bytes.unwrap()).unwrap();
-                }
-            }
-        }
     }
 }

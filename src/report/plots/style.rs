@@ -1,9 +1,6 @@
 //! The figures' look: font and text sizes, the one palette, markers, the heading, and the one
-//! legend (plotters' series labels, placed where they hide the least data).
-//!
-//! Text other than the title is at most 16 px: plotters' ab_glyph renderer drops each glyph's
-//! whole-pixel left bearing, and at 16 px and below Noto Sans's lower-case bearings are under
-//! a pixel, so letters keep their spacing (at 17 px "cl" already touches).
+//! legend (plotters' series labels, put where they hide the least data). Text other than the
+//! title is at most 16 px: larger, plotters' ab_glyph renderer lets Noto Sans's letters touch.
 
 use plotters::chart::SeriesLabelPosition;
 use plotters::prelude::*;
@@ -11,19 +8,17 @@ use plotters::prelude::*;
 use super::axis::Axis;
 use super::{build, panel, Area, Chart, DrawFailure};
 
-/// The font every text uses: registered as the embedded Noto Sans, and a CSS font list in SVG.
+/// The font: registered as the embedded Noto Sans, and a CSS font list in SVG.
 pub(super) const FONT: &str = "Noto Sans, sans-serif";
-pub(super) const TITLE_PX: u32 = 26;
-pub(super) const SUBTITLE_PX: u32 = 15;
 /// Axis descriptions.
 pub(super) const DESC_PX: u32 = 16;
-/// Tick labels, legend entries and labels in plots.
+/// Tick labels, legends and labels in plots.
 pub(super) const TEXT_PX: u32 = 15;
 /// Height of the title and subtitle band.
 pub(super) const HEADING_PX: u32 = 72;
 /// Width of the y-axis label area, the same in every panel so stacked panels line up.
 pub(super) const Y_LABEL_AREA_PX: u32 = 84;
-/// Height of the x-axis label area of a bottom panel (tick labels and the description).
+/// Height of a bottom panel's x-axis label area.
 pub(super) const X_LABEL_AREA_PX: u32 = 56;
 
 // Okabe–Ito colours (distinguishable with colour-blindness), a few darkened for thin lines.
@@ -41,8 +36,6 @@ pub(super) const GREY: RGBColor = RGBColor(105, 105, 105);
 pub(super) const DARK: RGBColor = RGBColor(40, 40, 40);
 pub(super) const GRID_BOLD: RGBColor = RGBColor(218, 218, 218);
 pub(super) const GRID_LIGHT: RGBColor = RGBColor(242, 242, 242);
-const TEXT_GREY: RGBColor = RGBColor(70, 70, 70);
-const BORDER: RGBColor = RGBColor(170, 170, 170);
 /// Colours of categories (a sweep's lines, a plan's GPU types), in order.
 pub(super) const PALETTE: [RGBColor; 8] =
     [BLUE, VERMILLION, GREEN, PURPLE, SKY, ORANGE, PINK, DARK];
@@ -63,9 +56,13 @@ pub(super) fn heading<DB: DrawingBackend>(
     subtitle: &str,
 ) -> Result<Area<DB>, DrawFailure> {
     let (head, body) = root.split_vertically(HEADING_PX);
-    head.draw_text(title, &(FONT, TITLE_PX).into_font().color(&BLACK), (20, 12))?;
-    let sub = (FONT, SUBTITLE_PX).into_font().color(&TEXT_GREY);
-    head.draw_text(subtitle, &sub, (20, 46))?;
+    head.draw_text(title, &(FONT, 26).into_font().color(&BLACK), (20, 12))?;
+    let grey = RGBColor(70, 70, 70);
+    head.draw_text(
+        subtitle,
+        &(FONT, TEXT_PX).into_font().color(&grey),
+        (20, 46),
+    )?;
     Ok(body)
 }
 
@@ -90,8 +87,7 @@ pub(super) fn wrap<DB: DrawingBackend>(
     for word in text.split_whitespace() {
         match lines.last_mut() {
             Some(line) if text_width(area, &format!("{line} {word}"), px)? <= width => {
-                line.push(' ');
-                line.push_str(word);
+                *line += &format!(" {word}");
             }
             _ => lines.push(word.to_string()),
         }
@@ -114,7 +110,7 @@ pub(super) enum Shape {
 
 type Dot = Circle<Px, i32>;
 /// A marker: a filled circle and its border, or a filled polygon and its border (the parts a
-/// shape does not use are empty, and not drawn). Placed with `EmptyElement::at(p) + …`.
+/// shape does not use are empty). Placed with `EmptyElement::at(p) + a + b + c + d`.
 pub(super) type Mark = (Dot, Dot, Polygon<Px>, PathElement<Px>);
 
 /// A marker of radius `r` around (0, 0). Filled shapes have a white border that keeps
@@ -153,22 +149,16 @@ fn mark_at(shape: Shape, r: i32, colour: RGBColor, dx: i32) -> Mark {
     (c(cf), c(cb), polygon, PathElement::new(pts, border))
 }
 
-fn no_mark() -> Mark {
-    let none = TRANSPARENT.filled();
-    let c = || Circle::new((0, 0), 0, none);
-    let polygon = Polygon::new(vec![], none);
-    (c(), c(), polygon, PathElement::new(vec![], none))
-}
-
-/// How a legend entry's sample looks: a shaded box, a line and a marker, each if given.
-#[derive(Clone, Copy, Debug, Default)]
+/// How a legend entry's sample looks: a shaded box, a line and a marker, each if given; none
+/// for a heading or a note.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Swatch {
     shade: Option<RGBColor>,
     line: Option<(RGBColor, Stroke)>,
     mark: Option<(Shape, i32, RGBColor)>,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum Stroke {
     Solid(u32),
     Dashed,
@@ -177,10 +167,6 @@ enum Stroke {
 }
 
 impl Swatch {
-    /// None: the entry is a heading or a note.
-    pub(super) fn text() -> Swatch {
-        Swatch::default()
-    }
     fn stroke(c: RGBColor, stroke: Stroke) -> Swatch {
         let line = Some((c, stroke));
         Swatch {
@@ -197,16 +183,9 @@ impl Swatch {
     pub(super) fn error_bar(c: RGBColor) -> Swatch {
         Swatch::stroke(c, Stroke::Bar)
     }
-    /// A filled box.
-    pub(super) fn patch(c: RGBColor) -> Swatch {
-        Swatch::default().shaded(c)
-    }
     /// A line over a band shaded in its colour.
     pub(super) fn band(c: RGBColor) -> Swatch {
         Swatch::line(c, 3).shaded(tint(c, 0.2))
-    }
-    pub(super) fn mark(shape: Shape, r: i32, c: RGBColor) -> Swatch {
-        Swatch::default().marked(shape, r, c)
     }
     /// This swatch over a box shaded `c`.
     pub(super) fn shaded(self, c: RGBColor) -> Swatch {
@@ -219,33 +198,26 @@ impl Swatch {
         Swatch { mark, ..self }
     }
 
-    fn is_text(&self) -> bool {
-        self.shade.is_none() && self.line.is_none() && self.mark.is_none()
-    }
-
     /// Its parts, around its left end: one type for every swatch, as plotters' legend wants.
     fn parts(self) -> (Rectangle<Px>, [PathElement<Px>; 3], Mark) {
         let none = TRANSPARENT.filled();
         let path = |pts: Vec<Px>, c: RGBColor, w: u32| PathElement::new(pts, c.stroke_width(w));
         let empty = || PathElement::new(vec![], none);
         let (w, m) = (SWATCH_PX, SWATCH_PX / 2);
+        let bar = [(-4, -8), (4, -8), (0, -8), (0, 8), (-4, 8), (4, 8)].map(|(x, y)| (m + x, y));
         let lines = match self.line {
             None => [empty(), empty(), empty()],
             Some((c, Stroke::Solid(width))) => {
                 [path(vec![(0, 0), (w, 0)], c, width), empty(), empty()]
             }
             Some((c, Stroke::Dashed)) => [0, 12, 23].map(|a| path(vec![(a, 0), (a + 7, 0)], c, 2)),
-            Some((c, Stroke::Bar)) => {
-                let bar = [(-4, -8), (4, -8), (0, -8), (0, 8), (-4, 8), (4, 8)];
-                [
-                    path(bar.map(|(x, y)| (m + x, y)).into(), c, 1),
-                    empty(),
-                    empty(),
-                ]
-            }
+            Some((c, Stroke::Bar)) => [path(bar.into(), c, 1), empty(), empty()],
         };
-        let mark = self.mark.map(|(s, r, c)| mark_at(s, r, c, m));
-        let mark = mark.unwrap_or_else(no_mark);
+        let (s, r, c) = self.mark.unwrap_or((Shape::Circle, 0, WHITE));
+        let mut mark = mark_at(s, r, c, m);
+        if self.mark.is_none() {
+            (mark.0, mark.1) = (Circle::new((0, 0), 0, none), Circle::new((0, 0), 0, none));
+        }
         let shade = self.shade.map_or(none, |c| c.filled());
         (Rectangle::new([(0, -7), (w, 7)], shade), lines, mark)
     }
@@ -267,20 +239,16 @@ pub(super) const BOTTOM_FIRST: [Corner; 6] = [(2, 2), (0, 2), (1, 2), (0, 0), (2
 
 /// One legend entry.
 #[derive(Clone, Debug)]
-pub(super) struct Entry {
-    label: String,
-    swatch: Swatch,
-}
+pub(super) struct Entry(String, Swatch);
 
 impl Entry {
     pub(super) fn new(label: impl Into<String>, swatch: Swatch) -> Entry {
-        let label = label.into();
-        Entry { label, swatch }
+        Entry(label.into(), swatch)
     }
 
     /// A heading or a note.
     pub(super) fn text(label: impl Into<String>) -> Entry {
-        Entry::new(label, Swatch::text())
+        Entry(label.into(), Swatch::default())
     }
 }
 
@@ -301,14 +269,13 @@ pub(super) struct Legend {
 impl Legend {
     pub(super) fn new(entries: Vec<Entry>) -> Legend {
         let (text_px, avoid, corners, max_stretch) = (TEXT_PX, Vec::new(), &TOP_FIRST[..], 1.0);
-        let legend = Legend {
+        Legend {
             entries,
             text_px,
             avoid,
             corners,
             max_stretch,
-        };
-        legend
+        }
     }
 
     /// The legend hiding as few points of `avoid` as it can, in one of `corners`, the top of
@@ -326,8 +293,8 @@ impl Legend {
     /// An entry's text as drawn. In SVG it ends in en spaces, invisible, which widen the
     /// legend's box for a viewer that draws the text in a font wider than Noto Sans.
     fn text(&self, e: &Entry, raster: bool) -> String {
-        let pad = usize::from(!raster) * (e.label.chars().count() / 8 + 1);
-        format!("{}{}", e.label, "\u{2002}".repeat(pad))
+        let pad = usize::from(!raster) * (e.0.chars().count() / 8 + 1);
+        format!("{}{}", e.0, "\u{2002}".repeat(pad))
     }
 
     /// The legend's size in pixels, as plotters lays it out.
@@ -377,15 +344,13 @@ impl Legend {
         raster: bool,
     ) -> Result<(), DrawFailure> {
         let (w, h) = area.dim_in_pixel();
-        let width = w as i32 - SWATCH_PX - 4 * PAD_PX;
         for e in std::mem::take(&mut self.entries) {
-            if !e.swatch.is_text() {
-                self.entries.push(e);
-                continue;
-            }
-            for line in wrap(area, &e.label, width, TEXT_PX)? {
-                self.entries.push(Entry::new(line, Swatch::text()));
-            }
+            let lines = match e.1 == Swatch::default() {
+                true => wrap(area, &e.0, w as i32 - SWATCH_PX - 4 * PAD_PX, TEXT_PX)?,
+                false => vec![e.0],
+            };
+            self.entries
+                .extend(lines.into_iter().map(|l| Entry(l, e.1)));
         }
         while self.text_px > 12 && self.size(area, raster)?.1 > h as i32 - INSET_PX {
             self.text_px -= 1;
@@ -407,20 +372,22 @@ impl Legend {
         }
         for e in &self.entries {
             let anno = chart.draw_series(std::iter::empty::<Circle<(f64, f64), i32>>())?;
-            let swatch = e.swatch;
+            let swatch = e.1;
             anno.label(self.text(e, raster)).legend(move |c| {
                 let (shade, [a, b, d], (c1, c2, p1, p2)) = swatch.parts();
                 EmptyElement::at(c) + shade + a + b + d + c1 + c2 + p1 + p2
             });
         }
-        chart
-            .configure_series_labels()
+        let font = (FONT, self.text_px).into_font().color(&BLACK);
+        let mut labels = chart.configure_series_labels();
+        labels
             .position(SeriesLabelPosition::Coordinate(at.0, at.1))
-            .margin(PAD_PX)
-            .legend_area_size(SWATCH_PX + PAD_PX)
-            .label_font((FONT, self.text_px).into_font().color(&BLACK))
+            .label_font(font);
+        labels.margin(PAD_PX).legend_area_size(SWATCH_PX + PAD_PX);
+        let border = RGBColor(170, 170, 170);
+        labels
             .background_style(WHITE.mix(0.92))
-            .border_style(BORDER)
+            .border_style(border)
             .draw()?;
         Ok(())
     }

@@ -1,21 +1,11 @@
-//! Sweep figures: each summary metric of a sweep against one varied key.
-//!
-//! One figure per varied key, seven small panels sharing that key's axis — the steady
-//! completion rate with its 95 % interval, the steady gen tok/s, the mean running batch, TTFT
-//! p99, E2E p99, the time to finish and the KV pool — and, in the eighth cell, the key.
-//!
-//! * **Lines.** With one other varied key, one line per value of it; with more, one per
-//!   combination of the others, the first [`MAX_SWEEP_LINES`] in sweep order (the key says how
-//!   many are left out). Lines are set a little apart along x, so that lines that coincide
-//!   stay visible.
-//! * **x axis.** Values that are not all numbers (`fcfs`, `lof`) are categories in sweep order.
-//!   Evenly spaced numbers sit at evenly spaced ticks labelled as the sweep wrote them (`0.80`,
-//!   not `0.8`; round thousands from 10,000 as `60k`); other numbers on a linear scale.
-//! * **Memory.** A run the memory model says would run out of memory is a ring, a tight one a
-//!   triangle; where every run at an x value would run out of memory (or is tight) the panel
-//!   is shaded red (orange) there.
-//! * **Units.** Latencies and the time to finish are in s, min or h, as the largest value of the
-//!   panel needs; a run stopped by `run.max_sim_s` has no time to finish and no point there.
+//! Sweep figures: one per varied key, seven small panels sharing that key's axis (the steady
+//! rate with its 95 % interval, gen tok/s, mean running, TTFT p99, E2E p99, time to finish and
+//! KV pool) and the key in the eighth cell. With other varied keys, one line per value (or
+//! combination) of them, the first [`MAX_SWEEP_LINES`], set a little apart along x so that
+//! lines that coincide stay visible. Values that are not all numbers are categories in sweep
+//! order; evenly spaced numbers are labelled as the sweep wrote them (`0.80`; `60k`); other
+//! numbers sit on a linear scale. A run that would run out of memory is a ring, a tight one a
+//! triangle, and the panel is shaded where every run is. Times are in s, min or h.
 
 use plotters::element::ErrorBar;
 use plotters::prelude::*;
@@ -100,9 +90,7 @@ fn compact(v: &str) -> String {
 /// The value of key `k` in `row` (found by name, else by position).
 fn value_of<'r>(row: &'r Row, keys: &[String], k: usize) -> &'r str {
     let named = row.varied.iter().find(|(name, _)| *name == keys[k]);
-    named
-        .or_else(|| row.varied.get(k))
-        .map_or("", |(_, v)| v.as_str())
+    named.or(row.varied.get(k)).map_or("", |v| &v.1)
 }
 
 /// The memory model's verdict on a run, as its marker.
@@ -119,37 +107,29 @@ fn shape_of(row: &Row) -> Shape {
 fn x_axis(values: &[&str]) -> (Axis, Vec<f64>, bool) {
     let nums: Option<Vec<f64>> = values.iter().map(|v| number(v)).collect();
     let nums = nums.filter(|n| !n.is_empty());
+    let key = |i: usize| (nums.as_ref().map(|n| n[i]), values[i]);
+    let same = |a: (Option<f64>, &str), b: (Option<f64>, &str)| {
+        a.0 == b.0 && (a.0.is_some() || a.1 == b.1)
+    };
     // The distinct values: in increasing order if numbers, else in sweep order.
     let mut distinct: Vec<(Option<f64>, &str)> = Vec::new();
-    for (i, v) in values.iter().enumerate() {
-        let n = nums.as_ref().map(|n| n[i]);
-        if !distinct
-            .iter()
-            .any(|d| d.0 == n && (n.is_some() || d.1 == *v))
-        {
-            distinct.push((n, v));
+    for i in 0..values.len() {
+        if !distinct.iter().any(|&d| same(d, key(i))) {
+            distinct.push(key(i));
         }
     }
     distinct.sort_by(|a, b| a.0.unwrap_or(0.0).total_cmp(&b.0.unwrap_or(0.0)));
     let at: Vec<f64> = distinct.iter().filter_map(|d| d.0).collect();
     let step = at.get(1).map_or(1.0, |b| b - at[0]);
-    let even = at
-        .windows(2)
-        .all(|w| ((w[1] - w[0]) - step).abs() <= 1e-6 * step);
+    let gap = |w: &[f64]| ((w[1] - w[0]) - step).abs() <= 1e-6 * step;
+    let even = at.windows(2).all(gap);
     if let (Some(nums), false) = (nums.as_ref(), even) {
         let (lo, hi) = (at[0], at[at.len() - 1]);
         let pad = (hi - lo) * 0.06;
         return (Axis::linear(lo - pad, hi + pad, 8), nums.clone(), false);
     }
-    let index = |i: usize| {
-        let n = nums.as_ref().map(|n| n[i]);
-        distinct
-            .iter()
-            .position(|d| d.0 == n && (n.is_some() || d.1 == values[i]))
-    };
-    let xs = (0..values.len())
-        .map(|i| index(i).unwrap_or(0) as f64)
-        .collect();
+    let index = |i: usize| distinct.iter().position(|&d| same(d, key(i))).unwrap_or(0);
+    let xs = (0..values.len()).map(|i| index(i) as f64).collect();
     let label = |d: &(Option<f64>, &str)| {
         if d.0.is_some() {
             compact(d.1)
@@ -157,10 +137,10 @@ fn x_axis(values: &[&str]) -> (Axis, Vec<f64>, bool) {
             display(d.1)
         }
     };
-    let labels: Vec<String> = distinct.iter().map(label).collect();
-    let n = labels.len().max(1);
+    let labels = Labels::Names(distinct.iter().map(label).collect());
+    let n = distinct.len().max(1) as f64;
     (
-        Axis::linear(-0.5, n as f64 - 0.5, n).with(Labels::Names(labels)),
+        Axis::linear(-0.5, n - 0.5, distinct.len()).with(labels),
         xs,
         true,
     )
@@ -327,10 +307,8 @@ impl<'a> SweepFigure<'a> {
     /// The stretches of x to shade, by the verdict every run there shares: `(from, to, shape)`
     /// for runs that would run out of memory (ring) or are tight (triangle).
     fn shading(&self) -> Vec<(f64, f64, Shape)> {
-        let mut at: Vec<(f64, Shape)> = self
-            .shown()
-            .map(|i| (self.xs[i], shape_of(&self.rows[i])))
-            .collect();
+        let shape = |i: usize| (self.xs[i], shape_of(&self.rows[i]));
+        let mut at: Vec<(f64, Shape)> = self.shown().map(shape).collect();
         at.sort_by(|a, b| a.0.total_cmp(&b.0));
         let mut all: Vec<(f64, Option<Shape>)> = Vec::new();
         for (x, s) in at {
@@ -374,10 +352,8 @@ impl<'a> SweepFigure<'a> {
         }
         let plot_w = area.dim_in_pixel().0 as i32 - 40 - Y_LABEL_AREA_PX as i32;
         let fit = (plot_w / (widest + 14)).max(1) as usize;
-        let x = self
-            .x
-            .clone()
-            .at_most(if self.indexed { fit } else { fit.clamp(2, 8) });
+        let ticks = if self.indexed { fit } else { fit.clamp(2, 8) };
+        let x = self.x.clone().at_most(ticks);
         let mut chart = panel(area, &x, &y, (k >= 3).then_some(self.key), desc)?;
         for (a, b, s) in self.shading() {
             let fill = if s == Shape::Ring { OOM } else { TIGHT };
@@ -422,11 +398,8 @@ impl<'a> SweepFigure<'a> {
         match &self.line_header {
             Some(h) => {
                 e.push(Entry::text(h));
-                e.extend(
-                    self.groups
-                        .iter()
-                        .map(|g| Entry::new(&g.label, dot(g.colour))),
-                );
+                let line = |g: &Group| Entry::new(&g.label, dot(g.colour));
+                e.extend(self.groups.iter().map(line));
             }
             None if !self.groups.is_empty() => {
                 e.push(Entry::new("each dot: one simulated run", dot(BLUE)));
@@ -434,10 +407,8 @@ impl<'a> SweepFigure<'a> {
             None => {}
         }
         if self.shown().next().is_some() {
-            e.push(Entry::new(
-                "95 % CI of the steady rate",
-                Swatch::error_bar(DARK),
-            ));
+            let ci = Swatch::error_bar(DARK);
+            e.push(Entry::new("95 % CI of the steady rate", ci));
         }
         let shaded = self.shading();
         for (verdict, shape, label, fill) in [
@@ -445,30 +416,23 @@ impl<'a> SweepFigure<'a> {
             ("tight", Shape::Up, "memory: tight (< 10 % to spare)", TIGHT),
             ("oom", Shape::Ring, "would run out of memory", OOM),
         ] {
-            let fill = if shaded.iter().any(|b| b.2 == shape) {
-                fill
-            } else {
-                WHITE
-            };
+            let fill = [WHITE, fill][usize::from(shaded.iter().any(|b| b.2 == shape))];
+            let swatch = Swatch::default().marked(shape, 4, DARK).shaded(fill);
             if self.shown().any(|i| self.rows[i].oom_verdict == verdict) {
-                e.push(Entry::new(label, Swatch::mark(shape, 4, DARK).shaded(fill)));
+                e.push(Entry::new(label, swatch));
             }
         }
         let (drawn, all) = (self.groups.len(), self.total_groups);
         if all > drawn {
-            e.push(Entry::text(format!(
-                "Only the first {drawn} of {all} lines are drawn."
-            )));
+            let note = format!("Only the first {drawn} of {all} lines are drawn.");
+            e.push(Entry::text(note));
         }
-        let unfinished = self
-            .shown()
-            .filter(|&i| self.rows[i].time_to_finish_s.is_none());
-        let n = unfinished.count();
+        let stopped = |i: &usize| self.rows[*i].time_to_finish_s.is_none();
+        let n = self.shown().filter(stopped).count();
         if n > 0 && n < self.shown().count() {
             let were = if n == 1 { "run was" } else { "runs were" };
-            e.push(Entry::text(format!(
-                "{n} {were} stopped by run.max_sim_s: no time to finish."
-            )));
+            let note = format!("{n} {were} stopped by run.max_sim_s: no time to finish.");
+            e.push(Entry::text(note));
         }
         Legend::new(e)
     }
@@ -495,16 +459,19 @@ impl Figure for SweepFigure<'_> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::check::{png_size, scenario_file, svg_text, texts};
-    use super::super::WIDTH_PX;
+pub(super) mod tests {
+    use super::super::check::{both, scenario_file, texts};
     use super::*;
     use crate::engine::RunOptions;
     use crate::scenario::{load, Source};
     use crate::sweep::{parse_vary, points, run_point};
 
     /// Run a sweep as `servesim sweep` does: `(keys, rows)`.
-    fn sweep(src: &Source, sets: &[&str], vary: &[&str]) -> (Vec<String>, Vec<Row>) {
+    pub(in crate::report::plots) fn sweep(
+        src: &Source,
+        sets: &[&str],
+        vary: &[&str],
+    ) -> (Vec<String>, Vec<Row>) {
         let axes: Vec<_> = vary.iter().map(|v| parse_vary(v).unwrap()).collect();
         let keys = axes.iter().map(|a| a.key.clone()).collect();
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -517,7 +484,7 @@ mod tests {
     }
 
     /// A small closed-loop scenario that finishes in a fraction of a second.
-    fn tiny() -> Source {
+    pub(in crate::report::plots) fn tiny() -> Source {
         let text = "name = \"tiny\"\n[engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\n\
             decode_base_ms = 10.0\ndecode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\n\
             prefill_per_token_us = 10.0\n[workload]\nrequests = 60\nmax_new_tokens = 400\n\
@@ -531,22 +498,19 @@ mod tests {
     }
 
     /// The B2 memory scenario shrunk to a few requests with short responses.
-    const SMALL_B2: [&str; 3] = [
+    pub(in crate::report::plots) const SMALL_B2: [&str; 3] = [
         "workload.requests=24",
         "client.concurrency=8",
         r#"workload.output_tokens={ dist = "lognormal", mean = 300, cv = 0.2, min = 1, max = 1000 }"#,
     ];
 
-    /// Both formats of the first key's figure, checked; returns its SVG's texts, one a line.
+    /// Both formats of the first key's figure, checked; returns its SVG's texts.
     fn render(keys: &[String], rows: &[Row]) -> String {
-        let (stem, png) = sweep_figures(keys, rows, Format::Png).unwrap().remove(0);
-        assert!(stem.starts_with("sweep-") && png_size(&png) == (WIDTH_PX, HEIGHT_PX));
-        let svg = sweep_figures(keys, rows, Format::Svg).unwrap().remove(0).1;
-        let t = texts(svg_text(&svg)).join("\n") + "\n";
+        let t = texts(&both(|f| Ok(sweep_figures(keys, rows, f)?.remove(0).1)).1);
         for text in [
             &sweep_title(&keys[0]),
             "\nsteady state (req/s)\n",
-            "KV capacity (tokens)",
+            "\nKV capacity (tokens)\n",
         ] {
             assert!(t.contains(text), "{text:?}");
         }
@@ -629,8 +593,9 @@ mod tests {
         let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=1"], &["client.concurrency=1,2"]);
         assert!(render(&keys, &rows).contains("\nno run finished"));
         let keys = ["client.concurrency".to_string()];
-        let svg = &sweep_figures(&keys, &[], Format::Svg).unwrap()[0].1;
-        assert!(svg_text(svg).contains("No runs to show."));
+        assert!(
+            texts(&both(|f| Ok(sweep_figures(&keys, &[], f)?.remove(0).1)).1).contains("No runs")
+        );
         assert!(sweep_figures(&[], &[], Format::Png).unwrap().is_empty());
     }
 
@@ -663,59 +628,5 @@ mod tests {
         assert_eq!(names(&["1000000", "2000000"]), ["1M", "2M"]);
         assert_eq!(names(&["5000", "7500"]), ["5000", "7500"]);
         assert_eq!(file_stem("client.concurrency"), "sweep-client-concurrency");
-    }
-
-    /// Writes sweep figures to /tmp/sweep-plots-check/ for looking at them:
-    /// `cargo test --release --lib sweep_figures_to_look_at -- --ignored`.
-    #[test]
-    #[ignore]
-    fn sweep_figures_to_look_at() {
-        let dir = std::path::PathBuf::from("/tmp/sweep-plots-check");
-        std::fs::create_dir_all(&dir).unwrap();
-        let (b2, memory) = ("case-study-b2.toml", "case-study-b2-memory.toml");
-        let (b2, memory) = (scenario_file(b2), scenario_file(memory));
-        let prompts = r#"{ dist = "constant", value = 100 },{ dist = "constant", value = 300 }"#;
-        let two_keys = "client.concurrency=50,150;engine.kv_capacity_tokens=60000:240000:60000";
-        let capped =
-            "engine.kv_capacity_tokens=2000,3000,4000;engine.max_prefill_tokens=1000,2000,4000";
-        let crowded =
-            format!("workload.prompt_tokens={prompts};engine.mem_fraction_static=0.84,0.92");
-        let cases = [
-            (
-                "b2-memory",
-                &memory,
-                "workload.requests=2000",
-                "engine.mem_fraction_static=0.80:0.95:0.01",
-            ),
-            ("b2-2key", &b2, "workload.requests=2000", two_keys),
-            (
-                "tiny-capped",
-                &tiny(),
-                "workload.requests=12",
-                &format!("client.concurrency=2,4;{capped}"),
-            ),
-            (
-                "tiny-unfinished",
-                &tiny(),
-                "run.max_sim_s=30",
-                "client.concurrency=1,6",
-            ),
-            (
-                "crowded",
-                &memory,
-                SMALL_B2[0],
-                &format!("client.concurrency=4,8;{crowded}"),
-            ),
-        ];
-        for (name, src, sets, vary) in cases {
-            let vary: Vec<&str> = vary.split(';').collect();
-            let (keys, rows) = sweep(src, &[sets], &vary);
-            for fmt in Format::ALL {
-                for (stem, bytes) in sweep_figures(&keys, &rows, fmt).unwrap() {
-                    let file = format!("{name}-{stem}.{}", fmt.extension());
-                    std::fs::write(dir.join(file), bytes).unwrap();
-                }
-            }
-        }
     }
 }
