@@ -156,21 +156,12 @@ fn build<'a, DB: DrawingBackend>(
     y: &Axis,
     bottom: bool,
 ) -> Result<Chart<'a, DB>, DrawFailure> {
-    let (x_area, margin) = if bottom {
-        (X_LABEL_AREA_PX, 6)
-    } else {
-        (4, 12)
-    };
-    let mut builder = ChartBuilder::on(area);
-    builder
-        .margin_top(8)
-        .margin_right(24)
-        .margin_left(8)
-        .margin_bottom(margin);
-    builder
-        .x_label_area_size(x_area)
-        .y_label_area_size(Y_LABEL_AREA_PX);
-    Ok(builder.build_cartesian_2d(x.clone(), y.clone())?)
+    let (x_area, margin) = [(4, 12), (X_LABEL_AREA_PX, 6)][usize::from(bottom)];
+    let mut b = ChartBuilder::on(area);
+    b.margin_top(8).margin_right(24).margin_left(8);
+    b.margin_bottom(margin).x_label_area_size(x_area);
+    b.y_label_area_size(Y_LABEL_AREA_PX);
+    Ok(b.build_cartesian_2d(x.clone(), y.clone())?)
 }
 
 /// A panel: the chart with its grid, tick labels and axis descriptions. `x_desc` is `None`
@@ -190,9 +181,8 @@ fn panel<'a, DB: DrawingBackend>(
     mesh.x_desc(x_desc.unwrap_or("")).y_desc(y_desc);
     mesh.label_style((FONT, TEXT_PX))
         .axis_desc_style((FONT, DESC_PX));
-    mesh.bold_line_style(GRID_BOLD)
-        .light_line_style(GRID_LIGHT)
-        .draw()?;
+    mesh.bold_line_style(GRID_BOLD).light_line_style(GRID_LIGHT);
+    mesh.draw()?;
     Ok(chart)
 }
 
@@ -250,11 +240,8 @@ mod check {
     /// The texts of an SVG, each on its own line (trimmed of the en spaces that pad legend
     /// entries), with a newline before the first.
     pub(super) fn texts(svg: &str) -> String {
-        placed(svg)
-            .into_iter()
-            .map(|t| format!("\n{}", t.2))
-            .collect::<String>()
-            + "\n"
+        let lines: Vec<String> = placed(svg).into_iter().map(|t| t.2).collect();
+        format!("\n{}\n", lines.join("\n"))
     }
 
     /// The texts of an SVG with their positions: `(x, y, text)`.
@@ -286,7 +273,7 @@ mod check {
     fn figures_to_look_at() {
         use super::plan::tests::{crowded, long_infeasible, realistic, row};
         use super::run::tests::{edge, small};
-        use super::sweep::tests::{sweep, tiny, SMALL_B2};
+        use super::sweep::tests::{sweep, SMALL_B2};
         use super::*;
         use crate::{analysis::analyse, engine::run, scenario::load, scenario::Source};
         let dir = std::path::PathBuf::from("/tmp/plots-check");
@@ -320,36 +307,19 @@ mod check {
         write("memory", &|f| {
             memory_figure(&case_study([80, 85, 89, 90, 95]), f)
         });
+        // The memory fraction; three keys, nine long combinations of the other two (capped).
         let memory = scenario_file("case-study-b2-memory.toml");
-        let prompts = r#"{ dist = "constant", value = 100 },{ dist = "constant", value = 300 }"#;
-        let mixed = format!("client.concurrency=4,8;workload.prompt_tokens={prompts}");
-        let capped = "client.concurrency=2,4;engine.kv_capacity_tokens=2000,3000,4000";
-        let sweeps = [
-            (
-                "b2-memory",
-                &memory,
-                "workload.requests=2000",
-                "engine.mem_fraction_static=0.8:0.95:0.01",
-            ),
-            (
-                "capped",
-                &tiny(),
-                "workload.requests=12",
-                &format!("{capped};engine.max_prefill_tokens=1000,2000,4000"),
-            ),
-            (
-                "crowded",
-                &memory,
-                SMALL_B2[0],
-                &format!("{mixed};engine.mem_fraction_static=0.84,0.92"),
-            ),
-        ];
-        for (name, src, sets, vary) in sweeps {
-            let (keys, rows) = sweep(src, &[sets], &vary.split(';').collect::<Vec<_>>());
+        let dist = |v: u32| format!("{{ dist = \"constant\", value = {v} }}");
+        let prompts = [100, 200, 300].map(dist).join(",");
+        let three = format!("workload.prompt_tokens={prompts};client.concurrency=4,8");
+        let three = format!("{three};engine.mem_fraction_static=0.84,0.89,0.92");
+        let fractions = "engine.mem_fraction_static=0.8:0.95:0.01".to_string();
+        let sets = ["workload.requests=2000", SMALL_B2[0]];
+        for (name, sets, vary) in [("fractions", sets[0], fractions), ("three", sets[1], three)] {
+            let (keys, rows) = sweep(&memory, &[sets], &vary.split(';').collect::<Vec<_>>());
             for k in 0..keys.len() {
-                write(&format!("sweep-{name}-{k}"), &|f| {
-                    Ok(sweep_figures(&keys, &rows, f)?.remove(k).1)
-                });
+                let draw = |f| Ok(sweep_figures(&keys, &rows, f)?.remove(k).1);
+                write(&format!("sweep-{name}-{k}"), &draw);
             }
         }
         let none = [row("h100", 1, 0.0, 2.95, "the model does not fit")];

@@ -448,12 +448,8 @@ pub(super) mod tests {
         let t = |t1: f64| [1.0, 2.0, 4.0, 8.0].map(|n| t1 / n * (1.0 + 0.02 * n));
         let b200 = ("b200", 5.25, t(20.0));
         let h100 = ("h100", 2.95, t(40.0));
-        plan(&[
-            b200,
-            h100,
-            ("h200", 4.0, t(28.0)),
-            ("rtx-pro-6000", 1.57, t(60.0)),
-        ])
+        let (h200, rtx) = (("h200", 4.0, t(28.0)), ("rtx-pro-6000", 1.57, t(60.0)));
+        plan(&[b200, h100, h200, rtx])
     }
 
     /// Forty infeasible candidates, each with its own reason, and one feasible.
@@ -495,10 +491,7 @@ pub(super) mod tests {
         }
         let unfit = "load: 1\u{d7} h100 TP1, 1\u{d7} h200 TP1, 1\u{d7} rtx-pro-6000";
         assert!(t.replace('\n', " ").contains(unfit), "infeasible by reason");
-        assert!(
-            !t.contains("\n2\u{d7} h100 TP2\n"),
-            "only the front is labelled"
-        );
+        assert!(!t.contains("\n2\u{d7} h100 TP2\n"), "front only");
         let picks = highlights(&rows, Some(24.0));
         let fig = PlanFigure::new(&rows, &picks, Some(24.0));
         assert!(fig.x.scale == Scale::Linear && fig.y.lo > 0.0);
@@ -531,10 +524,7 @@ pub(super) mod tests {
         let t = text(&rows, Some(2.0));
         assert!(t.contains("\ndeadline 2 h\n") && t.contains("None finishes within the 2 h"));
         let t = text(&rows, Some(100.0));
-        assert!(
-            !t.contains("\ndeadline 100 h\n"),
-            "far beyond the candidates: not drawn"
-        );
+        assert!(!t.contains("\ndeadline 100 h\n"), "far: not drawn");
         assert!(t.contains("Cheapest finishing within the 100 h deadline"));
     }
 
@@ -551,11 +541,7 @@ pub(super) mod tests {
         // Each label's box: its x and y, 7.5 px per character, 17 px tall.
         let label = |t: &(f64, f64, String)| rows.iter().any(|r| t.2 == label_of(r));
         let boxes: Vec<_> = placed(&svg).into_iter().filter(label).collect();
-        assert_eq!(
-            boxes.len(),
-            picks.pareto.len(),
-            "the front, and only it, is labelled"
-        );
+        assert_eq!(boxes.len(), picks.pareto.len(), "the front");
         for (i, a) in boxes.iter().enumerate() {
             for b in &boxes[i + 1..] {
                 let (wa, wb) = (7.5 * a.2.len() as f64, 7.5 * b.2.len() as f64);
@@ -574,16 +560,11 @@ pub(super) mod tests {
         let more = t.lines().find(|l| l.starts_with("\u{2026} and ")).unwrap();
         assert!(more.ends_with(" more (see plan.csv)"));
         let left_out: usize = more.split(' ').nth(2).unwrap().parse().unwrap();
-        assert_eq!(
-            t.matches("\u{d7} l40s").count() + left_out,
-            40,
-            "listed or counted"
-        );
+        let listed = t.matches("\u{d7} l40s").count();
+        assert_eq!(listed + left_out, 40, "listed or counted");
         let key = placed(&svg).into_iter().filter(|t| t.2.contains("l40s"));
-        assert!(
-            key.map(|t| t.1).all(|y| y < f64::from(HEIGHT_PX) - 30.0),
-            "fits"
-        );
+        let bottom = f64::from(HEIGHT_PX) - 30.0;
+        assert!(key.map(|t| t.1).all(|y| y < bottom), "fits");
         assert_eq!(figure(&rows, None), figure(&rows, None), "deterministic");
     }
 }

@@ -27,17 +27,3 @@ pub(crate) fn decode_rgb(bytes: &[u8]) -> (u32, u32, Vec<u8>) {
     buf.truncate(info.buffer_size());
     (info.width, info.height, buf)
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pixels_survive_a_round_trip() {
-        let (w, h) = (7u32, 5u32);
-        let rgb: Vec<u8> = (0..w * h * 3).map(|i| (i * 37 % 251) as u8).collect();
-        let png = encode_rgb(w, h, &rgb);
-        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-        assert_eq!(decode_rgb(&png), (w, h, rgb));
-    }
-}

@@ -129,12 +129,23 @@ struct Panel<'p> {
     /// 60 % if that makes room for the legend.
     y_top: Option<f64>,
     corners: &'static [Corner],
-    items: Vec<(Option<String>, Draw)>,
+    items: Vec<(String, Draw)>,
 }
 
 impl Panel<'_> {
-    fn add(&mut self, label: Option<String>, draw: Draw) {
-        self.items.push((label, draw));
+    /// A panel with its y axis described, fixed at the top if given.
+    fn new<'p>(y_desc: &'p str, y_top: Option<f64>, corners: &'static [Corner]) -> Panel<'p> {
+        Panel {
+            y_desc,
+            y_top,
+            corners,
+            items: Vec::new(),
+        }
+    }
+
+    /// Draw `draw` next, with a legend entry if `label` is not empty.
+    fn add(&mut self, label: impl Into<String>, draw: Draw) {
+        self.items.push((label.into(), draw));
     }
 
     fn draw<DB: DrawingBackend>(
@@ -155,7 +166,9 @@ impl Panel<'_> {
                 Draw::Under(p, c) => (Swatch::band(*c), p.clone()),
                 Draw::Dots(_, c) => (Swatch::line(*c, 3), Vec::new()),
             };
-            entries.extend(label.as_ref().map(|l| Entry::new(l, swatch)));
+            if !label.is_empty() {
+                entries.push(Entry::new(label, swatch));
+            }
             avoid.push(pts);
         }
         let max = avoid.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
@@ -201,12 +214,7 @@ impl Panel<'_> {
 
 /// A panel of a time figure, its legend at the top if it can.
 fn panel(y_desc: &str) -> Panel<'_> {
-    Panel {
-        y_desc,
-        y_top: None,
-        corners: &TOP_FIRST,
-        items: Vec::new(),
-    }
+    Panel::new(y_desc, None, &TOP_FIRST)
 }
 
 struct Throughput<'a> {
@@ -258,40 +266,40 @@ impl Figure for Throughput<'_> {
             let shown: Vec<String> = marks.iter().take(4).map(|&t| dur(t)).collect();
             let more = if marks.len() > 4 { ", \u{2026}" } else { "" };
             let text = format!("observation times: {}{more}", shown.join(", "));
-            p.add(Some(text), Draw::Marks(marks.clone(), GREY, 6));
+            p.add(text, Draw::Marks(marks.clone(), GREY, 6));
         }
         if let Some(t) = converged {
             let text = format!("lifetime average within 5 % of steady from t = {}", dur(t));
-            p.add(Some(text), Draw::Marks(vec![t], GREEN, 3));
+            p.add(text, Draw::Marks(vec![t], GREEN, 3));
         }
         let [lo, hi] = steady.req_per_s_ci95;
         if has_steady {
             let (rate, a, b) = (sig3(steady.req_per_s), sig3(lo), sig3(hi));
             let text = format!("steady state {rate} req/s (shaded: 95 % CI {a} to {b})");
-            p.add(Some(text), Draw::Band([(s0, lo), (s1, hi)], GREEN));
+            p.add(text, Draw::Band([(s0, lo), (s1, hi)], GREEN));
         }
         let windowed = series(&pts, &x, |s| s.window_req_per_s);
         let w = dur(r.window_s);
         let text = format!("windowed rate: completions per second over the last {w}");
-        p.add(Some(text), Draw::Line(windowed, LIGHT_BLUE, 1));
+        p.add(text, Draw::Line(windowed, LIGHT_BLUE, 1));
         if has_steady {
-            p.add(None, Draw::Line(level(steady.req_per_s), GREEN, 3));
+            p.add("", Draw::Line(level(steady.req_per_s), GREEN, 3));
         }
         let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
         let text = "lifetime average: completed \u{f7} t (what a progress bar shows)";
-        p.add(Some(text.into()), Draw::Line(lifetime, VERMILLION, 4));
+        p.add(text, Draw::Line(lifetime, VERMILLION, 4));
         p.draw(&top, &x, None, raster)?;
 
         // Bottom: the server's gen throughput, on the same time axis.
         let mut p = panel("server gen (tok/s)");
-        p.add(None, Draw::Marks(marks, GREY, 6));
+        p.add("", Draw::Marks(marks, GREY, 6));
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
         let text = "server gen throughput (SGLang's latest Decode log line)";
-        p.add(Some(text.into()), Draw::Line(gen, PURPLE, 1));
+        p.add(text, Draw::Line(gen, PURPLE, 1));
         let out = steady.output_tok_per_s;
         if has_steady && out > 0.0 {
             let text = format!("steady state: {} output tok/s", sig3(out));
-            p.add(Some(text), Draw::Dashed(level(out), DARK));
+            p.add(text, Draw::Dashed(level(out), DARK));
         }
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
@@ -305,10 +313,14 @@ impl Figure for EngineState<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
         let (r, avg) = (self.0, &self.0.time_avg);
         let pool = thousands(r.kv_capacity_tokens);
+        let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
+        let usage = format!(
+            "token usage {:.2} of a KV pool of {pool} tokens",
+            avg.token_usage
+        );
         let subtitle = format!(
-            "Time averages over the run: {:.1} running, {:.1} queued, {:.1} in flight; token \
-             usage {:.2} of a KV pool of {pool} tokens.",
-            avg.running, avg.queued, avg.in_flight, avg.token_usage,
+            "Time averages over the run: {running:.1} running, {queued:.1} queued, \
+             {in_flight:.1} in flight; {usage}."
         );
         let body = heading(root, ENGINE_STATE_TITLE, &subtitle)?;
         let pts = timeline(r);
@@ -317,28 +329,22 @@ impl Figure for EngineState<'_> {
         let mut p = panel("requests");
         let in_flight = series(&pts, &x, |s| s.in_flight as f64);
         let text = "in flight at the client (sent, not answered)";
-        p.add(Some(text.into()), Draw::Dashed(in_flight, GREY));
+        p.add(text, Draw::Dashed(in_flight, GREY));
         let queued = series(&pts, &x, |s| s.queued as f64);
-        p.add(
-            Some("queued at the server".into()),
-            Draw::Line(queued, ORANGE, 2),
-        );
+        p.add("queued at the server", Draw::Line(queued, ORANGE, 2));
         let running = series(&pts, &x, |s| s.running as f64);
         let text = "running at the server (decode batch + prefill)";
-        p.add(Some(text.into()), Draw::Line(running, BLUE, 2));
+        p.add(text, Draw::Line(running, BLUE, 2));
         p.draw(&top, &x, None, raster)?;
 
         // The shading under the usage line is not data a legend must avoid; the line is.
-        let mut p = Panel {
-            y_top: Some(1.1),
-            ..panel("KV token usage (fraction)")
-        };
+        let mut p = Panel::new("KV token usage (fraction)", Some(1.1), &TOP_FIRST);
         let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
-        p.add(Some("the pool is full".into()), Draw::Dashed(full, RED));
+        p.add("the pool is full", Draw::Dashed(full, RED));
         let usage = series(&pts, &x, |s| s.token_usage);
         let why = "SGLang's #token / max_total_num_tokens";
         let text = format!("token usage: KV tokens in use \u{f7} {pool} ({why})");
-        p.add(Some(text), Draw::Under(usage, GREEN));
+        p.add(text, Draw::Under(usage, GREEN));
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
 }
@@ -381,22 +387,17 @@ impl Figure for Latency<'_> {
         let n = lat.e2e_ms.count();
         let subtitle = match n {
             0 => "No request completed: there is no latency to show.".to_string(),
-            n => format!(
-                "{} completed request{}, timed from the send (after the client slot), as \
-                 sglang.bench_serving does. Dots mark p50, p90 and p99.",
-                thousands(n),
-                if n == 1 { "" } else { "s" }
-            ),
+            n => {
+                let (n, s) = (thousands(n), if n == 1 { "" } else { "s" });
+                let how = "timed from the send (after the client slot), as sglang.bench_serving";
+                format!("{n} completed request{s}, {how} does. Dots mark p50, p90 and p99.")
+            }
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;
         let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
         let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
         let y_desc = "fraction of requests (CDF)";
-        let mut p = Panel {
-            y_top: Some(1.04),
-            corners: &BOTTOM_FIRST,
-            ..panel(y_desc)
-        };
+        let mut p = Panel::new(y_desc, Some(1.04), &BOTTOM_FIRST);
         for (name, d, c, colour) in [
             ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
             ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),
@@ -410,12 +411,10 @@ impl Figure for Latency<'_> {
             let text = format!("{name}: p50 {p50} s, p90 {p90} s, p99 {p99} s");
             // From 0, so the curve visibly rises from the axis.
             let curve = std::iter::once((first, 0.0)).chain(c).collect();
-            p.add(Some(text), Draw::Line(curve, colour, 3));
+            p.add(text, Draw::Line(curve, colour, 3));
             let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
-            p.add(
-                None,
-                Draw::Dots(dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec(), colour),
-            );
+            let dots = dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec();
+            p.add("", Draw::Dots(dots, colour));
         }
         p.draw(&body, &x, Some(x_desc), raster)
     }
@@ -433,8 +432,9 @@ pub(super) mod tests {
 
     /// Run a scenario given as TOML text.
     fn simulate(text: String) -> RunResult {
+        let text = format!("name = \"plots\"\n{text}");
         let src = Source {
-            text: format!("name = \"plots\"\n{text}"),
+            text,
             ..Source::builtin_b2()
         };
         run(&load(&src, &[]).unwrap(), &RunOptions::default()).unwrap()
@@ -467,26 +467,20 @@ pub(super) mod tests {
     /// The three figures of `r`, checked: their pixels and texts.
     fn figures(r: &RunResult, observe_at_s: &[f64]) -> [(Vec<u8>, String); 3] {
         let a = analyse(r);
-        let (png, svg) = both(|f| throughput(r, &a, observe_at_s, f));
-        let one = (png, texts(&svg));
-        let (png, svg) = both(|f| engine_state(r, f));
-        let two = (png, texts(&svg));
-        let (png, svg) = both(|f| latency_cdf(r, f));
-        [one, two, (png, texts(&svg))]
+        let [one, two, three] = [
+            both(|f| throughput(r, &a, observe_at_s, f)),
+            both(|f| engine_state(r, f)),
+            both(|f| latency_cdf(r, f)),
+        ];
+        [one, two, three].map(|(png, svg)| (png, texts(&svg)))
     }
 
     #[test]
     fn every_figure_draws_its_lines_legends_and_numbers() {
         let r = small(2.0);
         let [a, b, c] = figures(&r, &[5.0, 12.0]);
-        assert!(
-            pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200,
-            "lines"
-        );
-        assert!(
-            pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500,
-            "running, TTFT"
-        );
+        assert!(pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200);
+        assert!(pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500);
         assert!(pixels(&a.0, BLACK) > 500, "title");
         let all = [a.1, b.1, c.1].concat();
         let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
@@ -513,10 +507,7 @@ pub(super) mod tests {
         let (long, short) = (small(1.0), small(30.0));
         assert_eq!(time_axis(&long, &timeline(&long)).0.scale, Scale::Log);
         let (axis, desc) = time_axis(&short, &timeline(&short));
-        assert_eq!(
-            (axis.scale, desc.as_str()),
-            (Scale::Linear, "time since the start (s)")
-        );
+        assert!(axis.scale == Scale::Linear && desc == "time since the start (s)");
         let t = texts(&both(|f| engine_state(&long, f)).1);
         assert!(t.contains("\ntime since the start (log scale)\n") && t.contains("\n1 s\n"));
     }
@@ -524,9 +515,8 @@ pub(super) mod tests {
     #[test]
     fn a_wide_latency_spread_gets_a_log_axis() {
         let curve = |f: fn(f64) -> f64| -> Vec<(f64, f64)> {
-            (0..=100)
-                .map(|i| (f(f64::from(i)), f64::from(i) / 100.0))
-                .collect()
+            let at = |i: u32| (f(f64::from(i)), f64::from(i) / 100.0);
+            (0..=100).map(at).collect()
         };
         let wide = curve(|i| 0.01 * 1.1f64.powf(i));
         assert_eq!(latency_axis(&[&wide]).1, "latency (s, log scale)");
@@ -551,9 +541,6 @@ pub(super) mod tests {
         register_fonts().unwrap();
         let r = small(2.0);
         assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
-        assert_eq!(
-            [Format::Png, Format::Svg].map(Format::extension),
-            ["png", "svg"]
-        );
+        assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
     }
 }

@@ -15,8 +15,8 @@ use crate::sweep::Row;
 
 use super::axis::{thousands, Axis, Labels};
 use super::style::{
-    heading, mark, text_width, wrap, Entry, Legend, Shape, Swatch, BLUE, DARK, FONT, GREY,
-    HEADING_PX, PALETTE, TEXT_PX, Y_LABEL_AREA_PX,
+    heading, mark, text_width, Entry, Legend, Shape, Swatch, BLUE, DARK, FONT, GREY, HEADING_PX,
+    PALETTE, TEXT_PX, Y_LABEL_AREA_PX,
 };
 use super::{panel, render, y_top, Area, DrawFailure, Figure, Format, PlotError, HEIGHT_PX};
 
@@ -185,25 +185,19 @@ fn metrics(rows: &[Row]) -> Vec<Metric> {
             m if m < 7_200.0 => (60.0, "min"),
             _ => (3_600.0, "h"),
         };
-        (
-            format!("{desc} ({unit})"),
-            Box::new(move |r| get(r).map(|v| v / div)),
-            empty,
-        )
+        let get = Box::new(move |r: &Row| get(r).map(|v| v / div));
+        (format!("{desc} ({unit})"), get, empty)
     };
-    let unfinished = "no run finished: each was stopped by run.max_sim_s";
+    let unfinished = "no run finished";
     let kv = |r: &Row| Some(r.kv_capacity_tokens as f64);
+    let finish = |r: &Row| r.time_to_finish_s.and_then(finite);
     vec![
         plain("steady state (req/s)", |r| finite(r.steady_req_per_s)),
         plain("steady gen throughput (tok/s)", |r| finite(r.gen_tok_per_s)),
         plain("mean running (requests)", |r| finite(r.mean_running)),
         time("TTFT p99", |r| finite(r.ttft_p99_ms / 1000.0), none),
         time("E2E p99", |r| finite(r.e2e_p99_ms / 1000.0), none),
-        time(
-            "time to finish",
-            |r| r.time_to_finish_s.and_then(finite),
-            unfinished,
-        ),
+        time("time to finish", finish, unfinished),
         plain("KV capacity (tokens)", kv),
     ]
 }
@@ -292,10 +286,8 @@ impl<'a> SweepFigure<'a> {
             return "No runs to show.".to_string();
         }
         let (runs, s) = (thousands(n as u64), if n == 1 { "" } else { "s" });
-        let mut text = format!(
-            "{runs} simulated run{s}, one per point of the sweep. Steady state: between the \
-             warm-up and the drain."
-        );
+        let steady = "Steady state: between the warm-up and the drain.";
+        let mut text = format!("{runs} simulated run{s}, one per point of the sweep. {steady}");
         let count = |f: fn(&str) -> bool| self.rows.iter().filter(|r| f(&r.oom_verdict)).count();
         let (known, oom) = (count(|v| v != "unknown"), count(|v| v == "oom"));
         if known > 0 {
@@ -378,15 +370,11 @@ impl<'a> SweepFigure<'a> {
             }))?;
         }
         if !self.shown().any(|i| value(i).is_some()) {
-            let plot = chart.plotting_area().strip_coord_spec();
-            let (w, h) = plot.dim_in_pixel();
+            let (w, h) = chart.plotting_area().dim_in_pixel();
             let style = (FONT, TEXT_PX).into_font().color(&GREY);
             let style = style.pos(Pos::new(HPos::Center, VPos::Center));
-            let lines = wrap(&plot, empty, w as i32 - 16, TEXT_PX)?;
-            for (k, l) in lines.iter().enumerate() {
-                let y = h as i32 / 2 + 20 * k as i32 - 10 * (lines.len() as i32 - 1);
-                plot.draw(&Text::new(l.as_str(), (w as i32 / 2, y), style.clone()))?;
-            }
+            let plot = chart.plotting_area().strip_coord_spec();
+            plot.draw(&Text::new(*empty, (w as i32 / 2, h as i32 / 2), style))?;
         }
         Ok(())
     }
@@ -429,7 +417,7 @@ impl<'a> SweepFigure<'a> {
         }
         let stopped = |i: &usize| self.rows[*i].time_to_finish_s.is_none();
         let n = self.shown().filter(stopped).count();
-        if n > 0 && n < self.shown().count() {
+        if n > 0 {
             let were = if n == 1 { "run was" } else { "runs were" };
             let note = format!("{n} {were} stopped by run.max_sim_s: no time to finish.");
             e.push(Entry::text(note));
@@ -466,12 +454,10 @@ pub(super) mod tests {
     use crate::scenario::{load, Source};
     use crate::sweep::{parse_vary, points, run_point};
 
+    type Sweep = (Vec<String>, Vec<Row>);
+
     /// Run a sweep as `servesim sweep` does: `(keys, rows)`.
-    pub(in crate::report::plots) fn sweep(
-        src: &Source,
-        sets: &[&str],
-        vary: &[&str],
-    ) -> (Vec<String>, Vec<Row>) {
+    pub(in crate::report::plots) fn sweep(src: &Source, sets: &[&str], vary: &[&str]) -> Sweep {
         let axes: Vec<_> = vary.iter().map(|v| parse_vary(v).unwrap()).collect();
         let keys = axes.iter().map(|a| a.key.clone()).collect();
         let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
@@ -483,18 +469,19 @@ pub(super) mod tests {
         (keys, rows)
     }
 
-    /// A small closed-loop scenario that finishes in a fraction of a second.
-    pub(in crate::report::plots) fn tiny() -> Source {
+    /// A sweep of a small closed-loop scenario that finishes in a fraction of a second.
+    fn tiny(sets: &[&str], vary: &[&str]) -> Sweep {
         let text = "name = \"tiny\"\n[engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\n\
             decode_base_ms = 10.0\ndecode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\n\
             prefill_per_token_us = 10.0\n[workload]\nrequests = 60\nmax_new_tokens = 400\n\
             prompt_tokens = { dist = \"uniform\", min = 20, max = 200 }\noutput_tokens = \
             { dist = \"lognormal\", mean = 100, cv = 0.5, min = 5, max = 400 }\n\
             [client]\nconcurrency = 6\n";
-        Source {
+        let src = Source {
             text: text.into(),
             ..Source::builtin_b2()
-        }
+        };
+        sweep(&src, sets, vary)
     }
 
     /// The B2 memory scenario shrunk to a few requests with short responses.
@@ -505,97 +492,76 @@ pub(super) mod tests {
     ];
 
     /// Both formats of the first key's figure, checked; returns its SVG's texts.
-    fn render(keys: &[String], rows: &[Row]) -> String {
+    fn render((keys, rows): &Sweep) -> String {
         let t = texts(&both(|f| Ok(sweep_figures(keys, rows, f)?.remove(0).1)).1);
-        for text in [
-            &sweep_title(&keys[0]),
-            "\nsteady state (req/s)\n",
-            "\nKV capacity (tokens)\n",
-        ] {
-            assert!(t.contains(text), "{text:?}");
-        }
+        assert!(t.contains(&sweep_title(&keys[0])) && t.contains("\nKV capacity (tokens)\n"));
         assert!(t.lines().count() >= 40, "tick labels are drawn");
         t
     }
 
     #[test]
     fn a_sweep_over_the_memory_fraction_marks_the_runs_that_would_run_out_of_memory() {
+        let src = scenario_file("case-study-b2-memory.toml");
         let fractions = ["engine.mem_fraction_static=0.86,0.89,0.92"];
-        let (keys, rows) = sweep(
-            &scenario_file("case-study-b2-memory.toml"),
-            &SMALL_B2,
-            &fractions,
-        );
-        let verdicts: Vec<&str> = rows.iter().map(|r| r.oom_verdict.as_str()).collect();
+        let s = sweep(&src, &SMALL_B2, &fractions);
+        let verdicts: Vec<&str> = s.1.iter().map(|r| r.oom_verdict.as_str()).collect();
         assert_eq!(verdicts, ["safe", "tight", "oom"]);
-        let shaded = SweepFigure::new(&keys, 0, &rows).shading();
+        let shaded = SweepFigure::new(&s.0, 0, &s.1).shading();
         assert_eq!(shaded, [(0.5, 1.5, Shape::Up), (1.5, 2.5, Shape::Ring)]);
-        let t = render(&keys, &rows);
+        let t = render(&s);
         assert!(t.contains("\nwould run out of memory\n") && t.contains("1 of 3 would run out"));
         assert!(t.contains("\nmemory: tight (< 10 % to spare)\n"));
         // The values as written label the axis under each of the four bottom panels.
         for v in ["0.86", "0.89", "0.92"] {
             assert_eq!(t.matches(&format!("\n{v}\n")).count(), 4, "tick {v}");
         }
-        let stem = &sweep_figures(&keys, &rows, Format::Svg).unwrap()[0].0;
+        let stem = &sweep_figures(&s.0, &s.1, Format::Svg).unwrap()[0].0;
         assert_eq!(stem, "sweep-engine-mem_fraction_static");
     }
 
     #[test]
     fn other_keys_give_a_line_per_value_up_to_eight_set_apart() {
-        let vary = [
-            "client.concurrency=2,4,6",
-            "engine.kv_capacity_tokens=2000,4000",
-        ];
-        let (keys, rows) = sweep(&tiny(), &[], &vary);
-        let t = render(&keys, &rows);
+        let kv = "engine.kv_capacity_tokens=2000,4000";
+        let s = tiny(&[], &["client.concurrency=2,4,6", kv]);
+        let t = render(&s);
         assert!(t.contains("\none line per engine.kv_capacity_tokens\n2000\n4000\n"));
         assert!(!t.contains("would run out of memory"), "no memory model");
-        let fig = SweepFigure::new(&keys, 0, &rows);
+        let fig = SweepFigure::new(&s.0, 0, &s.1);
         assert!(fig.groups.iter().all(|g| g.rows.len() == 3));
         // The two lines are set apart, symmetrically, by a fifth of the spacing of the ticks.
         let (a, b) = (fig.groups[0].dodge, fig.groups[1].dodge);
         assert!((b - a - DODGE).abs() < 1e-12 && (a + b).abs() < 1e-12);
-        assert_eq!(
-            sweep_figures(&keys, &rows, Format::Svg),
-            sweep_figures(&keys, &rows, Format::Svg)
-        );
-        let third = "engine.max_prefill_tokens=1000,2000,4000";
+        let svg = || sweep_figures(&s.0, &s.1, Format::Svg).unwrap();
+        assert_eq!(svg(), svg(), "deterministic");
+        let kv = "engine.kv_capacity_tokens=2000,3000,4000";
         let vary = [
             "client.concurrency=2,4",
-            "engine.kv_capacity_tokens=2000,3000,4000",
-            third,
+            kv,
+            "engine.max_prefill_tokens=1000,2000,4000",
         ];
-        let (keys, rows) = sweep(&tiny(), &["workload.requests=12"], &vary);
-        let t = render(&keys, &rows);
+        let t = render(&tiny(&["workload.requests=12"], &vary));
         assert!(t.contains("one line per (engine.kv_capacity_tokens,"));
-        assert!(t
-            .replace('\n', " ")
-            .contains("Only the first 8 of 9 lines are drawn."));
-        assert!(
-            t.contains("\n2000, 1000\n") && !t.contains("\n4000, 4000\n"),
-            "the ninth is left out"
-        );
+        let flat = t.replace('\n', " ");
+        assert!(flat.contains("Only the first 8 of 9 lines are drawn."));
+        assert!(t.contains("\n2000, 1000\n"));
+        assert!(!t.contains("\n4000, 4000\n"), "the ninth is left out");
     }
 
     #[test]
     fn categories_single_points_and_unfinished_runs_still_draw() {
-        let (keys, rows) = sweep(&tiny(), &[], &["engine.schedule_policy=fcfs,lof"]);
-        assert!(render(&keys, &rows).contains("\nfcfs\nlof\n"));
-        let (keys, rows) = sweep(&tiny(), &[], &["client.concurrency=4"]);
-        let t = render(&keys, &rows);
+        let t = render(&tiny(&[], &["engine.schedule_policy=fcfs,lof"]));
+        assert!(t.contains("\nfcfs\nlof\n"));
+        let t = render(&tiny(&[], &["client.concurrency=4"]));
         assert!(t.contains("\n4\n") && t.contains("1 simulated run,") && t.contains("each dot"));
-        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=30"], &["client.concurrency=1,6"]);
-        assert!(rows[0].time_to_finish_s.is_none() && rows[1].time_to_finish_s.is_some());
-        assert!(render(&keys, &rows)
-            .replace('\n', " ")
-            .contains("1 run was stopped by run.max_sim_s"));
-        let (keys, rows) = sweep(&tiny(), &["run.max_sim_s=1"], &["client.concurrency=1,2"]);
-        assert!(render(&keys, &rows).contains("\nno run finished"));
+        let s = tiny(&["run.max_sim_s=30"], &["client.concurrency=1,6"]);
+        assert!(s.1[0].time_to_finish_s.is_none() && s.1[1].time_to_finish_s.is_some());
+        let note = "1 run was stopped by run.max_sim_s";
+        assert!(render(&s).replace('\n', " ").contains(note));
+        let s = tiny(&["run.max_sim_s=1"], &["client.concurrency=1,2"]);
+        assert!(render(&s).contains("\nno run finished"));
         let keys = ["client.concurrency".to_string()];
-        assert!(
-            texts(&both(|f| Ok(sweep_figures(&keys, &[], f)?.remove(0).1)).1).contains("No runs")
-        );
+        let none = both(|f| Ok(sweep_figures(&keys, &[], f)?.remove(0).1)).1;
+        assert!(texts(&none).contains("No runs"));
         assert!(sweep_figures(&[], &[], Format::Png).unwrap().is_empty());
     }
 
@@ -603,24 +569,17 @@ pub(super) mod tests {
     fn axes_are_indexed_for_categories_and_even_steps_and_linear_otherwise() {
         let names = |v: &[&str]| {
             let (x, _, indexed) = x_axis(v);
-            (0..v.len())
-                .filter(|_| indexed)
-                .map(|i| x.label(i as f64))
-                .collect::<Vec<_>>()
+            let names = (0..v.len()).map(|i| x.label(i as f64));
+            names.filter(|_| indexed).collect::<Vec<_>>()
         };
         assert_eq!(x_axis(&["0.80", "0.90", "0.85"]).1, [0.0, 2.0, 1.0]);
         assert_eq!(names(&["0.80", "0.90", "0.85"]), ["0.80", "0.85", "0.90"]);
         let (x, xs, indexed) = x_axis(&["1", "2", "10"]);
         assert!(!indexed && xs == [1.0, 2.0, 10.0] && x.lo < 1.0 && x.hi > 10.0);
         assert_eq!(names(&["\"a\"", "b", "\"a\""])[..2], ["a", "b"]);
-        assert_eq!(
-            names(&[r#"{ dist = "constant", value = 512 }"#]),
-            ["{ dist\u{2026}= 512 }"]
-        );
-        assert!(
-            names(&["60000", "120000", "2000000", "4000000"]).is_empty(),
-            "uneven"
-        );
+        let long = names(&[r#"{ dist = "constant", value = 512 }"#]);
+        assert_eq!(long, ["{ dist\u{2026}= 512 }"]);
+        assert!(names(&["60000", "120000", "2000000", "4000000"]).is_empty());
         assert_eq!(
             names(&["60000", "120_000", "180000"]),
             ["60k", "120k", "180k"]
