@@ -323,7 +323,7 @@ pub fn highlights(rows: &[PlanRow], deadline_h: Option<f64>) -> Highlights {
         }
     }
     let within = |i: &&usize| deadline_h.is_none_or(|d| time(i) <= d * 3600.0);
-    let cheapest = pareto.iter().filter(within).last().copied();
+    let cheapest = pareto.iter().rfind(within).copied();
     Highlights {
         fastest: pareto.first().copied(),
         pareto,

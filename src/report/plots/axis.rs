@@ -6,17 +6,19 @@ pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 
 /// Linear or logarithmic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(super) enum Scale {
+    #[default]
     Linear,
     /// For positive values; others sit below the axis.
     Log,
 }
 
 /// How tick labels read.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub(super) enum Labels {
     /// Numbers with the decimals their step needs; thousands separated.
+    #[default]
     Number,
     /// Numbers after a `$`.
     Dollars,
@@ -28,7 +30,7 @@ pub(super) enum Labels {
 }
 
 /// An axis from `lo` to `hi` with its ticks (labelled grid lines) and minor grid lines.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Axis {
     pub(super) scale: Scale,
     pub(super) lo: f64,
@@ -70,19 +72,10 @@ impl Axis {
             _ => lo,
         };
         let hi = if hi > lo { hi } else { lo + 1.0 };
-        let (labels, ticks, minor) = (Labels::Number, Vec::new(), Vec::new());
-        let unit = 1.0;
-        Axis {
-            scale,
-            lo,
-            hi,
-            unit,
-            labels,
-            max_ticks,
-            ticks,
-            minor,
-        }
-        .ticked()
+        let mut axis = Axis::default();
+        (axis.scale, axis.lo, axis.hi) = (scale, lo, hi);
+        (axis.max_ticks, axis.unit) = (max_ticks, 1.0);
+        axis.ticked()
     }
 
     /// The same axis with tick labels read as `labels`.
@@ -115,19 +108,15 @@ impl Axis {
             _ => self.max_ticks,
         };
         if self.scale == Scale::Linear {
-            self.ticks = nice_ticks(lo / u, hi / u, max)
-                .iter()
-                .map(|t| t * u)
-                .collect();
+            let ticks = nice_ticks(lo / u, hi / u, max);
+            self.ticks = ticks.iter().map(|t| t * u).collect();
             return self;
         }
         let inside = |v: &f64| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9);
         let decades = (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
         let at = |ms: &[f64]| -> Vec<f64> {
-            let all = decades
-                .clone()
-                .flat_map(|d| ms.iter().map(move |m| m * 10f64.powi(d)));
-            all.filter(inside).collect()
+            let scaled = |d: i32| ms.iter().map(move |m| m * 10f64.powi(d));
+            decades.clone().flat_map(scaled).filter(inside).collect()
         };
         self.minor = at(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
         let options = [at(&[1.0, 2.0, 5.0]), at(&[1.0, 3.0]), at(&[1.0])];
@@ -214,24 +203,16 @@ pub(super) fn nice_ticks(lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
     let raw = span / max_n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
     let steps = [1.0, 2.0, 5.0, 10.0].map(|m| m * mag);
-    let step = steps
-        .into_iter()
-        .find(|s| *s >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * mag);
-    let (first, last) = (
-        (lo / step - 1e-9).ceil() as i64,
-        (hi / step + 1e-9).floor() as i64,
-    );
+    let step = steps.into_iter().find(|s| *s >= raw * (1.0 - 1e-9));
+    let step = step.unwrap_or(10.0 * mag);
+    let first = (lo / step - 1e-9).ceil() as i64;
+    let last = (hi / step + 1e-9).floor() as i64;
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
 /// A tick value with as many decimals as its step needs (no `-0`).
 pub(super) fn fmt_tick(v: f64, step: f64) -> String {
-    let decimals = if step > 0.0 && step < 1.0 {
-        (-(step.log10() + 1e-9).floor()) as usize
-    } else {
-        0
-    };
+    let decimals = (-(step.log10() + 1e-9).floor()).clamp(0.0, 12.0) as usize;
     let s = format!("{v:.decimals$}");
     match s.strip_prefix('-') {
         Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),

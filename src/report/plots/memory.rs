@@ -14,7 +14,7 @@ use crate::memory::{SglangMemory, SlackNeed, Verdict};
 use super::axis::{thousands, Axis, Labels};
 use super::style::{heading, text_width, tint, Entry, Legend, Swatch, FONT, TEXT_PX, TOP_FIRST};
 use super::style::{BLUE, DARK, GREEN, ORANGE, PURPLE, RED};
-use super::{render, Area, DrawFailure, Figure, Format, PlotError};
+use super::{render, Area, Drawn, Figure, Format, PlotError};
 
 /// The title of the [`memory_figure`].
 pub const MEMORY_TITLE: &str = "GPU memory by mem_fraction_static: weights, KV pool and slack";
@@ -179,7 +179,7 @@ impl MemoryFigure<'_> {
 impl Figure for MemoryFigure<'_> {
     const NAME: &'static str = "memory";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let body = heading(root, MEMORY_TITLE, &self.subtitle())?;
         let bars: Vec<Bar> = self.0.iter().map(|(f, m)| Bar::new(*f, m)).collect();
         let n = bars.len().max(1);

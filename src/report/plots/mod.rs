@@ -103,6 +103,8 @@ impl<E: std::error::Error + Send + Sync> From<DrawingAreaErrorKind<E>> for DrawF
     }
 }
 
+/// What drawing gives: `T`, or plotters' failure.
+type Drawn<T = ()> = Result<T, DrawFailure>;
 /// An area to draw on, in pixels.
 type Area<DB> = DrawingArea<DB, Shift>;
 /// A chart of two [`Axis`].
@@ -113,15 +115,11 @@ trait Figure {
     /// Its name in error messages.
     const NAME: &'static str;
     /// Draw on `root`, already filled white; `raster` is true for a bitmap.
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure>;
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn;
 }
 
 fn render<F: Figure>(fig: &F, fmt: Format) -> Result<Vec<u8>, PlotError> {
-    fn draw<F: Figure, DB: DrawingBackend>(
-        f: &F,
-        root: Area<DB>,
-        raster: bool,
-    ) -> Result<(), DrawFailure> {
+    fn draw<F: Figure, DB: DrawingBackend>(f: &F, root: Area<DB>, raster: bool) -> Drawn {
         root.fill(&WHITE)?;
         f.draw(&root, raster)?;
         Ok(root.present()?)
@@ -155,7 +153,7 @@ fn build<'a, DB: DrawingBackend>(
     x: &Axis,
     y: &Axis,
     bottom: bool,
-) -> Result<Chart<'a, DB>, DrawFailure> {
+) -> Drawn<Chart<'a, DB>> {
     let (x_area, margin) = [(4, 12), (X_LABEL_AREA_PX, 6)][usize::from(bottom)];
     let mut b = ChartBuilder::on(area);
     b.margin_top(8).margin_right(24).margin_left(8);
@@ -172,7 +170,7 @@ fn panel<'a, DB: DrawingBackend>(
     y: &Axis,
     x_desc: Option<&str>,
     y_desc: &str,
-) -> Result<Chart<'a, DB>, DrawFailure> {
+) -> Drawn<Chart<'a, DB>> {
     let mut chart = build(area, x, y, x_desc.is_some())?;
     let fx = |v: &f64| x_desc.map_or(String::new(), |_| x.label(*v));
     let fy = |v: &f64| y.label(*v);
@@ -195,7 +193,7 @@ fn line<DB: DrawingBackend>(
     colour: RGBColor,
     width: u32,
     raster: bool,
-) -> Result<(), DrawFailure> {
+) -> Drawn {
     if !raster || width <= 1 {
         let style = colour.stroke_width(width);
         chart.draw_series(LineSeries::new(pts.iter().copied(), style))?;

@@ -22,7 +22,7 @@ use super::style::{
     heading, mark, text_width, wrap, Entry, Legend, Shape, Swatch, DARK, FONT, GREY, PALETTE, RED,
     TEXT_PX,
 };
-use super::{panel, render, Area, DrawFailure, Figure, Format, PlotError};
+use super::{panel, render, Area, Drawn, Figure, Format, PlotError};
 
 /// The title of the [`plan_figure`].
 pub const PLAN_TITLE: &str = "Cost against time to finish";
@@ -97,7 +97,7 @@ fn value_axis(values: &[f64], extra: Option<f64>) -> Axis {
         return Axis::log(min / pad(0.06), max * pad(0.1), 9);
     }
     let (min, max) = (min.max(0.0), if max > 0.0 { max } else { 1.0 });
-    if !(min > 0.4 * max) || max - min <= 1e-9 * max {
+    if min <= 0.4 * max || max - min <= 1e-9 * max {
         return Axis::linear(0.0, 1.1 * max, 8);
     }
     let (lo, hi) = (min - 0.1 * (max - min), max + 0.1 * (max - min));
@@ -115,9 +115,10 @@ fn distinct<T: Ord>(mut v: Vec<T>) -> Vec<T> {
 }
 
 /// What the figure shows, worked out from the rows before drawing.
+#[derive(Default)]
 struct PlanFigure<'a> {
     rows: &'a [PlanRow],
-    picks: &'a Highlights,
+    picks: Highlights,
     deadline_h: Option<f64>,
     /// The feasible rows drawn: with a finite time and cost.
     drawn: Vec<usize>,
@@ -156,17 +157,11 @@ impl<'a> PlanFigure<'a> {
         let x = value_axis(&times, deadline_drawn.map(|d| d * 1.04));
         let y = value_axis(&costs, None).with(Labels::Dollars);
         let (gpus, tps) = (gpus, tps);
-        PlanFigure {
-            rows,
-            picks,
-            deadline_h,
-            drawn,
-            gpus,
-            tps,
-            deadline_drawn,
-            x,
-            y,
-        }
+        let mut fig = PlanFigure::default();
+        (fig.rows, fig.picks, fig.deadline_h) = (rows, picks.clone(), deadline_h);
+        fig.drawn = drawn;
+        (fig.gpus, fig.tps, fig.deadline_drawn, fig.x, fig.y) = (gpus, tps, deadline_drawn, x, y);
+        fig
     }
 
     fn t_h(&self, i: usize) -> f64 {
@@ -208,7 +203,7 @@ impl<'a> PlanFigure<'a> {
 
     /// The key: what colour, shape and size stand for, the front and the deadline, notes, and
     /// the infeasible candidates by reason, as many as fit in `area`.
-    fn key<DB: DrawingBackend>(&self, area: &Area<DB>) -> Result<Legend, DrawFailure> {
+    fn key<DB: DrawingBackend>(&self, area: &Area<DB>) -> Drawn<Legend> {
         let (width, height) = (area.dim_in_pixel().0 as i32 - 60, area.dim_in_pixel().1);
         let mut e: Vec<Entry> = Vec::new();
         if !self.drawn.is_empty() {
@@ -283,7 +278,7 @@ impl<'a> PlanFigure<'a> {
     }
 
     /// The plot: deadline, Pareto staircase, markers and the front's labels.
-    fn draw_plot<DB: DrawingBackend>(&self, area: &Area<DB>) -> Result<(), DrawFailure> {
+    fn draw_plot<DB: DrawingBackend>(&self, area: &Area<DB>) -> Drawn {
         let (x, y) = (&self.x, &self.y);
         let desc = |a: &Axis, what: &str| match a.scale {
             Scale::Log => format!("{what}, log scale)"),
@@ -368,7 +363,7 @@ impl<'a> PlanFigure<'a> {
 impl Figure for PlanFigure<'_> {
     const NAME: &'static str = "plan";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let body = heading(root, PLAN_TITLE, &self.subtitle())?;
         let (w, n) = (body.dim_in_pixel().0, self.rows.len());
         let key = if self.drawn.is_empty() {

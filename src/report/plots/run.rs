@@ -20,7 +20,7 @@ use crate::metrics::{Distribution, RunResult, Sample};
 use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
 use super::style::{heading, mark, Corner, Entry, Legend, Shape, Swatch, BOTTOM_FIRST, TOP_FIRST};
 use super::style::{BLUE, DARK, GREEN, GREY, LIGHT_BLUE, ORANGE, PURPLE, RED, VERMILLION};
-use super::{line, render, y_top, Area, DrawFailure, Figure, Format, PlotError};
+use super::{line, render, y_top, Area, Drawn, Figure, Format, PlotError};
 
 /// A run at least this many times longer than its start-up gets a logarithmic time axis.
 pub const LOG_TIME_FACTOR: f64 = 20.0;
@@ -123,6 +123,7 @@ enum Draw {
 
 /// A panel of a run figure: what it draws, in order, each with its legend entry if any. The
 /// legend hides none of the lines and bands if it can.
+#[derive(Default)]
 struct Panel<'p> {
     y_desc: &'p str,
     /// The top of the y axis, if fixed; else it leaves room above the data, raised by up to
@@ -135,12 +136,9 @@ struct Panel<'p> {
 impl Panel<'_> {
     /// A panel with its y axis described, fixed at the top if given.
     fn new<'p>(y_desc: &'p str, y_top: Option<f64>, corners: &'static [Corner]) -> Panel<'p> {
-        Panel {
-            y_desc,
-            y_top,
-            corners,
-            items: Vec::new(),
-        }
+        let mut panel = Panel::default();
+        (panel.y_desc, panel.y_top, panel.corners) = (y_desc, y_top, corners);
+        panel
     }
 
     /// Draw `draw` next, with a legend entry if `label` is not empty.
@@ -154,7 +152,7 @@ impl Panel<'_> {
         x: &Axis,
         x_desc: Option<&str>,
         raster: bool,
-    ) -> Result<(), DrawFailure> {
+    ) -> Drawn {
         // The legend lists the items drawn last (on top) first.
         let (mut entries, mut avoid) = (Vec::new(), Vec::new());
         for (label, draw) in self.items.iter().rev() {
@@ -245,7 +243,7 @@ impl Throughput<'_> {
 impl Figure for Throughput<'_> {
     const NAME: &'static str = "throughput";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let (r, steady) = (self.r, &self.a.steady);
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
         let pts = timeline(r);
@@ -310,7 +308,7 @@ struct EngineState<'a>(&'a RunResult);
 impl Figure for EngineState<'_> {
     const NAME: &'static str = "engine state";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let (r, avg) = (self.0, &self.0.time_avg);
         let pool = thousands(r.kv_capacity_tokens);
         let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
@@ -382,7 +380,7 @@ fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
 impl Figure for Latency<'_> {
     const NAME: &'static str = "latency";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let lat = &self.0.latency;
         let n = lat.e2e_ms.count();
         let subtitle = match n {

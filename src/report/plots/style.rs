@@ -6,7 +6,7 @@ use plotters::chart::SeriesLabelPosition;
 use plotters::prelude::*;
 
 use super::axis::Axis;
-use super::{build, panel, Area, Chart, DrawFailure};
+use super::{build, panel, Area, Chart, Drawn};
 
 /// The font: registered as the embedded Noto Sans, and a CSS font list in SVG.
 pub(super) const FONT: &str = "Noto Sans, sans-serif";
@@ -54,7 +54,7 @@ pub(super) fn heading<DB: DrawingBackend>(
     root: &Area<DB>,
     title: &str,
     subtitle: &str,
-) -> Result<Area<DB>, DrawFailure> {
+) -> Drawn<Area<DB>> {
     let (head, body) = root.split_vertically(HEADING_PX);
     head.draw_text(title, &(FONT, 26).into_font().color(&BLACK), (20, 12))?;
     let grey = RGBColor(70, 70, 70);
@@ -67,11 +67,7 @@ pub(super) fn heading<DB: DrawingBackend>(
 }
 
 /// The width of `text` at `px` pixels.
-pub(super) fn text_width<DB: DrawingBackend>(
-    area: &Area<DB>,
-    text: &str,
-    px: u32,
-) -> Result<i32, DrawFailure> {
+pub(super) fn text_width<DB: DrawingBackend>(area: &Area<DB>, text: &str, px: u32) -> Drawn<i32> {
     let font = TextStyle::from((FONT, px).into_font());
     Ok(area.estimate_text_size(text, &font)?.0 as i32)
 }
@@ -82,7 +78,7 @@ pub(super) fn wrap<DB: DrawingBackend>(
     text: &str,
     width: i32,
     px: u32,
-) -> Result<Vec<String>, DrawFailure> {
+) -> Drawn<Vec<String>> {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split_whitespace() {
         match lines.last_mut() {
@@ -254,7 +250,7 @@ impl Entry {
 
 /// A legend: its entries in one column, drawn by plotters as series labels, and the data it
 /// should not hide.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub(super) struct Legend {
     entries: Vec<Entry>,
     text_px: u32,
@@ -268,14 +264,9 @@ pub(super) struct Legend {
 
 impl Legend {
     pub(super) fn new(entries: Vec<Entry>) -> Legend {
-        let (text_px, avoid, corners, max_stretch) = (TEXT_PX, Vec::new(), &TOP_FIRST[..], 1.0);
-        Legend {
-            entries,
-            text_px,
-            avoid,
-            corners,
-            max_stretch,
-        }
+        let mut legend = Legend::default();
+        (legend.entries, legend.text_px) = (entries, TEXT_PX);
+        legend.avoiding(Vec::new(), &TOP_FIRST, 1.0)
     }
 
     /// The legend hiding as few points of `avoid` as it can, in one of `corners`, the top of
@@ -298,7 +289,7 @@ impl Legend {
     }
 
     /// The legend's size in pixels, as plotters lays it out.
-    fn size<DB: DrawingBackend>(&self, area: &Area<DB>, raster: bool) -> Result<Px, DrawFailure> {
+    fn size<DB: DrawingBackend>(&self, area: &Area<DB>, raster: bool) -> Drawn<Px> {
         let mut w = 0;
         for e in &self.entries {
             w = w.max(text_width(area, &self.text(e, raster), self.text_px)?);
@@ -319,7 +310,7 @@ impl Legend {
         x_desc: Option<&str>,
         y_desc: &str,
         raster: bool,
-    ) -> Result<(Chart<'a, DB>, Px), DrawFailure> {
+    ) -> Drawn<(Chart<'a, DB>, Px)> {
         let size = self.size(area, raster)?;
         let mut first = None;
         let stretches = (0..=6).map(|k| 1.0 + 0.1 * f64::from(k));
@@ -338,11 +329,7 @@ impl Legend {
 
     /// Draw the legend alone in `area` (a key beside plots) at its top left, headings and
     /// notes broken into lines, its text made smaller if it would not fit.
-    pub(super) fn draw_alone<DB: DrawingBackend>(
-        mut self,
-        area: &Area<DB>,
-        raster: bool,
-    ) -> Result<(), DrawFailure> {
+    pub(super) fn draw_alone<DB: DrawingBackend>(mut self, area: &Area<DB>, raster: bool) -> Drawn {
         let (w, h) = area.dim_in_pixel();
         for e in std::mem::take(&mut self.entries) {
             let lines = match e.1 == Swatch::default() {
@@ -366,7 +353,7 @@ impl Legend {
         chart: &mut Chart<'a, DB>,
         at: Px,
         raster: bool,
-    ) -> Result<(), DrawFailure> {
+    ) -> Drawn {
         if self.entries.is_empty() {
             return Ok(());
         }

@@ -18,7 +18,7 @@ use super::style::{
     heading, mark, text_width, Entry, Legend, Shape, Swatch, BLUE, DARK, FONT, GREY, HEADING_PX,
     PALETTE, TEXT_PX, Y_LABEL_AREA_PX,
 };
-use super::{panel, render, y_top, Area, DrawFailure, Figure, Format, PlotError, HEIGHT_PX};
+use super::{panel, render, y_top, Area, Drawn, Figure, Format, PlotError, HEIGHT_PX};
 
 /// Most lines a sweep figure draws; further combinations of the other keys are left out, and
 /// the figure says so.
@@ -147,7 +147,7 @@ fn x_axis(values: &[&str]) -> (Axis, Vec<f64>, bool) {
 }
 
 /// One line of the figure: the runs sharing the values of the other keys.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Group {
     label: String,
     colour: RGBColor,
@@ -202,6 +202,7 @@ fn metrics(rows: &[Row]) -> Vec<Metric> {
     ]
 }
 
+#[derive(Default)]
 struct SweepFigure<'a> {
     key: &'a str,
     rows: &'a [Row],
@@ -229,12 +230,11 @@ impl<'a> SweepFigure<'a> {
             let g = ids.iter().position(|x| *x == id).unwrap_or(ids.len());
             if g == ids.len() && g < MAX_SWEEP_LINES {
                 let label = id.iter().map(|v| display(v)).collect::<Vec<_>>().join(", ");
-                let (colour, rows, dodge) = (PALETTE[g], Vec::new(), 0.0);
+                let colour = PALETTE[g];
                 groups.push(Group {
                     label,
                     colour,
-                    rows,
-                    dodge,
+                    ..Group::default()
                 });
             }
             if g == ids.len() {
@@ -263,16 +263,10 @@ impl<'a> SweepFigure<'a> {
             _ => Some(format!("one line per ({})", names.join(", "))),
         };
         let (key, total_groups) = (&keys[k], ids.len());
-        SweepFigure {
-            key,
-            rows,
-            x,
-            indexed,
-            xs,
-            groups,
-            total_groups,
-            line_header,
-        }
+        let mut fig = SweepFigure::default();
+        (fig.key, fig.rows, fig.x, fig.indexed, fig.xs) = (key, rows, x, indexed, xs);
+        (fig.groups, fig.total_groups, fig.line_header) = (groups, total_groups, line_header);
+        fig
     }
 
     /// The rows drawn.
@@ -329,7 +323,7 @@ impl<'a> SweepFigure<'a> {
         area: &Area<DB>,
         (desc, value, empty): &Metric,
         k: usize,
-    ) -> Result<(), DrawFailure> {
+    ) -> Drawn {
         let value = |i: usize| value(&self.rows[i]);
         let ci = |i: usize| {
             let [lo, hi] = self.rows[i].steady_req_per_s_ci;
@@ -429,7 +423,7 @@ impl<'a> SweepFigure<'a> {
 impl Figure for SweepFigure<'_> {
     const NAME: &'static str = "sweep";
 
-    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Result<(), DrawFailure> {
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
         let body = heading(root, &sweep_title(self.key), &self.subtitle())?;
         // Two rows of four cells, the key in the fourth of the first; the top row's panels
         // have no x tick labels (the panel below shares the axis), so the row is shorter by
