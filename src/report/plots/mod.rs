@@ -322,15 +322,17 @@ mod check {
         }
         let none = [row("h100", 1, 0.0, 2.95, "the model does not fit")];
         let plans = [
-            ("realistic", realistic()),
-            ("crowded", crowded()),
-            ("long", long_infeasible()),
+            ("realistic", realistic(), 24.0),
+            ("crowded", crowded(), 6.0),
         ];
-        for (name, rows) in plans.into_iter().chain([("none", none.to_vec())]) {
-            let picks = crate::plan::highlights(&rows, Some(6.0));
-            write(&format!("plan-{name}"), &|f| {
-                plan_figure(&rows, &picks, Some(6.0), f)
-            });
+        let more = [
+            ("long", long_infeasible(), 4.0),
+            ("none", none.to_vec(), 2.0),
+        ];
+        for (name, rows, deadline) in plans.into_iter().chain(more) {
+            let picks = crate::plan::highlights(&rows, Some(deadline));
+            let draw = |f| plan_figure(&rows, &picks, Some(deadline), f);
+            write(&format!("plan-{name}"), &draw);
         }
     }
 }

@@ -6,14 +6,10 @@ pub(crate) fn encode_rgb(width: u32, height: u32, rgb: &[u8]) -> Vec<u8> {
     let mut enc = png::Encoder::new(&mut out, width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
-    enc.set_compression(png::Compression::Default);
-    let mut w = enc
-        .write_header()
-        .expect("invariant: writing a PNG header to memory cannot fail");
-    w.write_image_data(rgb)
-        .expect("invariant: the RGB buffer has width × height × 3 bytes");
-    w.finish()
-        .expect("invariant: finishing a PNG in memory cannot fail");
+    let invariant = "invariant: a width × height × 3 RGB buffer encodes to memory";
+    let mut w = enc.write_header().expect(invariant);
+    w.write_image_data(rgb).expect(invariant);
+    w.finish().expect(invariant);
     out
 }
 

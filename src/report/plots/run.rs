@@ -480,6 +480,10 @@ pub(super) mod tests {
         assert!(pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200);
         assert!(pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500);
         assert!(pixels(&a.0, BLACK) > 500, "title");
+        register_fonts().unwrap();
+        register_fonts().unwrap();
+        assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
+        assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
         let all = [a.1, b.1, c.1].concat();
         let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
         for text in [
@@ -531,14 +535,5 @@ pub(super) mod tests {
         assert_eq!(none.totals.requests_completed, 0);
         let [a, _, c] = figures(&none, &[]);
         assert!(a.1.contains("there is no steady rate") && c.1.contains("no latency to show"));
-    }
-
-    #[test]
-    fn figures_are_deterministic_and_fonts_register_once() {
-        register_fonts().unwrap();
-        register_fonts().unwrap();
-        let r = small(2.0);
-        assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
-        assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
     }
 }
