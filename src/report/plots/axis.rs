@@ -305,9 +305,7 @@ mod tests {
         let times = [300.0, 10_800.0, 0.3].map(round_time).join("|");
         assert_eq!(times, "5 min|3 h|0.3 s");
         let durations = [3104.0, 190.0, 0.01, 0.0, 5.0, 102_411.0].map(human_duration);
-        assert_eq!(
-            durations.join("|"),
-            "51.7 min|190 s|0.01 s|0 s|5.0 s|28.4 h"
-        );
+        let durations = durations.join("|");
+        assert_eq!(durations, "51.7 min|190 s|0.01 s|0 s|5.0 s|28.4 h");
     }
 }

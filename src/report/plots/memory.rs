@@ -1,10 +1,4 @@
-//! The memory figure: SGLang's split of each GPU's memory over a range of
-//! `mem_fraction_static` values `f`. One stacked bar per fraction, GiB per GPU: the weights
-//! `W`, the KV pool `M_pre · f − W` and the slack `(1 − f) · M_pre`, so every bar is `M_pre`
-//! tall (the memory free before the weights load); the slack is coloured by the verdict
-//! (green safe, orange tight, red would run out of memory). A black line across each bar sits
-//! at `M_pre − need`, where the slack would be exactly what the server needs; the part of a
-//! pool above it is drawn darker. The KV pool in tokens is written above each bar.
+//! The memory figure: SGLang's split of each GPU's memory over a range of fractions.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -19,10 +13,13 @@ use super::{render, Area, Drawn, Figure, Format, PlotError};
 /// The title of the [`memory_figure`].
 pub const MEMORY_TITLE: &str = "GPU memory by mem_fraction_static: weights, KV pool and slack";
 
-/// For each `(mem_fraction_static, derivation)` of `rows`, in their order, a stacked bar of
-/// one GPU's memory: weights, KV pool and slack, in GiB, with the height at which the slack
-/// would be exactly what it must hold (the out-of-memory boundary), the slack coloured by the
-/// verdict, and the KV pool in tokens above the bar.
+/// For each `(mem_fraction_static f, derivation)` of `rows`, in their order, a stacked bar of
+/// one GPU's memory in GiB: the weights `W`, the KV pool `M_pre · f − W` and the slack
+/// `(1 − f) · M_pre`, so every bar is `M_pre` tall (the memory free before the weights load).
+/// The slack is coloured by the verdict (green safe, orange tight, red would run out of
+/// memory); a black line across the bar marks `M_pre − need`, where the slack would be exactly
+/// what the server must hold (the part of a pool above it is darker); the KV pool in tokens is
+/// written above the bar.
 pub fn memory_figure(rows: &[(f64, SglangMemory)], fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&MemoryFigure(rows), fmt)
 }
@@ -44,18 +41,14 @@ struct Bar {
 impl Bar {
     fn new(f: f64, m: &SglangMemory) -> Bar {
         let top = m.inputs.memory_before_weights_gib.max(0.0);
-        let (label, weights) = (fraction_label(f), m.inputs.weight_gib_per_gpu.max(0.0));
-        let static_top = m.static_gib.clamp(0.0, top);
-        let boundary = (top - m.need_gib).clamp(0.0, top);
-        let (verdict, tokens) = (m.verdict, m.max_total_num_tokens);
         Bar {
-            label,
-            weights,
-            static_top,
+            label: fraction_label(f),
+            weights: m.inputs.weight_gib_per_gpu.max(0.0),
+            static_top: m.static_gib.clamp(0.0, top),
             top,
-            boundary,
-            verdict,
-            tokens,
+            boundary: (top - m.need_gib).clamp(0.0, top),
+            verdict: m.verdict,
+            tokens: m.max_total_num_tokens,
         }
     }
 }
@@ -100,12 +93,11 @@ impl MemoryFigure<'_> {
     fn same(&self) -> Option<&SglangMemory> {
         let (_, first) = self.0.first()?;
         let key = |m: &SglangMemory| {
-            let i = &m.inputs;
-            [
-                i.memory_before_weights_gib,
-                i.weight_gib_per_gpu,
-                m.need_gib,
-            ]
+            let (free, w) = (
+                m.inputs.memory_before_weights_gib,
+                m.inputs.weight_gib_per_gpu,
+            );
+            [free, w, m.need_gib]
         };
         let close = |a: [f64; 3]| a.iter().zip(key(first)).all(|(a, b)| (a - b).abs() < 1e-9);
         self.0.iter().all(|(_, m)| close(key(m))).then_some(first)
@@ -131,10 +123,8 @@ impl MemoryFigure<'_> {
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),
         };
         let (free, need) = (m.inputs.memory_before_weights_gib, m.need_gib);
-        let (oom, safe) = (
-            floor3(m.oom_above_fraction),
-            floor3(m.largest_safe_fraction),
-        );
+        let oom = floor3(m.oom_above_fraction);
+        let safe = floor3(m.largest_safe_fraction);
         format!(
             "Per GPU: M_pre = {free:.2} GiB free before the weights load. The slack must hold \
              {need:.2} GiB ({source}): out of memory above f = {oom}, safe up to f = {safe}."
@@ -150,10 +140,8 @@ impl MemoryFigure<'_> {
         let pool_text = "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)";
         let mut e = vec![Entry::new(format!("weights W{w}"), patch(WEIGHTS))];
         e.push(Entry::new(pool_text, patch(pool())));
-        if bars
-            .iter()
-            .any(|b| b.static_top > b.boundary.max(b.weights))
-        {
+        let over = |b: &Bar| b.static_top > b.boundary.max(b.weights);
+        if bars.iter().any(over) {
             e.push(Entry::new("pool above the OOM line", patch(pool_over())));
         }
         for (v, label) in [
@@ -168,10 +156,8 @@ impl MemoryFigure<'_> {
         let need = same.map_or("what it must hold".into(), |m| {
             format!("need = {:.2} GiB", m.need_gib)
         });
-        e.push(Entry::new(
-            format!("OOM line: slack = {need}"),
-            Swatch::line(DARK, 3),
-        ));
+        let line = format!("OOM line: slack = {need}");
+        e.push(Entry::new(line, Swatch::line(DARK, 3)));
         Legend::new(e)
     }
 }
@@ -243,9 +229,7 @@ pub(super) mod tests {
     use crate::scenario::{load, MemoryDerivation::Sglang};
 
     /// The case study's memory at each fraction in hundredths, as `servesim memory` has it.
-    pub(in crate::report::plots) fn case_study<const N: usize>(
-        percents: [u32; N],
-    ) -> Vec<(f64, SglangMemory)> {
+    pub(crate) fn case_study<const N: usize>(percents: [u32; N]) -> Vec<(f64, SglangMemory)> {
         let src = scenario_file("case-study-b2-memory.toml");
         let at = |p: u32| {
             let sc = load(&src, &[format!("engine.mem_fraction_static=0.{p}")]).unwrap();
@@ -293,10 +277,7 @@ pub(super) mod tests {
         }
         let [safe, oom] = [&bars[0], &bars[1]];
         assert!(safe.verdict == Verdict::Safe && oom.verdict == Verdict::Oom);
-        assert!(
-            safe.static_top < safe.boundary,
-            "0.85 leaves the slack it needs"
-        );
+        assert!(safe.static_top < safe.boundary, "0.85 leaves the slack");
         assert!(oom.static_top > oom.boundary, "0.95 takes from it");
         let labels = [0.8, 0.855, 1.0].map(fraction_label).join("|");
         assert_eq!(labels, "0.80|0.855|1.00");

@@ -11,12 +11,11 @@
 //! legend, plotters' series labels put in the corner that hides the fewest data points
 //! (`style.rs`). Text is Noto Sans, embedded and registered with plotters, so figures render
 //! the same on a machine with no fonts; SVG names it `Noto Sans, sans-serif`. PNG is encoded
-//! here (`png.rs`): plotters' own encoder writes only to files.
+//! here: plotters' own encoder writes only to files.
 
 mod axis;
 mod memory;
 mod plan;
-mod png;
 mod run;
 mod style;
 mod sweep;
@@ -135,7 +134,7 @@ fn render<F: Figure>(fig: &F, fmt: Format) -> Result<Vec<u8>, PlotError> {
             let mut rgb = vec![0u8; WIDTH_PX as usize * HEIGHT_PX as usize * 3];
             let root = BitMapBackend::with_buffer(&mut rgb, size).into_drawing_area();
             draw(fig, root, true).map_err(fail)?;
-            Ok(png::encode_rgb(WIDTH_PX, HEIGHT_PX, &rgb))
+            Ok(encode_png(&rgb))
         }
         Format::Svg => {
             let mut svg = String::new();
@@ -144,6 +143,19 @@ fn render<F: Figure>(fig: &F, fmt: Format) -> Result<Vec<u8>, PlotError> {
             Ok(svg.into_bytes())
         }
     }
+}
+
+/// PNG bytes of a figure drawn as 8-bit RGB.
+fn encode_png(rgb: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, WIDTH_PX, HEIGHT_PX);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    let invariant = "invariant: a width × height × 3 RGB buffer encodes to memory";
+    let mut w = enc.write_header().expect(invariant);
+    w.write_image_data(rgb).expect(invariant);
+    w.finish().expect(invariant);
+    out
 }
 
 /// The chart of a panel on `area`, before anything is drawn. A `bottom` panel has room for x
@@ -228,8 +240,13 @@ mod check {
 
     /// A figure in both formats, checked: the PNG's pixels (RGB), and the SVG.
     pub(super) fn both(draw: impl Fn(Format) -> Result<Vec<u8>, PlotError>) -> (Vec<u8>, String) {
-        let (w, h, rgb) = super::png::decode_rgb(&draw(Format::Png).unwrap());
-        assert_eq!((w, h), (WIDTH_PX, HEIGHT_PX));
+        let bytes = draw(Format::Png).unwrap();
+        let mut reader = png::Decoder::new(&bytes[..]).read_info().unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        assert_eq!((info.width, info.height), (WIDTH_PX, HEIGHT_PX));
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        rgb.truncate(info.buffer_size());
         let svg = String::from_utf8(draw(Format::Svg).unwrap()).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
         (rgb, svg)
@@ -286,25 +303,19 @@ mod check {
         let b2 = run(&sc, &Default::default()).unwrap();
         let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
         let runs = [
-            ("b2", b2, &observe[..]),
-            ("small", small(2.0), &[5.0, 12.0]),
+            ("b2", b2, observe),
+            ("small", small(2.0), vec![5.0, 12.0]),
+            ("edge-none", edge(false), vec![]),
+            ("edge-one", edge(true), vec![0.01]),
         ];
-        let edges = [
-            ("edge-none", edge(false), &[][..]),
-            ("edge-one", edge(true), &[0.01]),
-        ];
-        for (name, r, observe) in runs.into_iter().chain(edges) {
-            let a = analyse(&r);
-            write(&format!("{name}-throughput"), &|f| {
-                throughput(&r, &a, observe, f)
-            });
-            write(&format!("{name}-engine-state"), &|f| engine_state(&r, f));
-            write(&format!("{name}-latency-cdf"), &|f| latency_cdf(&r, f));
+        for (run, r, observe) in runs {
+            let (a, name) = (analyse(&r), |fig: &str| format!("{run}-{fig}"));
+            write(&name("throughput"), &|f| throughput(&r, &a, &observe, f));
+            write(&name("engine-state"), &|f| engine_state(&r, f));
+            write(&name("latency-cdf"), &|f| latency_cdf(&r, f));
         }
-        let case_study = super::memory::tests::case_study;
-        write("memory", &|f| {
-            memory_figure(&case_study([80, 85, 89, 90, 95]), f)
-        });
+        let rows = super::memory::tests::case_study([80, 85, 89, 90, 95]);
+        write("memory", &|f| memory_figure(&rows, f));
         // The memory fraction; three keys, nine long combinations of the other two (capped).
         let memory = scenario_file("case-study-b2-memory.toml");
         let dist = |v: u32| format!("{{ dist = \"constant\", value = {v} }}");
@@ -320,16 +331,14 @@ mod check {
                 write(&format!("sweep-{name}-{k}"), &draw);
             }
         }
-        let none = [row("h100", 1, 0.0, 2.95, "the model does not fit")];
+        let none = vec![row("h100", 1, 0.0, 2.95, "the model does not fit")];
         let plans = [
             ("realistic", realistic(), 24.0),
             ("crowded", crowded(), 6.0),
-        ];
-        let more = [
             ("long", long_infeasible(), 4.0),
-            ("none", none.to_vec(), 2.0),
+            ("none", none, 2.0),
         ];
-        for (name, rows, deadline) in plans.into_iter().chain(more) {
+        for (name, rows, deadline) in plans {
             let picks = crate::plan::highlights(&rows, Some(deadline));
             let draw = |f| plan_figure(&rows, &picks, Some(deadline), f);
             write(&format!("plan-{name}"), &draw);

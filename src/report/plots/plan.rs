@@ -1,16 +1,10 @@
-//! The plan figure: what each feasible candidate of `servesim plan` costs against how long it
-//! takes to finish the workload. The Pareto front and the picks come from
-//! [`plan::highlights`](crate::plan::highlights).
-//!
-//! One marker per feasible candidate at (time to finish in hours, total cost in $): colour for
-//! the GPU type, shape for the GPUs per server (circle, square, triangle, … from the smallest
-//! TP up), size for the GPUs rented; the key on the right says which is which and lists the
-//! infeasible candidates by reason, as many as fit. The Pareto front is a staircase, each of
-//! its candidates labelled (`8× h200 TP8`) below and left of its marker, where no other
-//! candidate can be. The deadline is a dashed line with the time beyond it shaded, unless far
-//! from every candidate's time. Each axis is logarithmic when its values span more than
-//! [`LOG_SPAN`] times, else linear from 0, or from a round value below the smallest when the
-//! values are close (so that candidates of similar cost are told apart).
+//! The plan figure. The Pareto front and the picks come from
+//! [`plan::highlights`](crate::plan::highlights). Shapes go circle, square, triangle, … from
+//! the smallest TP up; each candidate of the front is labelled (`8× h200 TP8`) below and left
+//! of its marker, where no other candidate can be; a deadline far from every candidate's time
+//! is not drawn. Each axis is logarithmic when its values span more than [`LOG_SPAN`] times,
+//! else linear from 0, or from a round value below the smallest when the values are close (so
+//! that candidates of similar cost are told apart).
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -40,8 +34,8 @@ const KEY_W: u32 = 330;
 /// and a key that counts and lists the infeasible candidates with their reasons. With no
 /// feasible candidate (or none at all) the figure says so and lists why each is infeasible.
 ///
-/// Feasible rows whose time or cost is not a finite non-negative number are left out and
-/// counted in the key. Errors only if plotters fails to draw.
+/// Feasible rows whose time or cost is not a finite non-negative number are left out (the
+/// subtitle counts the candidates drawn). Errors only if plotters fails to draw.
 pub fn plan_figure(
     rows: &[PlanRow],
     picks: &Highlights,
@@ -188,15 +182,12 @@ impl<'a> PlanFigure<'a> {
             })
         };
         let (cheapest, fastest) = (describe(self.picks.cheapest), describe(self.picks.fastest));
-        let pick = match (self.deadline_h.map(short), self.picks.cheapest) {
+        let within = |d: f64| format!("within the {} h deadline", short(d));
+        let pick = match (self.deadline_h.map(within), self.picks.cheapest) {
             (None, _) if cheapest == fastest => format!("Cheapest and fastest: {cheapest}."),
             (None, _) => format!("Cheapest: {cheapest}; fastest: {fastest}."),
-            (Some(d), Some(_)) => {
-                format!("Cheapest finishing within the {d} h deadline: {cheapest}.")
-            }
-            (Some(d), None) => {
-                format!("None finishes within the {d} h deadline; the fastest: {fastest}.")
-            }
+            (Some(d), Some(_)) => format!("Cheapest finishing {d}: {cheapest}."),
+            (Some(d), None) => format!("None finishes {d}; the fastest: {fastest}."),
         };
         format!("{counts} {pick}")
     }
@@ -259,7 +250,7 @@ impl<'a> PlanFigure<'a> {
         let mut shown = 0;
         for (reason, labels) in &reasons {
             let all = format!("{reason}: {}", labels.join(", "));
-            let mut lines = wrap(area, &all, width, TEXT_PX)?;
+            let mut lines = wrap(area, &all, width)?;
             if lines.len() > 3 {
                 lines.truncate(3);
                 lines[2].push('\u{2026}');
@@ -389,13 +380,7 @@ pub(super) mod tests {
     use crate::plan::highlights;
 
     /// A candidate finishing in `time_h` hours at `price` $/GPU-hour, or infeasible (time 0).
-    pub(in crate::report::plots) fn row(
-        gpu: &str,
-        n: u32,
-        time_h: f64,
-        price: f64,
-        reason: &str,
-    ) -> PlanRow {
+    pub(crate) fn row(gpu: &str, n: u32, time_h: f64, price: f64, reason: &str) -> PlanRow {
         let feasible = time_h > 0.0;
         PlanRow {
             gpu: gpu.into(),
@@ -450,9 +435,8 @@ pub(super) mod tests {
     /// Forty infeasible candidates, each with its own reason, and one feasible.
     pub(in crate::report::plots) fn long_infeasible() -> Vec<PlanRow> {
         let reason = |n: u32| format!("would run out of memory at mem_fraction_static 0.{n:03}");
-        let mut rows: Vec<PlanRow> = (1..=40)
-            .map(|n| row("l40s", n, 0.0, 1.4, &reason(n)))
-            .collect();
+        let l40s = |n: u32| row("l40s", n, 0.0, 1.4, &reason(n));
+        let mut rows: Vec<PlanRow> = (1..=40).map(l40s).collect();
         rows.push(row("h100", 8, 3.0, 2.95, ""));
         rows
     }

@@ -1,16 +1,10 @@
-//! Figures of one run, from the run and its analysis.
-//!
-//! * [`throughput`] — the client's lifetime average and windowed rate against the steady state,
-//!   and the server's gen tok/s below on the same time axis: the case study in one picture.
-//! * [`engine_state`] — running, queued and in-flight requests, and the KV token usage.
-//! * [`latency_cdf`] — the distributions of TTFT and end-to-end latency.
-//!
-//! A run at least [`LOG_TIME_FACTOR`] times longer than its start-up (its first response, or
-//! the client's window if longer) gets a logarithmic time axis ticked in round times: on a
-//! linear one the start-up, where the lifetime average lags, would be a sliver at the left.
-//! Other runs get a linear axis in s, min or h. The series are the run's regular samples
-//! merged with the first minutes' and the observations. Latencies are in seconds, on a log
-//! axis when their p99 exceeds their p1 by more than [`LOG_LATENCY_SPREAD`] times.
+//! Figures of one run, from the run and its analysis. A run at least [`LOG_TIME_FACTOR`] times
+//! longer than its start-up (its first response, or the client's window if longer) gets a
+//! logarithmic time axis ticked in round times: on a linear one the start-up, where the
+//! lifetime average lags, would be a sliver at the left. Other runs get a linear axis in s,
+//! min or h. The series are the run's regular samples merged with the first minutes' and the
+//! observations. Latencies are in seconds, on a log axis when their p99 exceeds their p1 by
+//! more than [`LOG_LATENCY_SPREAD`] times.
 
 use plotters::prelude::*;
 
@@ -44,7 +38,7 @@ pub fn throughput(
     observe_at_s: &[f64],
     fmt: Format,
 ) -> Result<Vec<u8>, PlotError> {
-    render(&Throughput { r, a, observe_at_s }, fmt)
+    render(&Throughput(r, a, observe_at_s), fmt)
 }
 
 /// Running, queued and in-flight requests over time; below, on the same time axis, the KV
@@ -121,29 +115,16 @@ enum Draw {
     Dots(Vec<(f64, f64)>, RGBColor),
 }
 
-/// A panel of a run figure: what it draws, in order, each with its legend entry if any. The
-/// legend hides none of the lines and bands if it can.
-#[derive(Default)]
-struct Panel<'p> {
-    y_desc: &'p str,
-    /// The top of the y axis, if fixed; else it leaves room above the data, raised by up to
-    /// 60 % if that makes room for the legend.
-    y_top: Option<f64>,
-    corners: &'static [Corner],
-    items: Vec<(String, Draw)>,
-}
+/// A panel of a run figure: its y description; the top of its y axis if fixed (else room is
+/// left above the data, raised by up to 60 % if that makes room for the legend); the legend's
+/// corners; what it draws, in order, each with its legend entry if any. The legend hides none
+/// of the lines and bands if it can.
+struct Panel<'p>(&'p str, Option<f64>, &'static [Corner], Vec<(String, Draw)>);
 
 impl Panel<'_> {
-    /// A panel with its y axis described, fixed at the top if given.
-    fn new<'p>(y_desc: &'p str, y_top: Option<f64>, corners: &'static [Corner]) -> Panel<'p> {
-        let mut panel = Panel::default();
-        (panel.y_desc, panel.y_top, panel.corners) = (y_desc, y_top, corners);
-        panel
-    }
-
     /// Draw `draw` next, with a legend entry if `label` is not empty.
     fn add(&mut self, label: impl Into<String>, draw: Draw) {
-        self.items.push((label.into(), draw));
+        self.3.push((label.into(), draw));
     }
 
     fn draw<DB: DrawingBackend>(
@@ -155,7 +136,7 @@ impl Panel<'_> {
     ) -> Drawn {
         // The legend lists the items drawn last (on top) first.
         let (mut entries, mut avoid) = (Vec::new(), Vec::new());
-        for (label, draw) in self.items.iter().rev() {
+        for (label, draw) in self.3.iter().rev() {
             let (swatch, pts) = match draw {
                 Draw::Line(p, c, w) => (Swatch::line(*c, (*w).max(2)), p.clone()),
                 Draw::Dashed(p, c) => (Swatch::dashed(*c), p.clone()),
@@ -170,14 +151,14 @@ impl Panel<'_> {
             avoid.push(pts);
         }
         let max = avoid.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
-        let top = self.y_top.unwrap_or(y_top(max, 1.1));
+        let top = self.1.unwrap_or(y_top(max, 1.1));
         let ticks = (area.dim_in_pixel().1 / 45).max(3) as usize;
-        let stretch = if self.y_top.is_some() { 1.0 } else { 1.6 };
-        let legend = Legend::new(entries).avoiding(avoid, self.corners, stretch);
+        let stretch = if self.1.is_some() { 1.0 } else { 1.6 };
+        let legend = Legend::new(entries).avoiding(avoid, self.2, stretch);
         let y = Axis::linear(0.0, top, ticks);
-        let (mut chart, at) = legend.panel(area, x, y, x_desc, self.y_desc, raster)?;
+        let (mut chart, at) = legend.panel(area, x, y, x_desc, self.0, raster)?;
         let y = chart.y_range();
-        for (_, draw) in self.items {
+        for (_, draw) in self.3 {
             match draw {
                 Draw::Line(p, c, w) => line(&mut chart, &p, c, w, raster)?,
                 Draw::Dashed(p, c) => {
@@ -212,27 +193,25 @@ impl Panel<'_> {
 
 /// A panel of a time figure, its legend at the top if it can.
 fn panel(y_desc: &str) -> Panel<'_> {
-    Panel::new(y_desc, None, &TOP_FIRST)
+    Panel(y_desc, None, &TOP_FIRST, Vec::new())
 }
 
-struct Throughput<'a> {
-    r: &'a RunResult,
-    a: &'a Analysis,
-    observe_at_s: &'a [f64],
-}
+/// The run, its analysis and the observation times.
+struct Throughput<'a>(&'a RunResult, &'a Analysis, &'a [f64]);
 
 impl Throughput<'_> {
     fn subtitle(&self) -> String {
-        let s = &self.a.steady;
+        let (r, a) = (self.0, self.1);
+        let s = &a.steady;
         if s.req_per_s <= 0.0 {
             let none = "there is no steady rate to show";
             return format!("No request completed in the steady window: {none}.");
         }
-        let first = self.r.first_completion_s.map(dur);
+        let first = r.first_completion_s.map(dur);
         let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
         let (rate, from) = (sig3(s.req_per_s), dur(s.start_s));
         let head = format!("{first}Steady state {rate} req/s from t = {from}.");
-        let tail = match self.a.convergence.lifetime_within_5pct_at_s.map(dur) {
+        let tail = match a.convergence.lifetime_within_5pct_at_s.map(dur) {
             Some(t) => format!("stays within 5 % of it from t = {t} on."),
             None => "never gets within 5 % of it before the drain.".into(),
         };
@@ -244,14 +223,14 @@ impl Figure for Throughput<'_> {
     const NAME: &'static str = "throughput";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
-        let (r, steady) = (self.r, &self.a.steady);
+        let (r, steady) = (self.0, &self.1.steady);
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
-        let marks = self.observe_at_s.iter().copied().filter(|&t| x.shows(t));
+        let marks = self.2.iter().copied().filter(|&t| x.shows(t));
         let marks: Vec<f64> = marks.collect();
-        let converged = self.a.convergence.lifetime_within_5pct_at_s;
+        let converged = self.1.convergence.lifetime_within_5pct_at_s;
         let converged = converged.filter(|&t| x.shows(t));
         let on_axis = |t: f64| t.clamp(x.lo, x.hi);
         let (s0, s1) = (on_axis(steady.start_s), on_axis(steady.end_s));
@@ -312,10 +291,8 @@ impl Figure for EngineState<'_> {
         let (r, avg) = (self.0, &self.0.time_avg);
         let pool = thousands(r.kv_capacity_tokens);
         let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
-        let usage = format!(
-            "token usage {:.2} of a KV pool of {pool} tokens",
-            avg.token_usage
-        );
+        let usage = avg.token_usage;
+        let usage = format!("token usage {usage:.2} of a KV pool of {pool} tokens");
         let subtitle = format!(
             "Time averages over the run: {running:.1} running, {queued:.1} queued, \
              {in_flight:.1} in flight; {usage}."
@@ -336,7 +313,7 @@ impl Figure for EngineState<'_> {
         p.draw(&top, &x, None, raster)?;
 
         // The shading under the usage line is not data a legend must avoid; the line is.
-        let mut p = Panel::new("KV token usage (fraction)", Some(1.1), &TOP_FIRST);
+        let mut p = Panel("KV token usage (fraction)", Some(1.1), &TOP_FIRST, vec![]);
         let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
         p.add("the pool is full", Draw::Dashed(full, RED));
         let usage = series(&pts, &x, |s| s.token_usage);
@@ -360,10 +337,8 @@ fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
 fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
     let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
-    let (p1, p99) = (
-        at(0.01).fold(f64::INFINITY, f64::min),
-        at(0.99).fold(0.0, f64::max),
-    );
+    let p1 = at(0.01).fold(f64::INFINITY, f64::min);
+    let p99 = at(0.99).fold(0.0, f64::max);
     let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
     let max = values().fold(0.0, f64::max);
     let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
@@ -395,7 +370,7 @@ impl Figure for Latency<'_> {
         let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
         let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
         let y_desc = "fraction of requests (CDF)";
-        let mut p = Panel::new(y_desc, Some(1.04), &BOTTOM_FIRST);
+        let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
         for (name, d, c, colour) in [
             ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
             ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),

@@ -42,6 +42,8 @@ pub(super) const PALETTE: [RGBColor; 8] =
 
 /// A pixel position.
 type Px = (i32, i32);
+/// A line in data coordinates.
+pub(super) type Pts = Vec<(f64, f64)>;
 
 /// `c` at opacity `a` over white, as an opaque colour.
 pub(super) fn tint(c: RGBColor, a: f64) -> RGBColor {
@@ -57,12 +59,8 @@ pub(super) fn heading<DB: DrawingBackend>(
 ) -> Drawn<Area<DB>> {
     let (head, body) = root.split_vertically(HEADING_PX);
     head.draw_text(title, &(FONT, 26).into_font().color(&BLACK), (20, 12))?;
-    let grey = RGBColor(70, 70, 70);
-    head.draw_text(
-        subtitle,
-        &(FONT, TEXT_PX).into_font().color(&grey),
-        (20, 46),
-    )?;
+    let grey = (FONT, TEXT_PX).into_font().color(&RGBColor(70, 70, 70));
+    head.draw_text(subtitle, &grey, (20, 46))?;
     Ok(body)
 }
 
@@ -72,17 +70,12 @@ pub(super) fn text_width<DB: DrawingBackend>(area: &Area<DB>, text: &str, px: u3
     Ok(area.estimate_text_size(text, &font)?.0 as i32)
 }
 
-/// `text` at `px` broken into lines at most `width` pixels wide, at spaces.
-pub(super) fn wrap<DB: DrawingBackend>(
-    area: &Area<DB>,
-    text: &str,
-    width: i32,
-    px: u32,
-) -> Drawn<Vec<String>> {
+/// `text` at [`TEXT_PX`] broken into lines at most `width` pixels wide, at spaces.
+pub(super) fn wrap(area: &Area<impl DrawingBackend>, text: &str, width: i32) -> Drawn<Vec<String>> {
     let mut lines: Vec<String> = Vec::new();
     for word in text.split_whitespace() {
         match lines.last_mut() {
-            Some(line) if text_width(area, &format!("{line} {word}"), px)? <= width => {
+            Some(line) if text_width(area, &format!("{line} {word}"), TEXT_PX)? <= width => {
                 *line += &format!(" {word}");
             }
             _ => lines.push(word.to_string()),
@@ -130,12 +123,8 @@ fn mark_at(shape: Shape, r: i32, colour: RGBColor, dx: i32) -> Mark {
         _ => (colour.filled(), WHITE.stroke_width(1)),
     };
     let rr = scale * f64::from(r);
-    let xy = |a: f64| {
-        (
-            dx + (rr * a.cos()).round() as i32,
-            -(rr * a.sin()).round() as i32,
-        )
-    };
+    let round = |v: f64| (rr * v).round() as i32;
+    let xy = |a: f64| (dx + round(a.cos()), -round(a.sin()));
     let angle = |k: u32| start + f64::from(k) * TAU / f64::from(n);
     let pts: Vec<Px> = (0..=n).filter(|_| n > 0).map(|k| xy(angle(k))).collect();
     let none = TRANSPARENT.filled();
@@ -255,7 +244,7 @@ pub(super) struct Legend {
     entries: Vec<Entry>,
     text_px: u32,
     /// Lines in data coordinates.
-    avoid: Vec<Vec<(f64, f64)>>,
+    avoid: Vec<Pts>,
     /// Where it may go, in order of preference.
     corners: &'static [Corner],
     /// Most the top of the y axis may be raised to make room for it.
@@ -271,13 +260,8 @@ impl Legend {
 
     /// The legend hiding as few points of `avoid` as it can, in one of `corners`, the top of
     /// the y axis raised by up to `max_stretch` times if that frees one.
-    pub(super) fn avoiding(
-        mut self,
-        avoid: Vec<Vec<(f64, f64)>>,
-        corners: &'static [Corner],
-        max_stretch: f64,
-    ) -> Legend {
-        (self.avoid, self.corners, self.max_stretch) = (avoid, corners, max_stretch);
+    pub(super) fn avoiding(mut self, avoid: Vec<Pts>, at: &'static [Corner], most: f64) -> Self {
+        (self.avoid, self.corners, self.max_stretch) = (avoid, at, most);
         self
     }
 
@@ -317,7 +301,7 @@ impl Legend {
         for stretch in stretches.take_while(|s| *s <= self.max_stretch + 1e-9) {
             let y = y.clone().up_to(y.hi * stretch);
             let chart = build(area, x, &y, x_desc.is_some())?;
-            let (hidden, at) = least_hidden(&chart, size, &self.avoid, self.corners);
+            let (hidden, at) = self.least_hidden(&chart, size);
             if hidden == 0 {
                 return Ok((panel(area, x, &y, x_desc, y_desc)?, at));
             }
@@ -333,7 +317,7 @@ impl Legend {
         let (w, h) = area.dim_in_pixel();
         for e in std::mem::take(&mut self.entries) {
             let lines = match e.1 == Swatch::default() {
-                true => wrap(area, &e.0, w as i32 - SWATCH_PX - 4 * PAD_PX, TEXT_PX)?,
+                true => wrap(area, &e.0, w as i32 - SWATCH_PX - 4 * PAD_PX)?,
                 false => vec![e.0],
             };
             self.entries
@@ -367,54 +351,46 @@ impl Legend {
         }
         let font = (FONT, self.text_px).into_font().color(&BLACK);
         let mut labels = chart.configure_series_labels();
-        labels
-            .position(SeriesLabelPosition::Coordinate(at.0, at.1))
-            .label_font(font);
-        labels.margin(PAD_PX).legend_area_size(SWATCH_PX + PAD_PX);
-        let border = RGBColor(170, 170, 170);
-        labels
-            .background_style(WHITE.mix(0.92))
-            .border_style(border)
-            .draw()?;
+        labels.position(SeriesLabelPosition::Coordinate(at.0, at.1));
+        labels.label_font(font).margin(PAD_PX);
+        labels.legend_area_size(SWATCH_PX + PAD_PX);
+        labels.background_style(WHITE.mix(0.92));
+        labels.border_style(RGBColor(170, 170, 170)).draw()?;
         Ok(())
     }
-}
 
-/// The corner of `corners` whose box of `size` (grown by a few pixels) holds the fewest points
-/// of `avoid`, sampled every few pixels along each line: `(points hidden, top left pixel)`.
-fn least_hidden<DB: DrawingBackend>(
-    chart: &Chart<'_, DB>,
-    size: Px,
-    avoid: &[Vec<(f64, f64)>],
-    corners: &[Corner],
-) -> (usize, Px) {
-    let (bx, by) = chart.plotting_area().get_base_pixel();
-    let (w, h) = chart.plotting_area().dim_in_pixel();
-    let px = |p: &(f64, f64)| {
-        let (x, y) = chart.backend_coord(p);
-        (f64::from(x - bx), f64::from(y - by))
-    };
-    let mut pts: Vec<(f64, f64)> = Vec::new();
-    for line in avoid {
-        let line: Vec<(f64, f64)> = line.iter().filter(|p| p.1.is_finite()).map(px).collect();
-        pts.extend(line.first());
-        for s in line.windows(2) {
-            let (dx, dy) = (s[1].0 - s[0].0, s[1].1 - s[0].1);
-            let n = (dx.abs().max(dy.abs()) / 3.0).ceil().min(2_000.0);
-            let along = |f: f64| (s[0].0 + dx * f, s[0].1 + dy * f);
-            pts.extend((1..=n as u32).map(|k| along(f64::from(k) / n)));
+    /// The corner of its corners whose box of `size` (grown by a few pixels) holds the
+    /// fewest points of the lines it avoids, sampled every few pixels along each line:
+    /// `(points hidden, top left pixel)`.
+    fn least_hidden(&self, chart: &Chart<'_, impl DrawingBackend>, size: Px) -> (usize, Px) {
+        let (bx, by) = chart.plotting_area().get_base_pixel();
+        let (w, h) = chart.plotting_area().dim_in_pixel();
+        let px = |p: &(f64, f64)| {
+            let (x, y) = chart.backend_coord(p);
+            (f64::from(x - bx), f64::from(y - by))
+        };
+        let mut pts: Vec<(f64, f64)> = Vec::new();
+        for line in &self.avoid {
+            let line: Vec<(f64, f64)> = line.iter().filter(|p| p.1.is_finite()).map(px).collect();
+            pts.extend(line.first());
+            for s in line.windows(2) {
+                let (dx, dy) = (s[1].0 - s[0].0, s[1].1 - s[0].1);
+                let n = (dx.abs().max(dy.abs()) / 3.0).ceil().min(2_000.0);
+                let along = |f: f64| (s[0].0 + dx * f, s[0].1 + dy * f);
+                pts.extend((1..=n as u32).map(|k| along(f64::from(k) / n)));
+            }
         }
+        let room = |total: u32, size: i32| (total as i32 - size - 2 * INSET_PX).max(0);
+        let hidden = |&(across, down): &Corner| {
+            let x0 = INSET_PX + i32::from(across) * room(w, size.0) / 2;
+            let y0 = INSET_PX + i32::from(down) * room(h, size.1) / 2;
+            // Data closer than 6 px counts as hidden.
+            let (xa, ya) = (f64::from(x0 - 6), f64::from(y0 - 6));
+            let (xb, yb) = (f64::from(x0 + size.0 + 6), f64::from(y0 + size.1 + 6));
+            let inside = |p: &&(f64, f64)| p.0 >= xa && p.0 <= xb && p.1 >= ya && p.1 <= yb;
+            (pts.iter().filter(inside).count(), (x0, y0))
+        };
+        let best = self.corners.iter().map(hidden).min_by_key(|c| c.0);
+        best.unwrap_or((0, (INSET_PX, INSET_PX)))
     }
-    let room = |total: u32, size: i32| (total as i32 - size - 2 * INSET_PX).max(0);
-    let hidden = |&(across, down): &Corner| {
-        let x0 = INSET_PX + i32::from(across) * room(w, size.0) / 2;
-        let y0 = INSET_PX + i32::from(down) * room(h, size.1) / 2;
-        // Data closer than 6 px counts as hidden.
-        let (xa, ya) = (f64::from(x0 - 6), f64::from(y0 - 6));
-        let (xb, yb) = (f64::from(x0 + size.0 + 6), f64::from(y0 + size.1 + 6));
-        let inside = |p: &&(f64, f64)| p.0 >= xa && p.0 <= xb && p.1 >= ya && p.1 <= yb;
-        (pts.iter().filter(inside).count(), (x0, y0))
-    };
-    let best = corners.iter().map(hidden).min_by_key(|c| c.0);
-    best.unwrap_or((0, (INSET_PX, INSET_PX)))
 }

@@ -130,20 +130,11 @@ fn x_axis(values: &[&str]) -> (Axis, Vec<f64>, bool) {
     }
     let index = |i: usize| distinct.iter().position(|&d| same(d, key(i))).unwrap_or(0);
     let xs = (0..values.len()).map(|i| index(i) as f64).collect();
-    let label = |d: &(Option<f64>, &str)| {
-        if d.0.is_some() {
-            compact(d.1)
-        } else {
-            display(d.1)
-        }
-    };
+    let label = |d: &(Option<f64>, &str)| [display, compact][usize::from(d.0.is_some())](d.1);
     let labels = Labels::Names(distinct.iter().map(label).collect());
     let n = distinct.len().max(1) as f64;
-    (
-        Axis::linear(-0.5, n - 0.5, distinct.len()).with(labels),
-        xs,
-        true,
-    )
+    let x = Axis::linear(-0.5, n - 0.5, distinct.len()).with(labels);
+    (x, xs, true)
 }
 
 /// One line of the figure: the runs sharing the values of the other keys.
@@ -230,12 +221,9 @@ impl<'a> SweepFigure<'a> {
             let g = ids.iter().position(|x| *x == id).unwrap_or(ids.len());
             if g == ids.len() && g < MAX_SWEEP_LINES {
                 let label = id.iter().map(|v| display(v)).collect::<Vec<_>>().join(", ");
-                let colour = PALETTE[g];
-                groups.push(Group {
-                    label,
-                    colour,
-                    ..Group::default()
-                });
+                let mut group = Group::default();
+                (group.label, group.colour) = (label, PALETTE[g]);
+                groups.push(group);
             }
             if g == ids.len() {
                 ids.push(id);
@@ -364,11 +352,10 @@ impl<'a> SweepFigure<'a> {
             }))?;
         }
         if !self.shown().any(|i| value(i).is_some()) {
-            let (w, h) = chart.plotting_area().dim_in_pixel();
             let style = (FONT, TEXT_PX).into_font().color(&GREY);
             let style = style.pos(Pos::new(HPos::Center, VPos::Center));
-            let plot = chart.plotting_area().strip_coord_spec();
-            plot.draw(&Text::new(*empty, (w as i32 / 2, h as i32 / 2), style))?;
+            let middle = ((x.lo + x.hi) / 2.0, (y.lo + y.hi) / 2.0);
+            chart.draw_series([Text::new(*empty, middle, style)])?;
         }
         Ok(())
     }
@@ -528,11 +515,8 @@ pub(super) mod tests {
         let svg = || sweep_figures(&s.0, &s.1, Format::Svg).unwrap();
         assert_eq!(svg(), svg(), "deterministic");
         let kv = "engine.kv_capacity_tokens=2000,3000,4000";
-        let vary = [
-            "client.concurrency=2,4",
-            kv,
-            "engine.max_prefill_tokens=1000,2000,4000",
-        ];
+        let prefill = "engine.max_prefill_tokens=1000,2000,4000";
+        let vary = ["client.concurrency=2,4", kv, prefill];
         let t = render(&tiny(&["workload.requests=12"], &vary));
         assert!(t.contains("one line per (engine.kv_capacity_tokens,"));
         let flat = t.replace('\n', " ");
@@ -574,10 +558,8 @@ pub(super) mod tests {
         let long = names(&[r#"{ dist = "constant", value = 512 }"#]);
         assert_eq!(long, ["{ dist\u{2026}= 512 }"]);
         assert!(names(&["60000", "120000", "2000000", "4000000"]).is_empty());
-        assert_eq!(
-            names(&["60000", "120_000", "180000"]),
-            ["60k", "120k", "180k"]
-        );
+        let thousands = names(&["60000", "120_000", "180000"]);
+        assert_eq!(thousands, ["60k", "120k", "180k"]);
         assert_eq!(names(&["1000000", "2000000"]), ["1M", "2M"]);
         assert_eq!(names(&["5000", "7500"]), ["5000", "7500"]);
         assert_eq!(file_stem("client.concurrency"), "sweep-client-concurrency");
