@@ -138,11 +138,11 @@ impl MemoryFigure<'_> {
             format!(" = {:.2} GiB", m.inputs.weight_gib_per_gpu)
         });
         let pool_text = "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)";
-        let mut e = vec![Entry::new(format!("weights W{w}"), patch(WEIGHTS))];
-        e.push(Entry::new(pool_text, patch(pool())));
+        let mut e = vec![Entry(format!("weights W{w}"), patch(WEIGHTS))];
+        e.push(Entry(pool_text.into(), patch(pool())));
         let over = |b: &Bar| b.static_top > b.boundary.max(b.weights);
         if bars.iter().any(over) {
-            e.push(Entry::new("pool above the OOM line", patch(pool_over())));
+            e.push(Entry("pool above the OOM line".into(), patch(pool_over())));
         }
         for (v, label) in [
             (Verdict::Safe, "slack (1 \u{2212} f) \u{b7} M_pre: safe"),
@@ -150,14 +150,14 @@ impl MemoryFigure<'_> {
             (Verdict::Oom, "slack: would run out of memory"),
         ] {
             if bars.iter().any(|b| b.verdict == v) {
-                e.push(Entry::new(label, patch(slack(v))));
+                e.push(Entry(label.into(), patch(slack(v))));
             }
         }
         let need = same.map_or("what it must hold".into(), |m| {
             format!("need = {:.2} GiB", m.need_gib)
         });
         let line = format!("OOM line: slack = {need}");
-        e.push(Entry::new(line, Swatch::line(DARK, 3)));
+        e.push(Entry(line, Swatch::line(DARK, 3)));
         Legend::new(e)
     }
 }

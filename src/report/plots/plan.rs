@@ -6,6 +6,8 @@
 //! else linear from 0, or from a round value below the smallest when the values are close (so
 //! that candidates of similar cost are told apart).
 
+use std::collections::BTreeSet;
+
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -23,6 +25,12 @@ pub const PLAN_TITLE: &str = "Cost against time to finish";
 
 /// An axis whose values span more than this factor (largest over smallest) is logarithmic.
 const LOG_SPAN: f64 = 20.0;
+
+/// Where a label of the Pareto front may go around its marker, in order of preference, as
+/// (across, down): −1 left or above, 0 centred, 1 right or below. Below and left first: no
+/// other candidate can be there.
+const ACROSS: [i32; 8] = [-1, -1, 0, -1, 1, 1, 0, 1];
+const DOWN: [i32; 8] = [1, 0, 1, -1, 1, 0, -1, -1];
 
 /// Width of the key right of the plot.
 const KEY_W: u32 = 330;
@@ -102,12 +110,6 @@ fn value_axis(values: &[f64], extra: Option<f64>) -> Axis {
     Axis::linear(((lo / step).floor() * step).max(0.0), hi, 8)
 }
 
-fn distinct<T: Ord>(mut v: Vec<T>) -> Vec<T> {
-    v.sort();
-    v.dedup();
-    v
-}
-
 /// What the figure shows, worked out from the rows before drawing.
 #[derive(Default)]
 struct PlanFigure<'a> {
@@ -133,9 +135,9 @@ impl<'a> PlanFigure<'a> {
             r.feasible && t.is_finite() && t > 0.0 && c.is_finite() && c >= 0.0
         };
         let drawn: Vec<usize> = (0..rows.len()).filter(|&i| ok(&rows[i])).collect();
-        let gpus = distinct(drawn.iter().map(|&i| rows[i].gpu.as_str()).collect());
+        let gpus: BTreeSet<&str> = drawn.iter().map(|&i| rows[i].gpu.as_str()).collect();
         let gpus = gpus.into_iter().zip(PALETTE.into_iter().cycle()).collect();
-        let tps = distinct(drawn.iter().map(|&i| rows[i].tensor_parallel).collect());
+        let tps: BTreeSet<u32> = drawn.iter().map(|&i| rows[i].tensor_parallel).collect();
         let tps = tps.into_iter().zip(SHAPES.into_iter().cycle()).collect();
         let hours = |&i: &usize| rows[i].time_to_finish_s / 3600.0;
         let times: Vec<f64> = drawn.iter().map(hours).collect();
@@ -150,10 +152,8 @@ impl<'a> PlanFigure<'a> {
         // Room past the deadline for its shading.
         let x = value_axis(&times, deadline_drawn.map(|d| d * 1.04));
         let y = value_axis(&costs, None).with(Labels::Dollars);
-        let (gpus, tps) = (gpus, tps);
         let mut fig = PlanFigure::default();
-        (fig.rows, fig.picks, fig.deadline_h) = (rows, picks.clone(), deadline_h);
-        fig.drawn = drawn;
+        (fig.rows, fig.picks, fig.deadline_h, fig.drawn) = (rows, picks.clone(), deadline_h, drawn);
         (fig.gpus, fig.tps, fig.deadline_drawn, fig.x, fig.y) = (gpus, tps, deadline_drawn, x, y);
         fig
     }
@@ -175,12 +175,11 @@ impl<'a> PlanFigure<'a> {
         let infeasible = self.rows.iter().filter(|r| !r.feasible).count();
         let drawn = self.drawn.len();
         let counts = format!("{n} candidate{s}: {drawn} drawn, {infeasible} infeasible.");
-        let describe = |i: Option<usize>| {
-            i.map_or(String::new(), |i| {
-                let (r, t) = (&self.rows[i], sig3(self.t_h(i)));
-                format!("{} at {} in {t} h", label_of(r), usd(r.cost_usd))
-            })
+        let describe = |i: usize| {
+            let (r, t) = (&self.rows[i], sig3(self.t_h(i)));
+            format!("{} at {} in {t} h", label_of(r), usd(r.cost_usd))
         };
+        let describe = |i: Option<usize>| i.map(describe).unwrap_or_default();
         let (cheapest, fastest) = (describe(self.picks.cheapest), describe(self.picks.fastest));
         let within = |d: f64| format!("within the {} h deadline", short(d));
         let pick = match (self.deadline_h.map(within), self.picks.cheapest) {
@@ -195,7 +194,7 @@ impl<'a> PlanFigure<'a> {
     /// The key: what colour, shape and size stand for, the front and the deadline, notes, and
     /// the infeasible candidates by reason, as many as fit in `area`.
     fn key<DB: DrawingBackend>(&self, area: &Area<DB>) -> Drawn<Legend> {
-        let (width, height) = (area.dim_in_pixel().0 as i32 - 60, area.dim_in_pixel().1);
+        let (width, height) = (area.dim_in_pixel().0 as i32 - 80, area.dim_in_pixel().1);
         let mut e: Vec<Entry> = Vec::new();
         if !self.drawn.is_empty() {
             e.push(Entry::text("colour: GPU ($ per GPU-hour)"));
@@ -204,25 +203,25 @@ impl<'a> PlanFigure<'a> {
                 let row = self.rows.iter().find(|r| r.gpu == g);
                 let price = usd(row.map_or(f64::NAN, |r| r.price_usd_per_gpu_hour));
                 let swatch = marker(Shape::Circle, 6, c);
-                e.push(Entry::new(format!("{g} ({price})"), swatch));
+                e.push(Entry(format!("{g} ({price})"), swatch));
             }
             e.push(Entry::text("shape: GPUs per server (TP)"));
             for &(tp, s) in &self.tps {
-                e.push(Entry::new(format!("TP{tp}"), marker(s, 6, DARK)));
+                e.push(Entry(format!("TP{tp}"), marker(s, 6, DARK)));
             }
-            let counts = distinct(self.drawn.iter().map(|&i| self.rows[i].num_gpus).collect());
+            let counts: BTreeSet<u32> = self.drawn.iter().map(|&i| self.rows[i].num_gpus).collect();
             if counts.len() > 1 {
                 e.push(Entry::text("size: GPUs rented"));
                 for n in counts {
                     let swatch = marker(Shape::Circle, radius(n), GREY);
-                    e.push(Entry::new(n.to_string(), swatch));
+                    e.push(Entry(n.to_string(), swatch));
                 }
             }
             let front = "cheapest within each time (Pareto front)";
-            e.push(Entry::new(front, Swatch::line(DARK, 2)));
+            e.push(Entry(front.into(), Swatch::line(DARK, 2)));
             if let Some(d) = self.deadline_drawn {
                 let label = format!("deadline {} h (shaded: too late)", short(d));
-                e.push(Entry::new(label, Swatch::dashed(RED)));
+                e.push(Entry(label, Swatch::dashed(RED)));
             }
         }
         let n = self.rows.len();
@@ -259,6 +258,9 @@ impl<'a> PlanFigure<'a> {
                 break;
             }
             shown += labels.len();
+            for line in lines.iter_mut().skip(1) {
+                line.insert(0, '\u{2003}'); // An em space: continued lines are indented.
+            }
             e.extend(lines.into_iter().map(Entry::text));
         }
         if shown < k {
@@ -271,12 +273,10 @@ impl<'a> PlanFigure<'a> {
     /// The plot: deadline, Pareto staircase, markers and the front's labels.
     fn draw_plot<DB: DrawingBackend>(&self, area: &Area<DB>) -> Drawn {
         let (x, y) = (&self.x, &self.y);
-        let desc = |a: &Axis, what: &str| match a.scale {
-            Scale::Log => format!("{what}, log scale)"),
-            Scale::Linear => format!("{what})"),
-        };
-        let x_desc = desc(x, "time to finish the workload (hours");
-        let mut chart = panel(area, x, y, Some(&x_desc), &desc(y, "total cost ($"))?;
+        let log = |a: &Axis| [")", ", log scale)"][usize::from(a.scale == Scale::Log)];
+        let x_desc = format!("time to finish the workload (hours{}", log(x));
+        let y_desc = format!("total cost (${}", log(y));
+        let mut chart = panel(area, x, y, Some(&x_desc), &y_desc)?;
         let top_left = Pos::new(HPos::Left, VPos::Top);
         let text = |c: &RGBColor, px: u32| (FONT, px).into_font().color(c).pos(top_left);
         if let Some(d) = self.deadline_drawn {
@@ -319,31 +319,50 @@ impl<'a> PlanFigure<'a> {
             let (c1, c2, p1, p2) = mark(shape, r(&i), colour(i));
             EmptyElement::at(at(i)) + c1 + c2 + p1 + p2
         }))?;
-        // The front's labels, below and left of each marker (no other candidate is both
-        // faster and cheaper), moved down clear of the label before.
+        // The front's labels, each at the first place around its marker (see ACROSS), near or
+        // else farther, that covers the fewest markers' squares and labels before it.
         let (bx, by) = chart.plotting_area().get_base_pixel();
-        let (plot_w, plot_h) = chart.plotting_area().dim_in_pixel();
-        let plot = chart.plotting_area().strip_coord_spec();
-        let mut last: Option<(i32, i32, i32, i32)> = None;
+        let (pw, ph) = chart.plotting_area().dim_in_pixel();
+        let (pw, ph) = (pw as i32, ph as i32);
+        let centre = |i: usize| {
+            let (x, y) = chart.backend_coord(&at(i));
+            (x - bx, y - by, r(&i))
+        };
+        let square = |(x, y, o): (i32, i32, i32)| [x - o, y - o, x + o, y + o];
+        let mut taken: Vec<[i32; 4]> = self.drawn.iter().map(|&i| square(centre(i))).collect();
+        let overlap =
+            |b: &[i32; 4], t: &[i32; 4]| b[0] < t[2] && t[0] < b[2] && b[1] < t[3] && t[1] < b[3];
+        let (plot, mut labels) = (chart.plotting_area().strip_coord_spec(), Vec::new());
         for i in front {
             let label = label_of(&self.rows[i]);
-            let (w, h) = (text_width(area, &label, 14)? + 4, 19);
-            let (px, py) = chart.backend_coord(&at(i));
-            let (px, py, off) = (px - bx, py - by, (f64::from(r(&i)) * 0.7).round() as i32);
-            let (mut x0, mut y0) = (px - off - w, py + off);
-            if x0 < 2 {
-                (x0, y0) = (2, py + r(&i) + 2);
-            }
-            if let Some(l) = last.filter(|l| x0 < l.2 && l.0 < x0 + w && y0 < l.3) {
-                y0 = l.3 + 1;
-            }
-            if y0 + h > plot_h as i32 || x0 + w > plot_w as i32 {
+            let ((w, h), (x, y, o)) = ((text_width(area, &label, 14)? + 4, 19), centre(i));
+            let place = |(kx, ky): (i32, i32), g: i32| {
+                let (x0, y0) = (x + (kx - 1) * w / 2 + kx * g, y + (ky - 1) * h / 2 + ky * g);
+                [x0, y0, x0 + w, y0 + h]
+            };
+            let near_then_far = [o, o + 24].into_iter().flat_map(|g| {
+                let places = ACROSS.into_iter().zip(DOWN);
+                places.map(move |p| place(p, g))
+            });
+            let inside = |b: &[i32; 4]| b[0] >= 0 && b[1] >= 0 && b[2] <= pw && b[3] <= ph;
+            let covered = |b: &[i32; 4]| taken.iter().filter(|t| overlap(b, t)).count();
+            let Some(b) = near_then_far.filter(inside).min_by_key(covered) else {
                 continue;
+            };
+            taken.push(b);
+            // A label set apart from its marker is tied to it by a line, drawn under labels.
+            let (nx, ny) = (x.clamp(b[0], b[2]), y.clamp(b[1], b[3]));
+            if (nx - x).abs().max((ny - y).abs()) > o + 4 {
+                let from = (x + (nx - x).signum() * o, y + (ny - y).signum() * o);
+                plot.draw(&PathElement::new(vec![from, (nx, ny)], GREY))?;
             }
-            last = Some((x0, y0, x0 + w, y0 + h));
-            let back = WHITE.mix(0.8).filled();
-            plot.draw(&Rectangle::new([(x0, y0), (x0 + w, y0 + h)], back))?;
-            let c = colour(i);
+            labels.push((label, b, colour(i)));
+        }
+        for (label, [x0, y0, x1, y1], c) in labels {
+            plot.draw(&Rectangle::new(
+                [(x0, y0), (x1, y1)],
+                WHITE.mix(0.8).filled(),
+            ))?;
             let ink = RGBColor(c.0 / 4 * 3, c.1 / 4 * 3, c.2 / 4 * 3);
             plot.draw(&Text::new(label, (x0 + 2, y0 + 1), text(&ink, 14)))?;
         }

@@ -146,13 +146,13 @@ impl Panel<'_> {
                 Draw::Dots(_, c) => (Swatch::line(*c, 3), Vec::new()),
             };
             if !label.is_empty() {
-                entries.push(Entry::new(label, swatch));
+                entries.push(Entry(label.clone(), swatch));
             }
             avoid.push(pts);
         }
         let max = avoid.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
         let top = self.1.unwrap_or(y_top(max, 1.1));
-        let ticks = (area.dim_in_pixel().1 / 45).max(3) as usize;
+        let ticks = (area.dim_in_pixel().1 / 45).max(6) as usize;
         let stretch = if self.1.is_some() { 1.0 } else { 1.6 };
         let legend = Legend::new(entries).avoiding(avoid, self.2, stretch);
         let y = Axis::linear(0.0, top, ticks);
@@ -189,11 +189,6 @@ impl Panel<'_> {
         }
         legend.draw(&mut chart, at, raster)
     }
-}
-
-/// A panel of a time figure, its legend at the top if it can.
-fn panel(y_desc: &str) -> Panel<'_> {
-    Panel(y_desc, None, &TOP_FIRST, Vec::new())
 }
 
 /// The run, its analysis and the observation times.
@@ -238,7 +233,7 @@ impl Figure for Throughput<'_> {
         let level = |v: f64| vec![(s0, v), (s1, v)];
 
         // Top: the client's two rates against the steady state.
-        let mut p = panel("client completions (req/s)");
+        let mut p = Panel("client completions (req/s)", None, &TOP_FIRST, vec![]);
         if !marks.is_empty() {
             let shown: Vec<String> = marks.iter().take(4).map(|&t| dur(t)).collect();
             let more = if marks.len() > 4 { ", \u{2026}" } else { "" };
@@ -268,7 +263,7 @@ impl Figure for Throughput<'_> {
         p.draw(&top, &x, None, raster)?;
 
         // Bottom: the server's gen throughput, on the same time axis.
-        let mut p = panel("server gen (tok/s)");
+        let mut p = Panel("server gen (tok/s)", None, &TOP_FIRST, vec![]);
         p.add("", Draw::Marks(marks, GREY, 6));
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
         let text = "server gen throughput (SGLang's latest Decode log line)";
@@ -301,7 +296,7 @@ impl Figure for EngineState<'_> {
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 58 / 100);
-        let mut p = panel("requests");
+        let mut p = Panel("requests", None, &TOP_FIRST, vec![]);
         let in_flight = series(&pts, &x, |s| s.in_flight as f64);
         let text = "in flight at the client (sent, not answered)";
         p.add(text, Draw::Dashed(in_flight, GREY));

@@ -113,9 +113,9 @@ fn mark_at(shape: Shape, r: i32, colour: RGBColor, dx: i32) -> Mark {
     let (n, start, scale) = match shape {
         Shape::Circle | Shape::Ring => (0, 0.0, 1.0),
         Shape::Square => (4, DIAGONAL, 1.2),
-        Shape::Up => (3, UP, 1.3),
+        Shape::Up => (3, UP, 1.55),
         Shape::Diamond => (4, 0.0, 1.25),
-        Shape::Down => (3, -UP, 1.3),
+        Shape::Down => (3, -UP, 1.55),
         Shape::Hexagon => (6, 0.0, 1.1),
     };
     let (fill, border) = match shape {
@@ -217,20 +217,17 @@ const INSET_PX: i32 = 10;
 
 /// Where a legend may sit: how far across and down the room around it, in halves.
 pub(super) type Corner = (u8, u8);
-/// Top right, top left, bottom left, bottom right, top middle, bottom middle.
-pub(super) const TOP_FIRST: [Corner; 6] = [(2, 0), (0, 0), (0, 2), (2, 2), (1, 0), (1, 2)];
-/// Bottom right, bottom left, bottom middle, top left, top right, top middle.
-pub(super) const BOTTOM_FIRST: [Corner; 6] = [(2, 2), (0, 2), (1, 2), (0, 0), (2, 0), (1, 0)];
+/// Right and left: at the top, in the middle, at the bottom; then the top middle.
+pub(super) const TOP_FIRST: [Corner; 7] = [(2, 0), (0, 0), (2, 1), (0, 1), (2, 2), (0, 2), (1, 0)];
+/// Right and left: at the bottom, in the middle, at the top; then the bottom middle.
+pub(super) const BOTTOM_FIRST: [Corner; 7] =
+    [(2, 2), (0, 2), (2, 1), (0, 1), (2, 0), (0, 0), (1, 2)];
 
-/// One legend entry.
+/// One legend entry: its text and its sample.
 #[derive(Clone, Debug)]
-pub(super) struct Entry(String, Swatch);
+pub(super) struct Entry(pub(super) String, pub(super) Swatch);
 
 impl Entry {
-    pub(super) fn new(label: impl Into<String>, swatch: Swatch) -> Entry {
-        Entry(label.into(), swatch)
-    }
-
     /// A heading or a note.
     pub(super) fn text(label: impl Into<String>) -> Entry {
         Entry(label.into(), Swatch::default())
@@ -297,7 +294,7 @@ impl Legend {
     ) -> Drawn<(Chart<'a, DB>, Px)> {
         let size = self.size(area, raster)?;
         let mut first = None;
-        let stretches = (0..=6).map(|k| 1.0 + 0.1 * f64::from(k));
+        let stretches = (0..=20).map(|k: u8| 1.0 + 0.1 * f64::from(k));
         for stretch in stretches.take_while(|s| *s <= self.max_stretch + 1e-9) {
             let y = y.clone().up_to(y.hi * stretch);
             let chart = build(area, x, &y, x_desc.is_some())?;
@@ -316,12 +313,13 @@ impl Legend {
     pub(super) fn draw_alone<DB: DrawingBackend>(mut self, area: &Area<DB>, raster: bool) -> Drawn {
         let (w, h) = area.dim_in_pixel();
         for e in std::mem::take(&mut self.entries) {
-            let lines = match e.1 == Swatch::default() {
-                true => wrap(area, &e.0, w as i32 - SWATCH_PX - 4 * PAD_PX)?,
+            let width = w as i32 - SWATCH_PX - 4 * PAD_PX;
+            let lines = match e.1 == Swatch::default() && text_width(area, &e.0, TEXT_PX)? > width {
+                true => wrap(area, &e.0, width)?,
                 false => vec![e.0],
             };
-            self.entries
-                .extend(lines.into_iter().map(|l| Entry(l, e.1)));
+            let lines = lines.into_iter().map(|l| Entry(l, e.1));
+            self.entries.extend(lines);
         }
         while self.text_px > 12 && self.size(area, raster)?.1 > h as i32 - INSET_PX {
             self.text_px -= 1;

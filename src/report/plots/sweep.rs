@@ -164,32 +164,29 @@ fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
+/// The metrics of the panels. A description without a unit is of a time: in seconds,
+/// minutes or hours, as the largest value needs.
 fn metrics(rows: &[Row]) -> Vec<Metric> {
-    let none = "no run to show";
-    let plain = |desc: &str, get: fn(&Row) -> Option<f64>| -> Metric {
-        (desc.to_string(), Box::new(get), none)
-    };
-    // Seconds, minutes or hours, as the largest value needs.
-    let time = |desc: &str, get: fn(&Row) -> Option<f64>, empty| -> Metric {
-        let (div, unit) = match rows.iter().filter_map(get).fold(0.0, f64::max) {
-            m if m < 120.0 => (1.0, "s"),
-            m if m < 7_200.0 => (60.0, "min"),
-            _ => (3_600.0, "h"),
+    let metric = |desc: &str, get: fn(&Row) -> f64| -> Metric {
+        let (div, unit) = match rows.iter().map(get).fold(0.0, f64::max) {
+            _ if desc.contains('(') => (1.0, ""),
+            m if m < 120.0 => (1.0, " (s)"),
+            m if m < 7_200.0 => (60.0, " (min)"),
+            _ => (3_600.0, " (h)"),
         };
-        let get = Box::new(move |r: &Row| get(r).map(|v| v / div));
-        (format!("{desc} ({unit})"), get, empty)
+        let get = Box::new(move |r: &Row| finite(get(r) / div));
+        let empty = ["no run to show", "no run finished"][usize::from(desc == "time to finish")];
+        (format!("{desc}{unit}"), get, empty)
     };
-    let unfinished = "no run finished";
-    let kv = |r: &Row| Some(r.kv_capacity_tokens as f64);
-    let finish = |r: &Row| r.time_to_finish_s.and_then(finite);
+    let finish = |r: &Row| r.time_to_finish_s.unwrap_or(f64::NAN);
     vec![
-        plain("steady state (req/s)", |r| finite(r.steady_req_per_s)),
-        plain("steady gen throughput (tok/s)", |r| finite(r.gen_tok_per_s)),
-        plain("mean running (requests)", |r| finite(r.mean_running)),
-        time("TTFT p99", |r| finite(r.ttft_p99_ms / 1000.0), none),
-        time("E2E p99", |r| finite(r.e2e_p99_ms / 1000.0), none),
-        time("time to finish", finish, unfinished),
-        plain("KV capacity (tokens)", kv),
+        metric("steady state (req/s)", |r| r.steady_req_per_s),
+        metric("steady gen throughput (tok/s)", |r| r.gen_tok_per_s),
+        metric("mean running (requests)", |r| r.mean_running),
+        metric("TTFT p99", |r| r.ttft_p99_ms / 1000.0),
+        metric("E2E p99", |r| r.e2e_p99_ms / 1000.0),
+        metric("time to finish", finish),
+        metric("KV capacity (tokens)", |r| r.kv_capacity_tokens as f64),
     ]
 }
 
@@ -236,7 +233,7 @@ impl<'a> SweepFigure<'a> {
         let mut at = xs.clone();
         at.sort_by(f64::total_cmp);
         let gaps = at.windows(2).map(|w| w[1] - w[0]).filter(|d| *d > 0.0);
-        let spacing = gaps.fold(1.0, f64::min);
+        let spacing = gaps.reduce(f64::min).unwrap_or(1.0);
         let n = groups.len();
         for (g, group) in groups.iter_mut().enumerate() {
             group.rows.sort_by(|&a, &b| xs[a].total_cmp(&xs[b]));
@@ -292,17 +289,15 @@ impl<'a> SweepFigure<'a> {
             }
         }
         // A whole step of an indexed axis; on a numeric one a narrow band (nothing is known
-        // between runs), at most halfway to a neighbour.
+        // between runs), at most halfway to the nearest neighbour.
+        let gaps = all.windows(2).map(|w| w[1].0 - w[0].0);
+        let gap = gaps.fold(f64::INFINITY, f64::min);
         let reach = [0.025 * (self.x.hi - self.x.lo), 0.5][usize::from(self.indexed)];
-        let mut out = Vec::new();
-        for (i, &(x, s)) in all.iter().enumerate() {
-            let left = i.checked_sub(1).map_or(reach, |p| (x - all[p].0) / 2.0);
-            let right = all.get(i + 1).map_or(reach, |n| (n.0 - x) / 2.0);
-            if let Some(s @ (Shape::Ring | Shape::Up)) = s {
-                out.push((x - left.min(reach), x + right.min(reach), s));
-            }
-        }
-        out
+        let reach = reach.min(gap / 2.0);
+        let band = |(x, s): (f64, Option<Shape>)| {
+            Some((x - reach, x + reach, s.filter(|s| *s != Shape::Circle)?))
+        };
+        all.into_iter().filter_map(band).collect()
     }
 
     /// One metric's panel; the first, the steady rate, with its 95 % intervals.
@@ -367,17 +362,17 @@ impl<'a> SweepFigure<'a> {
         match &self.line_header {
             Some(h) => {
                 e.push(Entry::text(h));
-                let line = |g: &Group| Entry::new(&g.label, dot(g.colour));
+                let line = |g: &Group| Entry(g.label.clone(), dot(g.colour));
                 e.extend(self.groups.iter().map(line));
             }
             None if !self.groups.is_empty() => {
-                e.push(Entry::new("each dot: one simulated run", dot(BLUE)));
+                e.push(Entry("each dot: one simulated run".into(), dot(BLUE)));
             }
             None => {}
         }
         if self.shown().next().is_some() {
             let ci = Swatch::error_bar(DARK);
-            e.push(Entry::new("95 % CI of the steady rate", ci));
+            e.push(Entry("95 % CI of the steady rate".into(), ci));
         }
         let shaded = self.shading();
         for (verdict, shape, label, fill) in [
@@ -388,7 +383,7 @@ impl<'a> SweepFigure<'a> {
             let fill = [WHITE, fill][usize::from(shaded.iter().any(|b| b.2 == shape))];
             let swatch = Swatch::default().marked(shape, 4, DARK).shaded(fill);
             if self.shown().any(|i| self.rows[i].oom_verdict == verdict) {
-                e.push(Entry::new(label, swatch));
+                e.push(Entry(label.into(), swatch));
             }
         }
         let (drawn, all) = (self.groups.len(), self.total_groups);
