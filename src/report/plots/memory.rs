@@ -7,7 +7,7 @@ use crate::memory::{SglangMemory, SlackNeed, Verdict};
 
 use super::axis::{thousands, Axis, Labels};
 use super::style::{heading, text_width, tint, Entry, Legend, Swatch, FONT, TEXT_PX, TOP_FIRST};
-use super::style::{BLUE, DARK, GREEN, ORANGE, PURPLE, RED};
+use super::style::{DARK, GREEN, ORANGE, RED};
 use super::{render, Area, Drawn, Figure, Format, PlotError};
 
 /// The title of the [`memory_figure`].
@@ -70,14 +70,10 @@ fn floor3(f: f64) -> String {
 
 const WEIGHTS: RGBColor = RGBColor(196, 196, 196);
 
-fn pool() -> RGBColor {
-    tint(BLUE, 0.7)
-}
-
-/// The pool above the OOM line: memory the slack needs.
-fn pool_over() -> RGBColor {
-    tint(PURPLE, 0.85)
-}
+/// The pool: `BLUE` at 70 % over white; above the OOM line (memory the slack needs), `PURPLE`
+/// at 85 %.
+const POOL: RGBColor = RGBColor(77, 156, 201);
+const POOL_OVER: RGBColor = RGBColor(145, 89, 174);
 
 fn slack(v: Verdict) -> RGBColor {
     match v {
@@ -139,10 +135,10 @@ impl MemoryFigure<'_> {
         });
         let pool_text = "KV pool M_pre \u{b7} f \u{2212} W (tokens above the bar)";
         let mut e = vec![Entry(format!("weights W{w}"), patch(WEIGHTS))];
-        e.push(Entry(pool_text.into(), patch(pool())));
+        e.push(Entry(pool_text.into(), patch(POOL)));
         let over = |b: &Bar| b.static_top > b.boundary.max(b.weights);
         if bars.iter().any(over) {
-            e.push(Entry("pool above the OOM line".into(), patch(pool_over())));
+            e.push(Entry("pool above the OOM line".into(), patch(POOL_OVER)));
         }
         for (v, label) in [
             (Verdict::Safe, "slack (1 \u{2212} f) \u{b7} M_pre: safe"),
@@ -197,8 +193,8 @@ impl Figure for MemoryFigure<'_> {
             let pool_top = b.static_top.max(b.weights);
             let segments = [
                 (0.0, b.weights.min(b.top), WEIGHTS),
-                (b.weights, pool_top, pool()),
-                (b.boundary.max(b.weights), pool_top, pool_over()),
+                (b.weights, pool_top, POOL),
+                (b.boundary.max(b.weights), pool_top, POOL_OVER),
                 (b.static_top, b.top, slack(b.verdict)),
             ];
             let boxes = segments.into_iter().filter(|s| s.1 > s.0);
@@ -245,8 +241,8 @@ pub(super) mod tests {
     fn the_memory_figure_shows_the_split_the_verdicts_and_the_case_studys_numbers() {
         let rows = case_study(std::array::from_fn::<u32, 16, _>(|i| 80 + i as u32));
         let (png, svg) = both(|f| memory_figure(&rows, f));
-        assert!(pixels(&png, pool()) > 10_000);
-        assert!(pixels(&png, pool_over()) > 500);
+        assert!(pixels(&png, POOL) > 10_000);
+        assert!(pixels(&png, POOL_OVER) > 500);
         assert!(pixels(&png, slack(Verdict::Oom)) > 2_000);
         let t = texts(&svg);
         for text in [

@@ -32,6 +32,9 @@ const LOG_SPAN: f64 = 20.0;
 const ACROSS: [i32; 8] = [-1, -1, 0, -1, 1, 1, 0, 1];
 const DOWN: [i32; 8] = [1, 0, 1, -1, 1, 0, -1, -1];
 
+/// With more feasible candidates than this, only the Pareto front is labelled.
+const MAX_LABELLED: usize = 16;
+
 /// Width of the key right of the plot.
 const KEY_W: u32 = 330;
 
@@ -219,6 +222,11 @@ impl<'a> PlanFigure<'a> {
             }
             let front = "cheapest within each time (Pareto front)";
             e.push(Entry(front.into(), Swatch::line(DARK, 2)));
+            if self.drawn.len() > MAX_LABELLED {
+                let (n, all) = (self.picks.pareto.len(), self.drawn.len());
+                let note = format!("Labelled: only the {n} Pareto-optimal of {all} candidates.");
+                e.push(Entry::text(note));
+            }
             if let Some(d) = self.deadline_drawn {
                 let label = format!("deadline {} h (shaded: too late)", short(d));
                 e.push(Entry(label, Swatch::dashed(RED)));
@@ -293,7 +301,8 @@ impl<'a> PlanFigure<'a> {
         }
         let at = |i: usize| (self.t_h(i), self.rows[i].cost_usd);
         let drawn = |i: &usize| self.drawn.contains(i);
-        let front = self.picks.pareto.iter().copied().filter(drawn);
+        let (front, crowded) = (self.picks.pareto.iter(), self.drawn.len() > MAX_LABELLED);
+        let front = front.copied().filter(drawn);
         let front: Vec<usize> = front.collect();
         let mut stair: Vec<(f64, f64)> = Vec::new();
         for &i in &front {
@@ -316,7 +325,7 @@ impl<'a> PlanFigure<'a> {
             let tp = self.rows[i].tensor_parallel;
             let tp = self.tps.iter().find(|t| t.0 == tp);
             let shape = tp.map_or(Shape::Circle, |t| t.1);
-            let (c1, c2, p1, p2) = mark(shape, r(&i), colour(i));
+            let (c1, c2, p1, p2) = mark(shape, r(&i), colour(i), 0);
             EmptyElement::at(at(i)) + c1 + c2 + p1 + p2
         }))?;
         // The front's labels, each at the first place around its marker (see ACROSS), near or
@@ -324,16 +333,16 @@ impl<'a> PlanFigure<'a> {
         let (bx, by) = chart.plotting_area().get_base_pixel();
         let (pw, ph) = chart.plotting_area().dim_in_pixel();
         let (pw, ph) = (pw as i32, ph as i32);
-        let centre = |i: usize| {
-            let (x, y) = chart.backend_coord(&at(i));
-            (x - bx, y - by, r(&i))
-        };
+        let px = |i: usize| chart.backend_coord(&at(i));
+        let centre = |i: usize| (px(i).0 - bx, px(i).1 - by, r(&i));
         let square = |(x, y, o): (i32, i32, i32)| [x - o, y - o, x + o, y + o];
         let mut taken: Vec<[i32; 4]> = self.drawn.iter().map(|&i| square(centre(i))).collect();
         let overlap =
             |b: &[i32; 4], t: &[i32; 4]| b[0] < t[2] && t[0] < b[2] && b[1] < t[3] && t[1] < b[3];
         let (plot, mut labels) = (chart.plotting_area().strip_coord_spec(), Vec::new());
-        for i in front {
+        // Every candidate is labelled, the front first, unless there are too many.
+        let rest = self.drawn.iter().filter(|i| !front.contains(i) && !crowded);
+        for i in front.iter().chain(rest).copied() {
             let label = label_of(&self.rows[i]);
             let ((w, h), (x, y, o)) = ((text_width(area, &label, 14)? + 4, 19), centre(i));
             let place = |(kx, ky): (i32, i32), g: i32| {
@@ -489,7 +498,10 @@ pub(super) mod tests {
         }
         let unfit = "load: 1\u{d7} h100 TP1, 1\u{d7} h200 TP1, 1\u{d7} rtx-pro-6000";
         assert!(t.replace('\n', " ").contains(unfit), "infeasible by reason");
-        assert!(!t.contains("\n2\u{d7} h100 TP2\n"), "front only");
+        assert!(
+            t.contains("\n2\u{d7} h100 TP2\n"),
+            "every candidate is labelled"
+        );
         let picks = highlights(&rows, Some(24.0));
         let fig = PlanFigure::new(&rows, &picks, Some(24.0));
         assert!(fig.x.scale == Scale::Linear && fig.y.lo > 0.0);
@@ -527,7 +539,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn a_wide_span_gets_log_axes_and_the_fronts_labels_do_not_overlap() {
+    fn a_wide_span_gets_log_axes_and_the_labels_do_not_overlap() {
         let rows = crowded();
         let picks = highlights(&rows, Some(6.0));
         let fig = PlanFigure::new(&rows, &picks, Some(6.0));
@@ -539,7 +551,7 @@ pub(super) mod tests {
         // Each label's box: its x and y, 7.5 px per character, 17 px tall.
         let label = |t: &(f64, f64, String)| rows.iter().any(|r| t.2 == label_of(r));
         let boxes: Vec<_> = placed(&svg).into_iter().filter(label).collect();
-        assert_eq!(boxes.len(), picks.pareto.len(), "the front");
+        assert_eq!(boxes.len(), rows.len(), "every candidate");
         for (i, a) in boxes.iter().enumerate() {
             for b in &boxes[i + 1..] {
                 let (wa, wb) = (7.5 * a.2.len() as f64, 7.5 * b.2.len() as f64);
@@ -547,6 +559,9 @@ pub(super) mod tests {
                 assert!(apart, "labels {a:?} and {b:?} overlap");
             }
         }
+        let many = [crowded(), realistic()].concat();
+        let t = text(&many, None).replace('\n', " ");
+        assert!(t.contains("Labelled: only the 7 Pareto-optimal of 25 candidates."));
     }
 
     #[test]

@@ -181,7 +181,7 @@ impl Panel<'_> {
                 }
                 Draw::Dots(p, c) => {
                     chart.draw_series(p.into_iter().map(|p| {
-                        let (c1, c2, p1, p2) = mark(Shape::Circle, 5, c);
+                        let (c1, c2, p1, p2) = mark(Shape::Circle, 5, c, 0);
                         EmptyElement::at(p) + c1 + c2 + p1 + p2
                     }))?;
                 }

@@ -102,13 +102,9 @@ type Dot = Circle<Px, i32>;
 /// shape does not use are empty). Placed with `EmptyElement::at(p) + a + b + c + d`.
 pub(super) type Mark = (Dot, Dot, Polygon<Px>, PathElement<Px>);
 
-/// A marker of radius `r` around (0, 0). Filled shapes have a white border that keeps
+/// A marker of radius `r` around (`dx`, 0). Filled shapes have a white border that keeps
 /// overlapping markers apart; a ring is white inside.
-pub(super) fn mark(shape: Shape, r: i32, colour: RGBColor) -> Mark {
-    mark_at(shape, r, colour, 0)
-}
-
-fn mark_at(shape: Shape, r: i32, colour: RGBColor, dx: i32) -> Mark {
+pub(super) fn mark(shape: Shape, r: i32, colour: RGBColor, dx: i32) -> Mark {
     use std::f64::consts::{FRAC_PI_2 as UP, FRAC_PI_4 as DIAGONAL, TAU};
     let (n, start, scale) = match shape {
         Shape::Circle | Shape::Ring => (0, 0.0, 1.0),
@@ -199,12 +195,12 @@ impl Swatch {
             Some((c, Stroke::Bar)) => [path(bar.into(), c, 1), empty(), empty()],
         };
         let (s, r, c) = self.mark.unwrap_or((Shape::Circle, 0, WHITE));
-        let mut mark = mark_at(s, r, c, m);
+        let mut marker = mark(s, r, c, m);
         if self.mark.is_none() {
-            (mark.0, mark.1) = (Circle::new((0, 0), 0, none), Circle::new((0, 0), 0, none));
+            (marker.0, marker.1) = (Circle::new((0, 0), 0, none), Circle::new((0, 0), 0, none));
         }
         let shade = self.shade.map_or(none, |c| c.filled());
-        (Rectangle::new([(0, -7), (w, 7)], shade), lines, mark)
+        (Rectangle::new([(0, -7), (w, 7)], shade), lines, marker)
     }
 }
 

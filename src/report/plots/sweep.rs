@@ -342,7 +342,7 @@ impl<'a> SweepFigure<'a> {
                 Some(ErrorBar::new_vertical(x, lo, v, hi, style, 8))
             }))?;
             chart.draw_series(g.rows.iter().filter_map(|&i| {
-                let (c1, c2, p1, p2) = mark(shape_of(&self.rows[i]), 4, g.colour);
+                let (c1, c2, p1, p2) = mark(shape_of(&self.rows[i]), 4, g.colour, 0);
                 Some(EmptyElement::at(at(i)?) + c1 + c2 + p1 + p2)
             }))?;
         }
