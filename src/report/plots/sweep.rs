@@ -160,10 +160,6 @@ const DODGE: f64 = 0.2;
 /// and what it says when no run has a value.
 type Metric = (String, Box<dyn Fn(&Row) -> Option<f64>>, &'static str);
 
-fn finite(v: f64) -> Option<f64> {
-    v.is_finite().then_some(v)
-}
-
 /// The metrics of the panels. A description without a unit is of a time: in seconds,
 /// minutes or hours, as the largest value needs.
 fn metrics(rows: &[Row]) -> Vec<Metric> {
@@ -174,7 +170,7 @@ fn metrics(rows: &[Row]) -> Vec<Metric> {
             m if m < 7_200.0 => (60.0, " (min)"),
             _ => (3_600.0, " (h)"),
         };
-        let get = Box::new(move |r: &Row| finite(get(r) / div));
+        let get = Box::new(move |r: &Row| Some(get(r) / div).filter(|v| v.is_finite()));
         let empty = ["no run to show", "no run finished"][usize::from(desc == "time to finish")];
         (format!("{desc}{unit}"), get, empty)
     };
