@@ -112,7 +112,15 @@ impl PlanRow {
         }
     }
 
-    /// Why not, when infeasible.
+    /// `(time to finish in s, cost in $)` of a feasible candidate whose time is finite and
+    /// positive and whose cost is finite and not negative: what a figure can place.
+    pub fn time_and_cost(&self) -> Option<(f64, f64)> {
+        let m = self.metrics()?;
+        let (t, c) = (m.time_to_finish_s, m.cost_usd);
+        (t.is_finite() && t > 0.0 && c.is_finite() && c >= 0.0).then_some((t, c))
+    }
+
+    /// Why an infeasible candidate is; `None` for a feasible one.
     pub fn reason(&self) -> Option<&str> {
         match &self.outcome {
             Outcome::Feasible(_) => None,
@@ -348,6 +356,53 @@ pub fn sort(rows: &mut [PlanRow]) {
     });
 }
 
+/// What a plan points out: its Pareto front and its picks, as indices into the rows.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Highlights {
+    /// The feasible candidates no other is both at least as fast and cheaper than (or faster
+    /// and as cheap), by increasing time to finish: the cheapest way to finish within each
+    /// time.
+    pub pareto: Vec<usize>,
+    /// The cheapest feasible candidate finishing within the deadline (overall, without one).
+    pub cheapest: Option<usize>,
+    /// The fastest feasible candidate (the cheaper of equally fast ones).
+    pub fastest: Option<usize>,
+}
+
+/// The Pareto front, the cheapest candidate finishing within `deadline_h` hours and the
+/// fastest of `rows`. Only feasible rows with a finite, positive time and a finite,
+/// non-negative cost count.
+pub fn highlights(rows: &[PlanRow], deadline_h: Option<f64>) -> Highlights {
+    let point = |i: &usize| {
+        rows[*i]
+            .time_and_cost()
+            .expect("invariant: a placeable row")
+    };
+    let time = |i: &usize| point(i).0;
+    let cost = |i: &usize| point(i).1;
+    let mut by_time: Vec<usize> = (0..rows.len())
+        .filter(|&i| rows[i].time_and_cost().is_some())
+        .collect();
+    by_time.sort_by(|a, b| {
+        time(a)
+            .total_cmp(&time(b))
+            .then(cost(a).total_cmp(&cost(b)))
+    });
+    let mut pareto = Vec::new();
+    for &i in &by_time {
+        if pareto.last().is_none_or(|p| cost(&i) < cost(p)) {
+            pareto.push(i);
+        }
+    }
+    let within = |i: &&usize| deadline_h.is_none_or(|d| time(i) <= d * 3600.0);
+    let cheapest = pareto.iter().rfind(within).copied();
+    Highlights {
+        fastest: pareto.first().copied(),
+        pareto,
+        cheapest,
+    }
+}
+
 /// The candidates for these GPUs and counts: TP = each of `tps` that divides the count, or the
 /// count itself when `tps` is empty.
 pub fn candidates(gpus: &[String], counts: &[u32], tps: &[u32]) -> Vec<Candidate> {
@@ -469,6 +524,28 @@ mod tests {
                 meets_deadline: meets,
             }),
         )
+    }
+
+    #[test]
+    fn highlights_are_the_pareto_front_and_the_cheapest_within_the_deadline() {
+        let row = |cost: f64, time_h: f64, ok: bool| match ok {
+            true => feasible("g", cost, time_h * 3600.0, None),
+            false => PlanRow::infeasible(&candidate("g"), 1.0, String::new()),
+        };
+        let rows = vec![
+            row(50.0, 10.0, true),     // 0: slow and cheap
+            row(80.0, 5.0, true),      // 1: fastest
+            row(90.0, 6.0, true),      // 2: dominated by 1
+            row(10.0, 1.0, false),     // 3: infeasible
+            row(60.0, 6.0, true),      // 4: between
+            row(40.0, f64::NAN, true), // 5: no time
+        ];
+        let h = highlights(&rows, Some(8.0));
+        assert_eq!(h.pareto, [1, 4, 0]);
+        assert_eq!((h.cheapest, h.fastest), (Some(4), Some(1)));
+        assert_eq!(highlights(&rows, None).cheapest, Some(0));
+        assert_eq!(highlights(&rows, Some(2.0)).cheapest, None);
+        assert_eq!(highlights(&rows[3..4], None), Highlights::default());
     }
 
     #[test]

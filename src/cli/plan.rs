@@ -110,10 +110,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             ("plan.json".into(), json.clone().into_bytes()),
         ];
         if args.output.figures() {
+            let picks = crate::plan::highlights(&rows, args.deadline_h);
             for fmt in Format::ALL {
                 files.push((
                     format!("plan.{}", fmt.extension()),
-                    plots::plan_figure(&rows, args.deadline_h, fmt)?,
+                    plots::plan_figure(&rows, &picks, args.deadline_h, fmt)?,
                 ));
             }
         }

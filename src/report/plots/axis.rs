@@ -1,420 +1,196 @@
-//! Axes: the time axis (linear in s, min or h, or logarithmic), the latency axis, and the number
-//! and duration formats of their ticks and of the figures' text.
-//!
-//! Every axis is drawn by plotters as a plain linear range: the figures transform their data
-//! (seconds to minutes, or `log10`) with the axis's `x` and give plotters explicit tick
-//! positions, so one code path serves linear and logarithmic axes alike.
+//! The one axis type — linear or logarithmic, ticked by one routine — and the number and
+//! duration formats of the figures' text. An axis holds values: plotters maps each through
+//! [`Ranged::map`], so figures draw their data as it is on either scale.
 
 pub(super) use crate::report::text::thousands;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
 
-use crate::metrics::{RunResult, Sample};
+/// Linear or logarithmic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Scale {
+    #[default]
+    Linear,
+    /// For positive values; others sit below the axis.
+    Log,
+}
 
-use super::{LOG_LATENCY_SPREAD, LOG_TIME_FACTOR};
+/// How tick labels read.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(super) enum Labels {
+    /// Numbers with the decimals their step needs; thousands separated.
+    #[default]
+    Number,
+    /// Numbers after a `$`.
+    Dollars,
+    /// Seconds: round times in their unit on a log axis (`30 s`, `5 min`, `1 d`), numbers of
+    /// the axis's unit on a linear one.
+    Time,
+    /// The name of each whole position 0, 1, …; nothing between them.
+    Names(Vec<String>),
+}
 
-/// A linear range from `lo` to `hi` with explicit major (`ticks`) and minor (`minor`) grid
-/// positions.
-#[derive(Clone, Debug)]
-pub(super) struct Ticked {
-    lo: f64,
-    hi: f64,
-    ticks: Vec<f64>,
+/// An axis from `lo` to `hi` with its ticks (labelled grid lines) and minor grid lines.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Axis {
+    pub(super) scale: Scale,
+    pub(super) lo: f64,
+    pub(super) hi: f64,
+    /// Linear ticks are round numbers of this unit (60 for minutes).
+    unit: f64,
+    labels: Labels,
+    max_ticks: usize,
+    pub(super) ticks: Vec<f64>,
     minor: Vec<f64>,
 }
 
-impl Ticked {
-    /// An axis from `lo` to `hi` with the given ticks and minor grid lines.
-    pub(super) fn with_ticks(lo: f64, hi: f64, ticks: Vec<f64>, minor: Vec<f64>) -> Ticked {
-        Ticked {
-            lo,
-            hi,
-            ticks,
-            minor,
-        }
+const M: f64 = 60.0;
+const H: f64 = 3_600.0;
+const D: f64 = 86_400.0;
+/// Tick candidates of a logarithmic time axis, seconds: round times in their own unit.
+const LOG_TICKS_S: [f64; 22] = [
+    1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 60.0, 300.0, 600.0, 1800.0, 3600.0,
+    10800.0, 36000.0, 86400.0, 259200.0, 864000.0, 2592000.0, 8640000.0,
+];
+
+impl Axis {
+    /// A linear axis from `lo` to `hi` with at most about `max_ticks` round ticks.
+    pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        Axis::new(Scale::Linear, lo, hi, max_ticks)
     }
 
-    /// A plain linear axis from `lo` to `hi` with about `max_ticks` round ticks.
-    pub(super) fn linear(lo: f64, hi: f64, max_ticks: usize) -> Ticked {
-        Ticked {
-            lo,
-            hi,
-            ticks: nice_ticks(lo, hi, max_ticks),
-            minor: Vec::new(),
-        }
+    /// A logarithmic axis from `lo` to `hi` with at most about `max_ticks` ticks at 1, 2 and 5
+    /// per decade, or fewer.
+    pub(super) fn log(lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        Axis::new(Scale::Log, lo, hi, max_ticks)
     }
 
-    /// The text of the tick at `v`, with the decimals its step needs.
+    fn new(scale: Scale, lo: f64, hi: f64, max_ticks: usize) -> Axis {
+        let hi = if hi.is_finite() { hi } else { 1.0 };
+        let lo = match scale {
+            Scale::Log if !(lo > 0.0 && lo.is_finite()) => hi.max(1e-9) / 10.0,
+            _ if !lo.is_finite() => 0.0,
+            _ => lo,
+        };
+        let hi = if hi > lo { hi } else { lo + 1.0 };
+        let mut axis = Axis::default();
+        (axis.scale, axis.lo, axis.hi) = (scale, lo, hi);
+        (axis.max_ticks, axis.unit) = (max_ticks, 1.0);
+        axis.ticked()
+    }
+
+    /// The same axis with tick labels read as `labels`.
+    pub(super) fn with(self, labels: Labels) -> Axis {
+        Axis { labels, ..self }.ticked()
+    }
+
+    /// The same axis with linear ticks at round numbers of `unit`.
+    pub(super) fn in_unit(self, unit: f64) -> Axis {
+        Axis { unit, ..self }.ticked()
+    }
+
+    /// The same axis with at most about `max_ticks` ticks.
+    pub(super) fn at_most(self, max_ticks: usize) -> Axis {
+        Axis { max_ticks, ..self }.ticked()
+    }
+
+    /// The same axis reaching up to `hi`.
+    pub(super) fn up_to(self, hi: f64) -> Axis {
+        Axis { hi, ..self }.ticked()
+    }
+
+    /// The one tick routine: round steps of 1, 2 or 5 × 10^k on a linear axis (whole ones for
+    /// names); on a log axis round times, or 1, 2 and 5 per decade thinned to 1 and 3, then 1,
+    /// until few enough.
+    fn ticked(mut self) -> Axis {
+        let (lo, hi, u) = (self.lo, self.hi, self.unit);
+        let max = match &self.labels {
+            Labels::Names(names) => self.max_ticks.min(names.len().max(1)),
+            _ => self.max_ticks,
+        };
+        if self.scale == Scale::Linear {
+            let ticks = nice_ticks(lo / u, hi / u, max);
+            self.ticks = ticks.iter().map(|t| t * u).collect();
+            return self;
+        }
+        let inside = |v: &f64| *v >= lo * (1.0 - 1e-9) && *v <= hi * (1.0 + 1e-9);
+        let decades = (lo.log10().floor() as i32)..=(hi.log10().ceil() as i32);
+        let at = |ms: &[f64]| -> Vec<f64> {
+            let scaled = |d: i32| ms.iter().map(move |m| m * 10f64.powi(d));
+            decades.clone().flat_map(scaled).filter(inside).collect()
+        };
+        self.minor = at(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]);
+        let options = [at(&[1.0, 2.0, 5.0]), at(&[1.0, 3.0]), at(&[1.0])];
+        self.ticks = if self.labels == Labels::Time {
+            LOG_TICKS_S.into_iter().filter(inside).collect()
+        } else if options[0].len() < 3 {
+            at(&[1.0, 2.0, 3.0, 5.0, 7.0])
+        } else {
+            let fits = options.iter().find(|t| t.len() <= max);
+            fits.unwrap_or(&options[2]).clone()
+        };
+        self
+    }
+
+    /// The text of the tick at `v`.
     pub(super) fn label(&self, v: f64) -> String {
-        fmt_tick(v, step_of(&self.ticks))
+        let whole = (v - v.round()).abs() < 1e-6 && v > -0.5;
+        match &self.labels {
+            Labels::Names(names) if whole => names.get(v.round() as usize).cloned(),
+            Labels::Names(_) => None,
+            Labels::Time if self.scale == Scale::Log => Some(round_time(v)),
+            Labels::Dollars => Some(format!("${}", self.number(v))),
+            _ => Some(self.number(v)),
+        }
+        .unwrap_or_default()
+    }
+
+    fn number(&self, v: f64) -> String {
+        let u = v / self.unit;
+        let step = match (self.scale, &self.ticks[..]) {
+            (Scale::Log, _) => 10f64.powf(u.abs().max(1e-12).log10().floor()),
+            (Scale::Linear, [a, b, ..]) => (b - a) / self.unit,
+            _ => 1.0,
+        };
+        if step >= 1.0 && u >= 999.5 {
+            thousands(u.round() as u64)
+        } else {
+            fmt_tick(u, step)
+        }
+    }
+
+    /// Whether `v` lies on the axis.
+    pub(super) fn shows(&self, v: f64) -> bool {
+        let tol = 1e-9 * (self.hi - self.lo).abs();
+        v.is_finite() && v >= self.lo - tol && v <= self.hi + tol
+    }
+
+    fn coord(&self, v: f64) -> f64 {
+        match self.scale {
+            Scale::Linear => v,
+            Scale::Log => v.max(1e-12).log10(),
+        }
     }
 }
 
-impl Ranged for Ticked {
+impl Ranged for Axis {
     type FormatOption = DefaultFormatting;
     type ValueType = f64;
 
     fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let span = self.hi - self.lo;
-        if span.is_nan() || span <= 0.0 {
-            return (limit.0 + limit.1) / 2;
-        }
+        let (lo, hi) = (self.coord(self.lo), self.coord(self.hi));
         // Clamped a little beyond the edges: lines leaving the plot are clipped, not wrapped.
-        let f = ((value - self.lo) / span).clamp(-1.0, 2.0);
+        let f = ((self.coord(*value) - lo) / (hi - lo)).clamp(-1.0, 2.0);
+        let f = if f.is_nan() { 0.5 } else { f };
         limit.0 + (f64::from(limit.1 - limit.0) * f).round() as i32
     }
 
     fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
-        if hint.weight().allow_light_points() {
-            self.minor.clone()
-        } else {
-            self.ticks.clone()
-        }
+        let light = hint.weight().allow_light_points();
+        if light { &self.minor } else { &self.ticks }.clone()
     }
 
     fn range(&self) -> std::ops::Range<f64> {
         self.lo..self.hi
-    }
-}
-
-/// Tick candidates of a logarithmic time axis, seconds: about two per decade, each a round
-/// number in its own unit.
-const LOG_TICKS_S: [f64; 24] = [
-    0.001,
-    0.003,
-    0.01,
-    0.03,
-    0.1,
-    0.3,
-    1.0,
-    3.0,
-    10.0,
-    30.0,
-    60.0,
-    300.0,
-    600.0,
-    1_800.0,
-    3_600.0,
-    3.0 * 3_600.0,
-    10.0 * 3_600.0,
-    86_400.0,
-    3.0 * 86_400.0,
-    10.0 * 86_400.0,
-    30.0 * 86_400.0,
-    100.0 * 86_400.0,
-    365.0 * 86_400.0,
-    3650.0 * 86_400.0,
-];
-
-/// How simulated time maps to the horizontal axis: `x = t / unit_s` (linear) or
-/// `x = log10(t / 1 s)` (logarithmic).
-#[derive(Clone, Debug)]
-pub(super) struct TimeAxis {
-    /// Logarithmic?
-    pub(super) log: bool,
-    unit_s: f64,
-    unit: &'static str,
-    /// Left end, in `x`.
-    pub(super) lo: f64,
-    /// Right end, in `x`.
-    pub(super) hi: f64,
-    ticks: Vec<f64>,
-    minor: Vec<f64>,
-}
-
-impl TimeAxis {
-    /// The axis for a run whose plotted points are `pts` (see the module documentation of
-    /// `plots` for the rule).
-    pub(super) fn for_run(r: &RunResult, pts: &[&Sample]) -> TimeAxis {
-        let t_end = pts
-            .iter()
-            .map(|s| s.t_s)
-            .fold(r.totals.sim_duration_s, f64::max)
-            .max(0.0);
-        let first_positive = pts.iter().map(|s| s.t_s).find(|&t| t > 0.0);
-        let start_up_s = r.first_completion_s.map(|f| f.max(r.window_s));
-        match (start_up_s, first_positive) {
-            (Some(s), Some(first)) if s > 0.0 && t_end >= LOG_TIME_FACTOR * s => {
-                TimeAxis::log(first, t_end)
-            }
-            _ => TimeAxis::linear(t_end),
-        }
-    }
-
-    fn linear(t_end: f64) -> TimeAxis {
-        let (unit_s, unit) = if t_end <= 900.0 {
-            (1.0, "s")
-        } else if t_end <= 36_000.0 {
-            (60.0, "min")
-        } else {
-            (3_600.0, "h")
-        };
-        let hi = if t_end > 0.0 { t_end / unit_s } else { 1.0 };
-        TimeAxis {
-            log: false,
-            unit_s,
-            unit,
-            lo: 0.0,
-            hi,
-            ticks: nice_ticks(0.0, hi, 10),
-            minor: Vec::new(),
-        }
-    }
-
-    fn log(first_s: f64, t_end: f64) -> TimeAxis {
-        // Start at a round time just before the first point, or at the point itself.
-        let lo_s = LOG_TICKS_S
-            .iter()
-            .copied()
-            .rfind(|&c| c <= first_s && first_s <= 1.5 * c)
-            .unwrap_or(first_s);
-        let hi_s = t_end.max(lo_s * 10.0);
-        let ticks: Vec<f64> = LOG_TICKS_S
-            .iter()
-            .filter(|&&c| c >= lo_s && c <= hi_s * (1.0 + 1e-9))
-            .map(|c| c.log10())
-            .collect();
-        let mut minor = Vec::new();
-        let mut decade = 10f64.powf(lo_s.log10().floor());
-        while decade <= hi_s {
-            for m in 1..10 {
-                let v = decade * f64::from(m);
-                if v >= lo_s && v <= hi_s {
-                    minor.push(v.log10());
-                }
-            }
-            decade *= 10.0;
-        }
-        TimeAxis {
-            log: true,
-            unit_s: 1.0,
-            unit: "",
-            lo: lo_s.log10(),
-            hi: hi_s.log10(),
-            ticks,
-            minor,
-        }
-    }
-
-    /// The axis coordinate of `t_s`, if the axis shows it.
-    pub(super) fn x(&self, t_s: f64) -> Option<f64> {
-        if !t_s.is_finite() || (self.log && t_s <= 0.0) {
-            return None;
-        }
-        let x = self.raw(t_s);
-        (x >= self.lo - 1e-9 && x <= self.hi + 1e-9).then_some(x)
-    }
-
-    /// The axis coordinate of `t_s`, moved onto the axis if outside it.
-    pub(super) fn x_clamped(&self, t_s: f64) -> f64 {
-        self.raw(t_s.max(1e-12)).clamp(self.lo, self.hi)
-    }
-
-    fn raw(&self, t_s: f64) -> f64 {
-        if self.log {
-            t_s.log10()
-        } else {
-            t_s / self.unit_s
-        }
-    }
-
-    /// The range for plotters.
-    pub(super) fn coord(&self) -> Ticked {
-        Ticked {
-            lo: self.lo,
-            hi: self.hi,
-            ticks: self.ticks.clone(),
-            minor: self.minor.clone(),
-        }
-    }
-
-    /// The text of the tick at `x`.
-    pub(super) fn tick_label(&self, x: f64) -> String {
-        if self.log {
-            round_time(10f64.powf(x))
-        } else {
-            fmt_tick(x, step_of(&self.ticks))
-        }
-    }
-
-    /// The axis description, with its unit.
-    pub(super) fn description(&self) -> String {
-        if self.log {
-            "time since the start (log scale)".to_string()
-        } else {
-            format!("time since the start ({})", self.unit)
-        }
-    }
-
-    /// Where `x` lies along the axis: 0 at the left end, 1 at the right.
-    pub(super) fn fraction(&self, x: f64) -> f64 {
-        (x - self.lo) / (self.hi - self.lo)
-    }
-}
-
-/// The latency axis in seconds: `x = v` (linear, from 0) or `x = log10(v / 1 s)`.
-#[derive(Clone, Debug)]
-pub(super) struct LatencyAxis {
-    /// Logarithmic?
-    pub(super) log: bool,
-    /// Left end, in `x`.
-    pub(super) lo: f64,
-    /// Right end, in `x`.
-    pub(super) hi: f64,
-    ticks: Vec<f64>,
-    minor: Vec<f64>,
-}
-
-impl LatencyAxis {
-    /// The axis for CDF curves of `(seconds, fraction)` points.
-    pub(super) fn for_curves(curves: &[&[(f64, f64)]]) -> LatencyAxis {
-        let value_at = |c: &[(f64, f64)], q: f64| {
-            c.iter()
-                .find(|p| p.1 >= q)
-                .or(c.last())
-                .map_or(0.0, |p| p.0)
-        };
-        let non_empty = || curves.iter().filter(|c| !c.is_empty());
-        let p1 = non_empty()
-            .map(|c| value_at(c, 0.01))
-            .fold(f64::INFINITY, f64::min);
-        let p99 = non_empty().map(|c| value_at(c, 0.99)).fold(0.0, f64::max);
-        let values = || {
-            curves
-                .iter()
-                .flat_map(|c| c.iter().map(|p| p.0))
-                .filter(|v| v.is_finite())
-        };
-        let max = values().fold(0.0, f64::max);
-        let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-        if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
-            let lo = min_positive.log10().floor();
-            let hi = max.log10().ceil().max(lo + 1.0);
-            let decades = (hi - lo).round() as i32;
-            let mut ticks = Vec::new();
-            let mut minor = Vec::new();
-            for d in 0..=decades {
-                let base = lo + f64::from(d);
-                ticks.push(base);
-                for m in 2..10 {
-                    let v = base + f64::from(m).log10();
-                    if v <= hi {
-                        minor.push(v);
-                        if decades <= 2 && (m == 2 || m == 5) {
-                            ticks.push(v);
-                        }
-                    }
-                }
-            }
-            ticks.sort_by(f64::total_cmp);
-            LatencyAxis {
-                log: true,
-                lo,
-                hi,
-                ticks,
-                minor,
-            }
-        } else {
-            let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
-            LatencyAxis {
-                log: false,
-                lo: 0.0,
-                hi,
-                ticks: nice_ticks(0.0, hi, 10),
-                minor: Vec::new(),
-            }
-        }
-    }
-
-    /// The axis coordinate of `v_s` seconds (values below a logarithmic axis sit at its left
-    /// end).
-    pub(super) fn x(&self, v_s: f64) -> f64 {
-        if self.log {
-            v_s.max(10f64.powf(self.lo)).log10()
-        } else {
-            v_s
-        }
-    }
-
-    /// The range for plotters.
-    pub(super) fn coord(&self) -> Ticked {
-        Ticked {
-            lo: self.lo,
-            hi: self.hi,
-            ticks: self.ticks.clone(),
-            minor: self.minor.clone(),
-        }
-    }
-
-    /// The text of the tick at `x`.
-    pub(super) fn tick_label(&self, x: f64) -> String {
-        if self.log {
-            let v = 10f64.powf(x);
-            fmt_tick(v, 10f64.powf(x.floor()))
-        } else {
-            fmt_tick(x, step_of(&self.ticks))
-        }
-    }
-
-    /// The axis description, with its unit.
-    pub(super) fn description(&self) -> &'static str {
-        if self.log {
-            "latency (s, log scale)"
-        } else {
-            "latency (s)"
-        }
-    }
-
-    /// Where `x` lies along the axis: 0 at the left end, 1 at the right.
-    pub(super) fn fraction(&self, x: f64) -> f64 {
-        (x - self.lo) / (self.hi - self.lo)
-    }
-}
-
-fn step_of(ticks: &[f64]) -> f64 {
-    if ticks.len() >= 2 {
-        ticks[1] - ticks[0]
-    } else {
-        1.0
-    }
-}
-
-/// A round time for a logarithmic axis tick, in its natural unit: `30 s`, `5 min`, `3 h`,
-/// `10 d`.
-pub(super) fn round_time(t_s: f64) -> String {
-    let num = |v: f64| {
-        let r = (v * 1000.0).round() / 1000.0;
-        if r == r.round() {
-            format!("{r:.0}")
-        } else {
-            format!("{r}")
-        }
-    };
-    if t_s < 60.0 - 1e-9 {
-        format!("{} s", num(t_s))
-    } else if t_s < 3_600.0 - 1e-9 {
-        format!("{} min", num(t_s / 60.0))
-    } else if t_s < 86_400.0 - 1e-9 {
-        format!("{} h", num(t_s / 3_600.0))
-    } else {
-        format!("{} d", num(t_s / 86_400.0))
-    }
-}
-
-/// A duration for text, in the unit that keeps it short: `190 s`, `51.7 min`, `28.4 h`.
-pub(super) fn human_duration(t_s: f64) -> String {
-    if t_s < 1.0 {
-        let s = format!("{t_s:.3}");
-        format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
-    } else if t_s < 10.0 {
-        format!("{t_s:.1} s")
-    } else if t_s < 600.0 {
-        format!("{t_s:.0} s")
-    } else if t_s < 3.0 * 3_600.0 {
-        format!("{:.1} min", t_s / 60.0)
-    } else if t_s < 3.0 * 86_400.0 {
-        format!("{:.1} h", t_s / 3_600.0)
-    } else {
-        format!("{:.1} d", t_s / 86_400.0)
     }
 }
 
@@ -426,29 +202,21 @@ pub(super) fn nice_ticks(lo: f64, hi: f64, max_n: usize) -> Vec<f64> {
     }
     let raw = span / max_n.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw * (1.0 - 1e-9))
-        .unwrap_or(10.0 * mag);
+    let steps = [1.0, 2.0, 5.0, 10.0].map(|m| m * mag);
+    let step = steps.into_iter().find(|s| *s >= raw * (1.0 - 1e-9));
+    let step = step.unwrap_or(10.0 * mag);
     let first = (lo / step - 1e-9).ceil() as i64;
     let last = (hi / step + 1e-9).floor() as i64;
     (first..=last).map(|k| k as f64 * step).collect()
 }
 
-/// A tick value with as many decimals as its step needs.
+/// A tick value with as many decimals as its step needs (no `-0`).
 pub(super) fn fmt_tick(v: f64, step: f64) -> String {
-    let decimals = if step > 0.0 && step < 1.0 {
-        (-(step.log10() + 1e-9).floor()) as usize
-    } else {
-        0
-    };
+    let decimals = (-(step.log10() + 1e-9).floor()).clamp(0.0, 12.0) as usize;
     let s = format!("{v:.decimals$}");
-    // No "-0".
-    if s.starts_with('-') && s[1..].chars().all(|c| c == '0' || c == '.') {
-        s[1..].to_string()
-    } else {
-        s
+    match s.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| c == '0' || c == '.') => rest.to_string(),
+        _ => s,
     }
 }
 
@@ -461,83 +229,83 @@ pub(super) fn sig3(v: f64) -> String {
     format!("{v:.decimals$}")
 }
 
+/// A round time in its natural unit: `30 s`, `5 min`, `3 h`, `10 d`.
+pub(super) fn round_time(t_s: f64) -> String {
+    let (v, unit) = match t_s {
+        t if t < M - 1e-9 => (t, "s"),
+        t if t < H - 1e-9 => (t / M, "min"),
+        t if t < D - 1e-9 => (t / H, "h"),
+        t => (t / D, "d"),
+    };
+    format!("{} {unit}", (v * 1000.0).round() / 1000.0)
+}
+
+/// A duration for text, in the unit that keeps it short: `190 s`, `51.7 min`, `28.4 h`.
+pub(super) fn human_duration(t_s: f64) -> String {
+    match t_s {
+        t if t < 1.0 => {
+            let s = format!("{t:.3}");
+            format!("{} s", s.trim_end_matches('0').trim_end_matches('.'))
+        }
+        t if t < 10.0 => format!("{t:.1} s"),
+        t if t < 600.0 => format!("{t:.0} s"),
+        t if t < 3.0 * H => format!("{:.1} min", t / M),
+        t if t < 3.0 * D => format!("{:.1} h", t / H),
+        t => format!("{:.1} d", t / D),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn nice_ticks_use_round_steps() {
-        assert_eq!(
-            nice_ticks(0.0, 10.0, 10),
-            (0..=10).map(f64::from).collect::<Vec<_>>()
-        );
-        assert_eq!(
-            nice_ticks(0.0, 28.4, 10),
-            vec![0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
-        );
-        assert_eq!(nice_ticks(0.0, 0.0, 10), vec![0.0]);
+    /// The tick labels of `a`, joined by `|`.
+    fn ticks(a: Axis) -> String {
+        let labels: Vec<String> = a.ticks.iter().map(|&t| a.label(t)).collect();
+        labels.join("|")
     }
 
     #[test]
-    fn numbers_are_formatted_for_reading() {
+    fn linear_ticks_are_round_steps_in_the_axis_unit() {
+        assert_eq!(ticks(Axis::linear(0.0, 10.0, 5)), "0|2|4|6|8|10");
+        assert_eq!(ticks(Axis::linear(0.0, 0.3, 3)), "0.0|0.1|0.2|0.3");
+        let minutes = Axis::linear(0.0, 3_000.0, 6).with(Labels::Time);
+        assert_eq!(ticks(minutes.in_unit(60.0)), "0|10|20|30|40|50");
+        let money = Axis::linear(0.0, 9_000.0, 5).with(Labels::Dollars);
+        assert!(ticks(money).contains("|$4,000|"));
+        assert_eq!(ticks(Axis::linear(0.0, 1.0, 2).up_to(2.0)), "0|1|2");
+        let names = Labels::Names(vec!["a".into(), "b".into()]);
+        assert_eq!(ticks(Axis::linear(-0.5, 1.5, 9).with(names)), "a|b");
+    }
+
+    #[test]
+    fn log_ticks_thin_out_to_fit_and_time_axes_tick_round_times() {
+        let money = Axis::log(0.5, 40.0, 8).with(Labels::Dollars);
+        assert_eq!(ticks(money), "$0.5|$1|$2|$5|$10|$20");
+        assert_eq!(ticks(Axis::log(0.001, 10.0, 6)), "0.001|0.01|0.1|1|10");
+        let t = Axis::log(30.0, 102_411.0, 10).with(Labels::Time);
+        let round = "30 s|1 min|5 min|10 min|30 min|1 h|3 h|10 h|1 d";
+        assert_eq!(ticks(t), round);
+    }
+
+    #[test]
+    fn values_map_linearly_or_by_their_logarithm() {
+        assert_eq!(Axis::linear(0.0, 10.0, 5).map(&5.0, (0, 100)), 50);
+        let log = Axis::log(1.0, 100.0, 5);
+        assert_eq!(log.map(&10.0, (0, 100)), 50);
+        assert_eq!(log.map(&0.0, (0, 100)), -100, "clamped below");
+        assert!(log.shows(100.0) && !log.shows(0.5));
+    }
+
+    #[test]
+    fn numbers_and_durations_are_formatted_for_reading() {
         assert_eq!(fmt_tick(0.30000000000000004, 0.1), "0.3");
         assert_eq!(fmt_tick(-0.0, 0.5), "0.0");
-        assert_eq!(fmt_tick(1500.0, 500.0), "1500");
-        assert_eq!(sig3(0.19521), "0.195");
-        assert_eq!(sig3(806.04), "806");
-        assert_eq!(thousands(116_171), "116,171");
-        assert_eq!(thousands(20_000), "20,000");
-        assert_eq!(thousands(150), "150");
-        assert_eq!(round_time(30.0), "30 s");
-        assert_eq!(round_time(300.0), "5 min");
-        assert_eq!(round_time(10_800.0), "3 h");
-        assert_eq!(round_time(0.3), "0.3 s");
-        assert_eq!(human_duration(3104.0), "51.7 min");
-        assert_eq!(human_duration(190.0), "190 s");
-        assert_eq!(human_duration(0.01), "0.01 s");
-        assert_eq!(human_duration(0.0), "0 s");
-        assert_eq!(human_duration(5.0), "5.0 s");
-        assert_eq!(human_duration(102_411.0), "28.4 h");
-    }
-
-    #[test]
-    fn a_long_run_gets_a_log_axis_ticked_in_round_times() {
-        let axis = TimeAxis::log(32.0, 102_411.0);
-        assert!(axis.log);
-        let labels: Vec<String> = axis.ticks.iter().map(|&x| axis.tick_label(x)).collect();
-        assert_eq!(
-            labels,
-            ["30 s", "1 min", "5 min", "10 min", "30 min", "1 h", "3 h", "10 h", "1 d"]
-        );
-        assert_eq!(axis.x(0.0), None);
-        assert!((axis.x(3_600.0).unwrap() - 3_600f64.log10()).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_short_run_gets_a_linear_axis_in_a_unit_fitting_its_length() {
-        assert_eq!(
-            TimeAxis::linear(600.0).description(),
-            "time since the start (s)"
-        );
-        assert_eq!(
-            TimeAxis::linear(3_000.0).description(),
-            "time since the start (min)"
-        );
-        let h = TimeAxis::linear(100_000.0);
-        assert_eq!(h.description(), "time since the start (h)");
-        assert!((h.x(7_200.0).unwrap() - 2.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn a_wide_latency_spread_gets_a_log_axis() {
-        let wide: Vec<(f64, f64)> = (0..=100)
-            .map(|i| (0.01 * 1.1f64.powi(i), f64::from(i) / 100.0))
-            .collect();
-        let narrow: Vec<(f64, f64)> = (0..=100)
-            .map(|i| (10.0 + f64::from(i) / 10.0, f64::from(i) / 100.0))
-            .collect();
-        assert!(LatencyAxis::for_curves(&[&wide]).log);
-        assert!(!LatencyAxis::for_curves(&[&narrow]).log);
-        assert!(!LatencyAxis::for_curves(&[&[]]).log);
+        assert_eq!([0.19521, 806.04].map(sig3), ["0.195", "806"]);
+        let times = [300.0, 10_800.0, 0.3].map(round_time).join("|");
+        assert_eq!(times, "5 min|3 h|0.3 s");
+        let durations = [3104.0, 190.0, 0.01, 0.0, 5.0, 102_411.0].map(human_duration);
+        let durations = durations.join("|");
+        assert_eq!(durations, "51.7 min|190 s|0.01 s|0 s|5.0 s|28.4 h");
     }
 }

@@ -1,0 +1,509 @@
+//! Figures of one run, from the run and its analysis. A run at least [`LOG_TIME_FACTOR`] times
+//! longer than its start-up (its first response, or the client's window if longer) gets a
+//! logarithmic time axis ticked in round times: on a linear one the start-up, where the
+//! lifetime average lags, would be a sliver at the left. Other runs get a linear axis in s,
+//! min or h. The series are the run's regular samples merged with the first minutes' and the
+//! observations. Latencies are in seconds, on a log axis when their p99 exceeds their p1 by
+//! more than [`LOG_LATENCY_SPREAD`] times.
+
+use plotters::prelude::*;
+
+use crate::analysis::Analysis;
+use crate::metrics::{Distribution, RunResult, Sample};
+
+use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
+use super::style::{heading, mark, Corner, Entry, Legend, Shape, Swatch, BOTTOM_FIRST, TOP_FIRST};
+use super::style::{BLUE, DARK, GREEN, GREY, LIGHT_BLUE, ORANGE, PURPLE, RED, VERMILLION};
+use super::{line, render, y_top, Area, Drawn, Figure, Format, PlotError};
+
+/// A run at least this many times longer than its start-up gets a logarithmic time axis.
+pub const LOG_TIME_FACTOR: f64 = 20.0;
+/// Latencies whose p99 exceeds their p1 by more than this factor get a logarithmic axis.
+pub const LOG_LATENCY_SPREAD: f64 = 20.0;
+
+/// The title of the [`throughput`] figure.
+pub const THROUGHPUT_TITLE: &str = "Throughput over time: what the client sees vs. the server";
+/// The title of the [`engine_state`] figure.
+pub const ENGINE_STATE_TITLE: &str = "Engine state over time: requests and KV cache";
+/// The title of the [`latency_cdf`] figure.
+pub const LATENCY_TITLE: &str = "Latency distributions: TTFT and end-to-end";
+
+/// The client's lifetime average and windowed rate over time against the steady state (a
+/// line over the steady window, its 95 % interval shaded), with `observe_at_s` marked (usually
+/// the scenario's `run.observe_at_s`) and the moment the lifetime average gets within 5 % of
+/// the steady rate; below, on the same time axis, the server's gen tok/s.
+pub fn throughput(
+    r: &RunResult,
+    a: &Analysis,
+    observe_at_s: &[f64],
+    fmt: Format,
+) -> Result<Vec<u8>, PlotError> {
+    render(&Throughput(r, a, observe_at_s), fmt)
+}
+
+/// Running, queued and in-flight requests over time; below, on the same time axis, the KV
+/// token usage as a fraction of the pool.
+pub fn engine_state(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
+    render(&EngineState(r), fmt)
+}
+
+/// The empirical CDFs of TTFT and end-to-end latency, in seconds, with p50, p90 and p99
+/// marked.
+pub fn latency_cdf(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
+    render(&Latency(r), fmt)
+}
+
+/// The samples to draw, up to the end of the run, ordered by time, one per instant.
+fn timeline(r: &RunResult) -> Vec<&Sample> {
+    let last = r.samples.last().map(|s| s.t_s);
+    let end_s = last.unwrap_or(0.0).max(r.totals.sim_duration_s);
+    let extra = r.first_minutes.iter().chain(&r.observations);
+    let all = r.samples.iter().chain(extra.filter(|s| s.t_s <= end_s));
+    let mut pts: Vec<&Sample> = all.filter(|s| s.t_s.is_finite()).collect();
+    pts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+    pts.dedup_by(|a, b| a.t_s == b.t_s);
+    pts
+}
+
+/// The time axis of a run whose plotted points are `pts`, and its description.
+fn time_axis(r: &RunResult, pts: &[&Sample]) -> (Axis, String) {
+    let times = || pts.iter().map(|s| s.t_s);
+    let t_end = times().fold(r.totals.sim_duration_s, f64::max);
+    let first = times().find(|&t| t > 0.0);
+    let start_up_s = r.first_completion_s.map(|f| f.max(r.window_s));
+    match (start_up_s, first) {
+        (Some(s), Some(first)) if s > 0.0 && t_end >= LOG_TIME_FACTOR * s => {
+            // From a round time at or just before the first point.
+            let decade = 10f64.powf(first.log10().floor());
+            let m = [5.0, 3.0, 2.0].into_iter().find(|m| m * decade <= first);
+            let lo = m.unwrap_or(1.0) * decade;
+            let axis = Axis::log(lo, t_end.max(10.0 * lo), 10).with(Labels::Time);
+            (axis, "time since the start (log scale)".into())
+        }
+        _ => {
+            let (unit_s, unit) = match t_end {
+                t if t <= 900.0 => (1.0, "s"),
+                t if t <= 36_000.0 => (60.0, "min"),
+                _ => (3_600.0, "h"),
+            };
+            let hi = if t_end > 0.0 { t_end } else { unit_s };
+            let axis = Axis::linear(0.0, hi, 10).with(Labels::Time).in_unit(unit_s);
+            (axis, format!("time since the start ({unit})"))
+        }
+    }
+}
+
+/// `(t, value)` of every point on the axis with a finite value.
+fn series(pts: &[&Sample], x: &Axis, value: fn(&Sample) -> f64) -> Vec<(f64, f64)> {
+    let on_axis = pts.iter().filter(|s| x.shows(s.t_s));
+    let pts = on_axis.map(|s| (s.t_s, value(s)));
+    pts.filter(|p| p.1.is_finite()).collect()
+}
+
+/// Something a panel draws.
+enum Draw {
+    /// A line: its points, colour and width.
+    Line(Vec<(f64, f64)>, RGBColor, u32),
+    Dashed(Vec<(f64, f64)>, RGBColor),
+    /// Vertical dashed lines at these x, with dashes this long.
+    Marks(Vec<f64>, RGBColor, u32),
+    /// A box shaded from one corner to the other.
+    Band([(f64, f64); 2], RGBColor),
+    /// A thin line with the area under it shaded.
+    Under(Vec<(f64, f64)>, RGBColor),
+    /// Dots.
+    Dots(Vec<(f64, f64)>, RGBColor),
+}
+
+/// A panel of a run figure: its y description; the top of its y axis if fixed (else room is
+/// left above the data, raised by up to 60 % if that makes room for the legend); the legend's
+/// corners; what it draws, in order, each with its legend entry if any. The legend hides none
+/// of the lines and bands if it can.
+struct Panel<'p>(&'p str, Option<f64>, &'static [Corner], Vec<(String, Draw)>);
+
+impl Panel<'_> {
+    /// Draw `draw` next, with a legend entry if `label` is not empty.
+    fn add(&mut self, label: impl Into<String>, draw: Draw) {
+        self.3.push((label.into(), draw));
+    }
+
+    fn draw<DB: DrawingBackend>(
+        self,
+        area: &Area<DB>,
+        x: &Axis,
+        x_desc: Option<&str>,
+        raster: bool,
+    ) -> Drawn {
+        // The legend lists the items drawn last (on top) first.
+        let (mut entries, mut avoid) = (Vec::new(), Vec::new());
+        for (label, draw) in self.3.iter().rev() {
+            let (swatch, pts) = match draw {
+                Draw::Line(p, c, w) => (Swatch::line(*c, (*w).max(2)), p.clone()),
+                Draw::Dashed(p, c) => (Swatch::dashed(*c), p.clone()),
+                Draw::Marks(_, c, _) => (Swatch::dashed(*c), Vec::new()),
+                Draw::Band([a, b], c) => (Swatch::band(*c), vec![(a.0, b.1), (b.0, b.1)]),
+                Draw::Under(p, c) => (Swatch::band(*c), p.clone()),
+                Draw::Dots(_, c) => (Swatch::line(*c, 3), Vec::new()),
+            };
+            if !label.is_empty() {
+                entries.push(Entry(label.clone(), swatch));
+            }
+            avoid.push(pts);
+        }
+        let max = avoid.iter().flatten().map(|p| p.1).fold(0.0, f64::max);
+        let top = self.1.unwrap_or(y_top(max, 1.1));
+        let ticks = (area.dim_in_pixel().1 / 45).max(6) as usize;
+        let stretch = if self.1.is_some() { 1.0 } else { 1.6 };
+        let legend = Legend::new(entries).avoiding(avoid, self.2, stretch);
+        let y = Axis::linear(0.0, top, ticks);
+        let (mut chart, at) = legend.panel(area, x, y, x_desc, self.0, raster)?;
+        let y = chart.y_range();
+        for (_, draw) in self.3 {
+            match draw {
+                Draw::Line(p, c, w) => line(&mut chart, &p, c, w, raster)?,
+                Draw::Dashed(p, c) => {
+                    chart.draw_series(DashedLineSeries::new(p, 10, 5, c.stroke_width(2)))?;
+                }
+                Draw::Marks(xs, c, dash) => {
+                    for x in xs {
+                        let style = c.stroke_width(2);
+                        let pts = [(x, y.start), (x, y.end)];
+                        chart.draw_series(DashedLineSeries::new(pts, dash, dash.max(3), style))?;
+                    }
+                }
+                Draw::Band(corners, c) => {
+                    chart.draw_series([Rectangle::new(corners, c.mix(0.2).filled())])?;
+                }
+                Draw::Under(p, c) => {
+                    let area = AreaSeries::new(p.iter().copied(), 0.0, c.mix(0.18).filled());
+                    chart.draw_series(area)?;
+                    line(&mut chart, &p, c, 1, raster)?;
+                }
+                Draw::Dots(p, c) => {
+                    chart.draw_series(p.into_iter().map(|p| {
+                        let (c1, c2, p1, p2) = mark(Shape::Circle, 5, c, 0);
+                        EmptyElement::at(p) + c1 + c2 + p1 + p2
+                    }))?;
+                }
+            }
+        }
+        legend.draw(&mut chart, at, raster)
+    }
+}
+
+/// The run, its analysis and the observation times.
+struct Throughput<'a>(&'a RunResult, &'a Analysis, &'a [f64]);
+
+impl Throughput<'_> {
+    fn subtitle(&self) -> String {
+        let (r, a) = (self.0, self.1);
+        let s = &a.steady;
+        if s.req_per_s <= 0.0 {
+            let none = "there is no steady rate to show";
+            return format!("No request completed in the steady window: {none}.");
+        }
+        let first = r.first_completion_s.map(dur);
+        let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
+        let (rate, from) = (sig3(s.req_per_s), dur(s.start_s));
+        let head = format!("{first}Steady state {rate} req/s from t = {from}.");
+        let tail = match a.convergence.lifetime_within_5pct_at_s.map(dur) {
+            Some(t) => format!("stays within 5 % of it from t = {t} on."),
+            None => "never gets within 5 % of it before the drain.".into(),
+        };
+        format!("{head} The lifetime average {tail}")
+    }
+}
+
+impl Figure for Throughput<'_> {
+    const NAME: &'static str = "throughput";
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
+        let (r, steady) = (self.0, &self.1.steady);
+        let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
+        let pts = timeline(r);
+        let (x, x_desc) = time_axis(r, &pts);
+        let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
+        let marks = self.2.iter().copied().filter(|&t| x.shows(t));
+        let marks: Vec<f64> = marks.collect();
+        let converged = self.1.convergence.lifetime_within_5pct_at_s;
+        let converged = converged.filter(|&t| x.shows(t));
+        let on_axis = |t: f64| t.clamp(x.lo, x.hi);
+        let (s0, s1) = (on_axis(steady.start_s), on_axis(steady.end_s));
+        let has_steady = steady.req_per_s > 0.0 && s1 > s0;
+        let level = |v: f64| vec![(s0, v), (s1, v)];
+
+        // Top: the client's two rates against the steady state.
+        let mut p = Panel("client completions (req/s)", None, &TOP_FIRST, vec![]);
+        if !marks.is_empty() {
+            let shown: Vec<String> = marks.iter().take(4).map(|&t| dur(t)).collect();
+            let more = if marks.len() > 4 { ", \u{2026}" } else { "" };
+            let text = format!("observation times: {}{more}", shown.join(", "));
+            p.add(text, Draw::Marks(marks.clone(), GREY, 6));
+        }
+        if let Some(t) = converged {
+            let text = format!("lifetime average within 5 % of steady from t = {}", dur(t));
+            p.add(text, Draw::Marks(vec![t], GREEN, 3));
+        }
+        let [lo, hi] = steady.req_per_s_ci95;
+        if has_steady {
+            let (rate, a, b) = (sig3(steady.req_per_s), sig3(lo), sig3(hi));
+            let text = format!("steady state {rate} req/s (shaded: 95 % CI {a} to {b})");
+            p.add(text, Draw::Band([(s0, lo), (s1, hi)], GREEN));
+        }
+        let windowed = series(&pts, &x, |s| s.window_req_per_s);
+        let w = dur(r.window_s);
+        let text = format!("windowed rate: completions per second over the last {w}");
+        p.add(text, Draw::Line(windowed, LIGHT_BLUE, 1));
+        if has_steady {
+            p.add("", Draw::Line(level(steady.req_per_s), GREEN, 3));
+        }
+        let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
+        let text = "lifetime average: completed \u{f7} t (what a progress bar shows)";
+        p.add(text, Draw::Line(lifetime, VERMILLION, 4));
+        p.draw(&top, &x, None, raster)?;
+
+        // Bottom: the server's gen throughput, on the same time axis.
+        let mut p = Panel("server gen (tok/s)", None, &TOP_FIRST, vec![]);
+        p.add("", Draw::Marks(marks, GREY, 6));
+        let gen = series(&pts, &x, |s| s.gen_tok_per_s);
+        let text = "server gen throughput (SGLang's latest Decode log line)";
+        p.add(text, Draw::Line(gen, PURPLE, 1));
+        let out = steady.output_tok_per_s;
+        if has_steady && out > 0.0 {
+            let text = format!("steady state: {} output tok/s", sig3(out));
+            p.add(text, Draw::Dashed(level(out), DARK));
+        }
+        p.draw(&bottom, &x, Some(&x_desc), raster)
+    }
+}
+
+struct EngineState<'a>(&'a RunResult);
+
+impl Figure for EngineState<'_> {
+    const NAME: &'static str = "engine state";
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
+        let (r, avg) = (self.0, &self.0.time_avg);
+        let pool = thousands(r.kv_capacity_tokens);
+        let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
+        let usage = avg.token_usage;
+        let usage = format!("token usage {usage:.2} of a KV pool of {pool} tokens");
+        let subtitle = format!(
+            "Time averages over the run: {running:.1} running, {queued:.1} queued, \
+             {in_flight:.1} in flight; {usage}."
+        );
+        let body = heading(root, ENGINE_STATE_TITLE, &subtitle)?;
+        let pts = timeline(r);
+        let (x, x_desc) = time_axis(r, &pts);
+        let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 58 / 100);
+        let mut p = Panel("requests", None, &TOP_FIRST, vec![]);
+        let in_flight = series(&pts, &x, |s| s.in_flight as f64);
+        let text = "in flight at the client (sent, not answered)";
+        p.add(text, Draw::Dashed(in_flight, GREY));
+        let queued = series(&pts, &x, |s| s.queued as f64);
+        p.add("queued at the server", Draw::Line(queued, ORANGE, 2));
+        let running = series(&pts, &x, |s| s.running as f64);
+        let text = "running at the server (decode batch + prefill)";
+        p.add(text, Draw::Line(running, BLUE, 2));
+        p.draw(&top, &x, None, raster)?;
+
+        // The shading under the usage line is not data a legend must avoid; the line is.
+        let mut p = Panel("KV token usage (fraction)", Some(1.1), &TOP_FIRST, vec![]);
+        let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
+        p.add("the pool is full", Draw::Dashed(full, RED));
+        let usage = series(&pts, &x, |s| s.token_usage);
+        let why = "SGLang's #token / max_total_num_tokens";
+        let text = format!("token usage: KV tokens in use \u{f7} {pool} ({why})");
+        p.add(text, Draw::Under(usage, GREEN));
+        p.draw(&bottom, &x, Some(&x_desc), raster)
+    }
+}
+
+struct Latency<'a>(&'a RunResult);
+
+/// A latency distribution (milliseconds) as 500 CDF points in seconds.
+fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
+    let to_s = |(ms, q): (f64, f64)| (ms / 1000.0, q);
+    let pts = d.cdf_points(500).into_iter().map(to_s);
+    pts.filter(|p| p.0.is_finite()).collect()
+}
+
+/// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
+fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
+    let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
+    let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
+    let p1 = at(0.01).fold(f64::INFINITY, f64::min);
+    let p99 = at(0.99).fold(0.0, f64::max);
+    let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
+    let max = values().fold(0.0, f64::max);
+    let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
+        let lo = 10f64.powf(min_positive.log10().floor());
+        let hi = 10f64.powf(max.log10().ceil()).max(10.0 * lo);
+        (Axis::log(lo, hi, 12), "latency (s, log scale)")
+    } else {
+        let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
+        (Axis::linear(0.0, hi, 10), "latency (s)")
+    }
+}
+
+impl Figure for Latency<'_> {
+    const NAME: &'static str = "latency";
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
+        let lat = &self.0.latency;
+        let n = lat.e2e_ms.count();
+        let subtitle = match n {
+            0 => "No request completed: there is no latency to show.".to_string(),
+            n => {
+                let (n, s) = (thousands(n), if n == 1 { "" } else { "s" });
+                let how = "timed from the send (after the client slot), as sglang.bench_serving";
+                format!("{n} completed request{s}, {how} does. Dots mark p50, p90 and p99.")
+            }
+        };
+        let body = heading(root, LATENCY_TITLE, &subtitle)?;
+        let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
+        let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
+        let y_desc = "fraction of requests (CDF)";
+        let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
+        for (name, d, c, colour) in [
+            ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
+            ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),
+        ] {
+            let Some(&(first, _)) = c.first() else {
+                continue;
+            };
+            let st = d.stats();
+            let q = |ms: f64| sig3(ms / 1000.0);
+            let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
+            let text = format!("{name}: p50 {p50} s, p90 {p90} s, p99 {p99} s");
+            // From 0, so the curve visibly rises from the axis.
+            let curve = std::iter::once((first, 0.0)).chain(c).collect();
+            p.add(text, Draw::Line(curve, colour, 3));
+            let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
+            let dots = dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec();
+            p.add("", Draw::Dots(dots, colour));
+        }
+        p.draw(&body, &x, Some(x_desc), raster)
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::super::axis::Scale;
+    use super::super::check::{both, pixels, texts};
+    use super::super::register_fonts;
+    use super::*;
+    use crate::analysis::analyse;
+    use crate::engine::{run, RunOptions};
+    use crate::scenario::{load, Source};
+
+    /// Run a scenario given as TOML text.
+    fn simulate(text: String) -> RunResult {
+        let text = format!("name = \"plots\"\n{text}");
+        let src = Source {
+            text,
+            ..Source::builtin_b2()
+        };
+        run(&load(&src, &[]).unwrap(), &RunOptions::default()).unwrap()
+    }
+
+    /// 120 requests through 6 slots: a start-up, a steady phase and a drain in about 30 s.
+    pub(in crate::report::plots) fn small(window_s: f64) -> RunResult {
+        simulate(format!(
+            "[run]\nobserve_at_s = [5, 12]\nwindow_s = {window_s}\ntimeseries_interval_s = 0.25\n\
+             [engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\ndecode_base_ms = 10.0\n\
+             decode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\nprefill_per_token_us = 10.0\n\
+             [workload]\nrequests = 120\nmax_new_tokens = 400\n\
+             prompt_tokens = {{ dist = \"uniform\", min = 20, max = 200 }}\n\
+             output_tokens = {{ dist = \"lognormal\", mean = 100, cv = 0.5, min = 5, max = 400 }}\n\
+             [client]\nconcurrency = 6\n"
+        ))
+    }
+
+    /// One request, or four stopped by `max_sim_s` before any is answered.
+    pub(in crate::report::plots) fn edge(one: bool) -> RunResult {
+        let (n, output, stop) = [(4, 1000, "max_sim_s = 0.5"), (1, 3, "")][usize::from(one)];
+        simulate(format!(
+            "[run]\n{stop}\n[engine]\nkv_capacity_tokens = 10000\n[workload]\n\
+             requests = {n}\nprompt_tokens = {{ dist = \"constant\", value = 10 }}\n\
+             output_tokens = {{ dist = \"constant\", value = {output} }}\n\
+             [client]\nconcurrency = {n}\n"
+        ))
+    }
+
+    /// The three figures of `r`, checked: their pixels and texts.
+    fn figures(r: &RunResult, observe_at_s: &[f64]) -> [(Vec<u8>, String); 3] {
+        let a = analyse(r);
+        let [one, two, three] = [
+            both(|f| throughput(r, &a, observe_at_s, f)),
+            both(|f| engine_state(r, f)),
+            both(|f| latency_cdf(r, f)),
+        ];
+        [one, two, three].map(|(png, svg)| (png, texts(&svg)))
+    }
+
+    #[test]
+    fn every_figure_draws_its_lines_legends_and_numbers() {
+        let r = small(2.0);
+        let [a, b, c] = figures(&r, &[5.0, 12.0]);
+        assert!(pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200);
+        assert!(pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500);
+        assert!(pixels(&a.0, BLACK) > 500, "title");
+        register_fonts().unwrap();
+        register_fonts().unwrap();
+        assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
+        assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
+        let all = [a.1, b.1, c.1].concat();
+        let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
+        for text in [
+            THROUGHPUT_TITLE,
+            ENGINE_STATE_TITLE,
+            LATENCY_TITLE,
+            &steady,
+            "observation times: 5.0 s, 12 s",
+            "windowed rate: completions per second over the last 2.0 s",
+            "\nclient completions (req/s)\n",
+            "\nserver gen (tok/s)\n",
+            "\nthe pool is full\n",
+            "\nrunning at the server (decode batch + prefill)\n",
+            "\nE2E (last token): p50",
+        ] {
+            assert!(all.contains(text), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_long_run_gets_a_log_time_axis_and_a_short_one_a_linear_axis() {
+        // The start-up is the first response or the window, whichever is later.
+        let (long, short) = (small(1.0), small(30.0));
+        assert_eq!(time_axis(&long, &timeline(&long)).0.scale, Scale::Log);
+        let (axis, desc) = time_axis(&short, &timeline(&short));
+        assert!(axis.scale == Scale::Linear && desc == "time since the start (s)");
+        let t = texts(&both(|f| engine_state(&long, f)).1);
+        assert!(t.contains("\ntime since the start (log scale)\n") && t.contains("\n1 s\n"));
+    }
+
+    #[test]
+    fn a_wide_latency_spread_gets_a_log_axis() {
+        let curve = |f: fn(f64) -> f64| -> Vec<(f64, f64)> {
+            let at = |i: u32| (f(f64::from(i)), f64::from(i) / 100.0);
+            (0..=100).map(at).collect()
+        };
+        let wide = curve(|i| 0.01 * 1.1f64.powf(i));
+        assert_eq!(latency_axis(&[&wide]).1, "latency (s, log scale)");
+        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)]).1, "latency (s)");
+        assert_eq!(latency_axis(&[&[]]).1, "latency (s)");
+    }
+
+    #[test]
+    fn runs_with_one_request_or_none_answered_still_draw() {
+        let one = edge(true);
+        assert!(one.samples.len() <= 3, "few samples: {}", one.samples.len());
+        figures(&one, &[0.01, 1e9]);
+        let none = edge(false);
+        assert_eq!(none.totals.requests_completed, 0);
+        let [a, _, c] = figures(&none, &[]);
+        assert!(a.1.contains("there is no steady rate") && c.1.contains("no latency to show"));
+    }
+}
