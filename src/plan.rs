@@ -87,6 +87,26 @@ pub struct PlanMetrics {
     pub meets_deadline: Option<bool>,
 }
 
+#[cfg(test)]
+impl PlanMetrics {
+    /// Metrics for tests: these time and cost, placeholder values elsewhere.
+    pub(crate) fn example(time_to_finish_s: f64, cost_usd: f64) -> Self {
+        PlanMetrics {
+            kv_capacity_tokens: 1000,
+            oom_verdict: Some(Verdict::Safe),
+            gen_tok_per_s: 100.0,
+            steady_req_per_s: 1.0,
+            time_to_finish_s,
+            cost_usd,
+            usd_per_m_output_tokens: 2.0,
+            ttft_p99_ms: 10.0,
+            e2e_p99_ms: 20.0,
+            binding: Constraint::KvBudget,
+            meets_deadline: None,
+        }
+    }
+}
+
 impl PlanRow {
     /// The row of candidate `c` at `price` $/GPU-hour.
     pub fn new(c: &Candidate, price_usd_per_gpu_hour: f64, outcome: Outcome) -> Self {
@@ -507,23 +527,11 @@ mod tests {
     }
 
     fn feasible(gpu: &str, cost: f64, time: f64, meets: Option<bool>) -> PlanRow {
-        PlanRow::new(
-            &candidate(gpu),
-            1.0,
-            Outcome::Feasible(PlanMetrics {
-                kv_capacity_tokens: 1000,
-                oom_verdict: Some(Verdict::Safe),
-                gen_tok_per_s: 100.0,
-                steady_req_per_s: 1.0,
-                time_to_finish_s: time,
-                cost_usd: cost,
-                usd_per_m_output_tokens: 2.0,
-                ttft_p99_ms: 10.0,
-                e2e_p99_ms: 20.0,
-                binding: Constraint::KvBudget,
-                meets_deadline: meets,
-            }),
-        )
+        let m = PlanMetrics {
+            meets_deadline: meets,
+            ..PlanMetrics::example(time, cost)
+        };
+        PlanRow::new(&candidate(gpu), 1.0, Outcome::Feasible(m))
     }
 
     #[test]

@@ -424,24 +424,14 @@ pub(super) mod tests {
             num_gpus: n,
             tensor_parallel: n.min(8),
         };
-        let outcome = if time_h > 0.0 {
-            Outcome::Feasible(PlanMetrics {
-                kv_capacity_tokens: 100_000,
-                oom_verdict: None,
-                gen_tok_per_s: 1_000.0,
-                steady_req_per_s: 1.0,
-                time_to_finish_s: time_h * 3600.0,
-                cost_usd: time_h * f64::from(n) * price,
-                usd_per_m_output_tokens: 1.0,
-                ttft_p99_ms: 500.0,
-                e2e_p99_ms: 60_000.0,
-                binding: crate::analysis::Constraint::KvBudget,
-                meets_deadline: None,
-            })
-        } else {
-            Outcome::Infeasible {
+        let outcome = match time_h > 0.0 {
+            true => Outcome::Feasible(PlanMetrics::example(
+                time_h * 3600.0,
+                time_h * f64::from(n) * price,
+            )),
+            false => Outcome::Infeasible {
                 reason: reason.into(),
-            }
+            },
         };
         PlanRow::new(&candidate, price, outcome)
     }
