@@ -32,7 +32,7 @@ Python 3 (it was run with 3.11.7).
 
 Cost: each oracle run spends 15-80 s importing sglang / vLLM (on a 2-core box shared with compilers,
 depending on the load) and then runs ~500-2,000 scheduler steps per wall second; a full run took
-11-16 min on such a box with little other load (14-55 s per case, the case study 70-100 s), and
+11-19 min on such a box with moderate other load (14-57 s per case, the case study 70-100 s), and
 would take ~40 min under heavy load. The per-case wall times are printed. Runs are sequential on purpose.
 
 Reruns are byte-identical: every fixture file depends only on the case definitions, the two oracle
