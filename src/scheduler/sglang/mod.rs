@@ -103,6 +103,9 @@ struct Params {
     graph_max_bs: u64,
     max_req_len: u64,
     max_req_input_len: u64,
+    /// The radix cache is on (`--disable-radix-cache` not given): `ignore_eos` requests are
+    /// then admitted by the general rule.
+    radix_cache: bool,
 }
 
 /// What is in flight.
@@ -218,6 +221,7 @@ impl Sglang {
                 graph_max_bs: u64::from(spec.cuda_graph_max_bs),
                 max_req_len,
                 max_req_input_len: max_req_len.saturating_sub(5),
+                radix_cache: true,
             },
             cost,
             kv: KvPool::new(pool, page),
