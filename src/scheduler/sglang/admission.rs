@@ -267,12 +267,15 @@ impl Sglang {
         // `get_num_allocatable_reqs`: the request rows left (a continuing chunk holds its own).
         let allocatable = self.p.max_running.saturating_sub(running_bs);
         self.sort_waiting(reqs);
+        // With mixed chunks the running requests' decode tokens come out of the pass's budgets
+        // (`num_mixed_decode_tokens`).
+        let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
         let mut pass = Pass {
             available: self.kv.available_tokens() as f64,
-            total_offset: self.running_reservations(reqs),
-            current_offset: 0.0,
-            rem_input: self.p.max_prefill as i64,
-            rem_chunk: self.p.chunk.map(|c| c as i64),
+            total_offset: mixed as f64 + self.running_reservations(reqs),
+            current_offset: mixed as f64,
+            rem_input: self.p.max_prefill as i64 - mixed as i64,
+            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
             page: self.p.page,
             items: Vec::new(),
             new_chunked: None,
@@ -396,9 +399,23 @@ impl Sglang {
             let after = pages_for(u64::from(done + it.take), self.p.page);
             self.kv.alloc_pages(after - before);
         }
+        // Mixed-style chunked prefill: the running requests decode in the same forward pass if
+        // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
+        // this step out — a mixed step never retracts.
+        let mut decode_rows = 0;
+        if self.p.mixed_chunk && !self.running.is_empty() && self.next_step_fits() {
+            let pages = self.pages_needed_next_step();
+            self.kv.alloc_pages(pages);
+            decode_rows = self.running.len() as u64;
+            self.running_kv_tokens += decode_rows;
+        }
         self.counters.prefill_batches += 1;
-        let d = self.cost.prefill(items.len() as u64, new_token);
-        self.in_flight = Some(InFlight::Prefill(items));
+        // The step costs a prefill over its extend tokens, one per decode row included (the
+        // oracle's model of a mixed batch).
+        let d = self
+            .cost
+            .prefill(items.len() as u64 + decode_rows, new_token + decode_rows);
+        self.in_flight = Some(InFlight::Prefill { items, decode_rows });
         Some(d)
     }
 }

@@ -13,7 +13,14 @@ impl Sglang {
         let mut kv_sum = 0u64;
         let mut need = 0u64;
         // While a decode step is in flight its slot is already allocated.
-        let extra = u64::from(matches!(self.in_flight, Some(InFlight::Decode { .. })));
+        let extra = u64::from(matches!(
+            self.in_flight,
+            Some(InFlight::Decode { .. })
+                | Some(InFlight::Prefill {
+                    decode_rows: 1..,
+                    ..
+                })
+        ));
         for &id in &self.running {
             let r = &reqs[id];
             assert!(
@@ -46,7 +53,7 @@ impl Sglang {
                 pages += pages_for(u64::from(done), p);
             }
         };
-        if let Some(InFlight::Prefill(items)) = &self.in_flight {
+        if let Some(InFlight::Prefill { items, .. }) = &self.in_flight {
             for it in items {
                 seen_chunked |= Some(it.id) == self.chunked;
                 count_prefill(it.id);
@@ -58,7 +65,7 @@ impl Sglang {
             }
         }
         // Pages of a batch in flight were allocated for `done + take`, not `done`: count them.
-        if let Some(InFlight::Prefill(items)) = &self.in_flight {
+        if let Some(InFlight::Prefill { items, .. }) = &self.in_flight {
             for it in items {
                 if let Place::Prefilling { done, .. } = self.place(it.id) {
                     pages -= pages_for(u64::from(done), p);

@@ -28,7 +28,6 @@ impl Sglang {
         if self.p.page != 1
             || self.in_flight.is_some()
             || self.chunked.is_some()
-            || self.finished_since_filter
             || self.running.is_empty()
             || !(self.batch_is_full || self.waiting.is_empty())
         {
@@ -83,7 +82,7 @@ impl Sglang {
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
-        let mut j = interval - self.decode_step % interval;
+        let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
         while j <= n {
             let at = now + self.cost.decode_run(b, s.attended_first, j);
@@ -104,6 +103,7 @@ impl Sglang {
         self.kv.alloc_pages(b * n);
         self.running_kv_tokens += b * n;
         self.decode_step += n;
+        self.decode_batches += n;
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;
         out.generated_tokens += b * n;

@@ -106,13 +106,22 @@ struct Params {
     /// The radix cache is on (`--disable-radix-cache` not given): `ignore_eos` requests are
     /// then admitted by the general rule.
     radix_cache: bool,
+    /// `is_mixed_chunk`: `--enable-mixed-chunk` with chunked prefill on.
+    mixed_chunk: bool,
 }
 
 /// What is in flight.
 #[derive(Debug)]
 enum InFlight {
-    Prefill(Vec<PrefillItem>),
-    Decode { batch: u64 },
+    /// A prefill (extend) batch; with `--enable-mixed-chunk` also the decode batch's
+    /// `decode_rows` requests, one token each (`ForwardMode.MIXED`).
+    Prefill {
+        items: Vec<PrefillItem>,
+        decode_rows: u64,
+    },
+    Decode {
+        batch: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -163,12 +172,14 @@ pub struct Sglang {
     chunked: Option<ReqId>,
     /// Requests admitted and not yet in the decode batch (prefilling or mid-chunk).
     prefilling: u64,
+    /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
-    /// Requests finished in the last decode step, not yet filtered out of the batch.
-    finished_since_filter: bool,
     ratio: f64,
-    /// `forward_ct_decode`: decode steps run so far.
+    /// Decode tokens given to the running batch so far (by decode and mixed batches): a
+    /// running request's output count derives from it.
     decode_step: u64,
+    /// `forward_ct_decode`: decode batches processed so far (the `Decode batch` line's cadence).
+    decode_batches: u64,
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
@@ -198,8 +209,10 @@ impl Sglang {
         cost: Box<dyn StepTimeModel>,
         rng: Stream,
     ) -> Self {
+        // `new_token_ratio_tracker.py`: init = min(SGLANG_INIT_NEW_TOKEN_RATIO ×
+        // schedule_conservativeness, 1), floor = min(init × factor, 1).
         let r = &spec.new_token_ratio;
-        let ratio_init = r.init.min(1.0);
+        let ratio_init = (r.init * spec.schedule_conservativeness).min(1.0);
         let ratio_min = (ratio_init * r.min_factor).min(1.0);
         let pool = engine.kv_capacity_tokens;
         let max_req_len = context_len
@@ -221,7 +234,8 @@ impl Sglang {
                 graph_max_bs: u64::from(spec.cuda_graph_max_bs),
                 max_req_len,
                 max_req_input_len: max_req_len.saturating_sub(5),
-                radix_cache: true,
+                radix_cache: !spec.disable_radix_cache,
+                mixed_chunk: spec.enable_mixed_chunk && spec.chunked_prefill_size.is_some(),
             },
             cost,
             kv: KvPool::new(pool, page),
@@ -231,9 +245,9 @@ impl Sglang {
             chunked: None,
             prefilling: 0,
             batch_is_full: false,
-            finished_since_filter: false,
             ratio: ratio_init,
             decode_step: 0,
+            decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
             running_kv_tokens: 0,
@@ -378,11 +392,6 @@ impl Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<SimDuration> {
-        if self.finished_since_filter {
-            // `filter_batch` removes the finished requests: the batch shrank.
-            self.finished_since_filter = false;
-            self.batch_is_full = false;
-        }
         if self.running.is_empty() {
             self.batch_is_full = false;
             return None;
@@ -478,9 +487,29 @@ impl Sglang {
         &mut self,
         now: SimTime,
         items: Vec<PrefillItem>,
+        decode_rows: u64,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) {
+        // A mixed batch gives its decode rows their token first; they stay behind the prefilled
+        // requests in batch order (`mix_with_running` appends the running batch).
+        let earlier: Vec<ReqId> = if decode_rows > 0 {
+            self.advance_decode(reqs, out);
+            out.generated_tokens += decode_rows;
+            // The running batch was handed to the mixed batch: what comes back is new.
+            self.batch_is_full = false;
+            std::mem::take(&mut self.running)
+        } else {
+            Vec::new()
+        };
+        // `get_next_batch_to_run` merges this batch into the running one. The latch reopens if
+        // the batch shrinks when filtered (a request finished, or the request still between
+        // chunks is set aside) or if the running batch was empty: the prefill batch then becomes
+        // the running batch, a new `ScheduleBatch` whose `batch_is_full` is false — the stop of
+        // the admission that built it is forgotten.
+        if self.running.is_empty() {
+            self.batch_is_full = false;
+        }
         for it in items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -488,6 +517,7 @@ impl Sglang {
             let done = done + it.take;
             if done < input {
                 self.set_place(it.id, Place::Prefilling { done, input });
+                self.batch_is_full = false;
                 continue;
             }
             let r = &mut reqs[it.id];
@@ -505,18 +535,18 @@ impl Sglang {
                 r.phase = Phase::Finished;
                 self.set_place(it.id, Place::Absent);
                 out.finished.push(it.id);
-                // `filter_batch` on the merged prefill batch shrank it.
                 self.batch_is_full = false;
             } else {
                 self.join_running(it.id, reqs);
             }
         }
+        self.running.extend(earlier);
     }
 
-    fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
+    /// Every running request gets one token: the decode counter advances, and those reaching
+    /// their length finish (their KV is released). Returns whether any finished.
+    fn advance_decode(&mut self, reqs: &mut Requests, out: &mut Outbox) -> bool {
         self.decode_step += 1;
-        out.generated_tokens += batch;
-        self.decode_tokens_since_log += batch;
         let mut any = false;
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
@@ -536,10 +566,21 @@ impl Sglang {
             any = true;
         }
         if any {
+            // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+            // which reopens admission at once (0.5.23 filters on every pass).
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
-            self.finished_since_filter = true;
+            self.batch_is_full = false;
         }
-        if self.decode_step % self.p.log_interval == 0 {
+        any
+    }
+
+    fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
+        out.generated_tokens += batch;
+        self.decode_tokens_since_log += batch;
+        self.advance_decode(reqs, out);
+        // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
+        self.decode_batches += 1;
+        if self.decode_batches % self.p.log_interval == 0 {
             let token = self.kv.used_tokens();
             self.log_decode(&mut out.log, now, batch, token);
         }
@@ -586,7 +627,14 @@ impl Scheduler for Sglang {
                 ),
             });
         }
-        let cap = self.p.max_req_len - input - 1;
+        // `init_req_max_new_tokens` (`managers/scheduler.py`): the context's limit, then the
+        // empty pool's (`allocator.max_new_tokens_for_memory`: pool − paged input − page − 1).
+        let page = self.p.page;
+        let by_memory = self
+            .kv
+            .capacity_tokens()
+            .saturating_sub(input.div_ceil(page) * page + page + 1);
+        let cap = (self.p.max_req_len - input - 1).min(by_memory);
         let capped = u64::from(r.max_new_tokens).min(cap) as u32;
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
@@ -608,7 +656,9 @@ impl Scheduler for Sglang {
 
     fn finish_current(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         match self.in_flight.take() {
-            Some(InFlight::Prefill(items)) => self.finish_prefill(now, items, reqs, out),
+            Some(InFlight::Prefill { items, decode_rows }) => {
+                self.finish_prefill(now, items, decode_rows, reqs, out)
+            }
             Some(InFlight::Decode { batch }) => self.finish_decode(now, batch, reqs, out),
             None => panic!("invariant: finish_current without a batch in flight"),
         }

@@ -40,7 +40,7 @@ KEYS:
 "engine.enable_mixed_chunk" [Bool, Flag(false), SGLANG, ""]
     "--enable-mixed-chunk: decode rows join prefill batches (read; not modelled yet)", e.g. "true";
 "engine.schedule_conservativeness" [Number(Positive), Num(1.0), SGLANG, ""]
-    "--schedule-conservativeness: the first new_token_ratio is min(init_new_token_ratio × it, 1) (read; not modelled yet)", e.g. "1.3";
+    "--schedule-conservativeness: the first new_token_ratio is min(init_new_token_ratio × it, 1)", e.g. "1.3";
 }
 
 /// Values of `engine.schedule_policy` that name something servesim does not model:
@@ -110,7 +110,7 @@ pub struct SglangSettings {
     pub disable_overlap_schedule: bool,
     /// `--enable-mixed-chunk` (not modelled yet).
     pub enable_mixed_chunk: bool,
-    /// `--schedule-conservativeness` (not modelled yet).
+    /// `--schedule-conservativeness`: scales the first `new_token_ratio`.
     pub schedule_conservativeness: f64,
 }
 

@@ -94,7 +94,7 @@ fn step(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime) -> Option<(bool, V
     let mut out = Outbox::default();
     let d = s.start_next(*t, reqs, &mut out)?;
     let what = match &s.in_flight {
-        Some(InFlight::Prefill(items)) => (true, items.iter().map(|i| i.id).collect()),
+        Some(InFlight::Prefill { items, .. }) => (true, items.iter().map(|i| i.id).collect()),
         _ => (false, s.running.clone()),
     };
     *t += d;
@@ -108,34 +108,68 @@ fn step(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime) -> Option<(bool, V
 #[test]
 fn admission_is_strict_head_of_line() {
     let (mut s, mut reqs) = (sched(300, SchedulePolicy::Fcfs), Requests::default());
-    let a = add(&mut s, &mut reqs, 0, 50, 100, 2);
+    let a = add(&mut s, &mut reqs, 0, 50, 100, 10);
     let b = add(&mut s, &mut reqs, 1, 200, 100, 2);
     let c = add(&mut s, &mut reqs, 2, 10, 100, 2);
     let mut t = SimTime::ZERO;
     // a reserves 50 + 1 + 100 = 151; b needs 200 + 100 + 1 = 301 ≥ 149 left: stop there,
     // although c (10 + 100 + 1) would fit.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a])));
-    assert!(s.batch_is_full);
     assert_eq!(s.waiting.iter().copied().collect::<Vec<_>>(), vec![b, c]);
+    // The prefill batch became the running batch: the stop is forgotten and admission is tried
+    // again — b still needs 301 ≥ 300 − 50 − 99 × 0.7 = 180.7, so this is a decode step, with
+    // the latch closed.
+    assert!(!s.batch_is_full);
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a])));
+    assert!(s.batch_is_full);
 }
 
 #[test]
-fn a_completion_unlocks_admission_one_decode_step_later() {
+fn the_first_prefill_into_an_empty_batch_forgets_the_stop_and_admits_again() {
+    // The case study's shape (SGLang admits 26, then 8 more at once): the first pass reserves
+    // each new request's full max_new_tokens; the second charges the running ones only
+    // max_new × new_token_ratio.
+    let (mut s, mut reqs) = (sched(1_100, SchedulePolicy::Fcfs), Requests::default());
+    let ids: Vec<ReqId> = (0..6)
+        .map(|i| add(&mut s, &mut reqs, i, 100, 200, 50))
+        .collect();
+    let mut t = SimTime::ZERO;
+    // Each new request reserves 100 + 1 + 200 = 301: three fit (the fourth needs 301 ≥ 1100 −
+    // 903 = 197).
+    assert_eq!(
+        step(&mut s, &mut reqs, &mut t),
+        Some((true, ids[..3].to_vec()))
+    );
+    // The three running ones are now charged 199 × 0.7 each: 1100 − 300 − 417.9 = 382.1
+    // remains, and the fourth (301) is admitted in a second prefill; the fifth (301 ≥ 81.1)
+    // is not.
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![ids[3]])));
+    assert_eq!(
+        step(&mut s, &mut reqs, &mut t),
+        Some((false, ids[..4].to_vec()))
+    );
+    assert!(s.batch_is_full);
+}
+
+#[test]
+fn a_completion_reopens_admission_at_the_next_pass() {
     let (mut s, mut reqs) = (sched(500, SchedulePolicy::Fcfs), Requests::default());
     let a = add(&mut s, &mut reqs, 0, 50, 100, 3);
     let b = add(&mut s, &mut reqs, 1, 50, 100, 10);
     let c = add(&mut s, &mut reqs, 2, 200, 100, 2);
     let mut t = SimTime::ZERO;
-    // a and b reserve 151 each; c needs 301 ≥ 198 left: NO_TOKEN, the latch is set.
+    // a and b reserve 151 each; c needs 301 ≥ 198 left: NO_TOKEN. The batch becomes the
+    // running batch (the stop is forgotten); the next pass charges a and b 99 × 0.7 each and
+    // c still does not fit (301 ≥ 400 − 138.6): the latch closes and the batch decodes.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a, b])));
-    assert!(s.batch_is_full);
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a, b])));
-    // Decode step 2 gives a its third token: it finishes and frees its KV.
+    assert!(s.batch_is_full);
+    // Decode step 2 gives a its third token: it finishes, frees its KV, and the next pass
+    // filters it out of the batch, which reopens admission at once.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a, b])));
     assert!(reqs.get(a).is_none());
-    // The latch still holds: this iteration is a decode step (which filters the batch).
-    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![b])));
-    // Now c fits: 500 − 53 free, minus b's 96 × 0.697 reservation, leaves about 380 > 301.
+    assert!(!s.batch_is_full);
+    // c fits: 500 − 52 free, minus b's 97 × 0.698 reservation, leaves about 380 > 301.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![c])));
 }
 
