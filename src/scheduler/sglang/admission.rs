@@ -404,10 +404,7 @@ impl Sglang {
         // this step out — a mixed step never retracts.
         let mut decode_rows = 0;
         if self.p.mixed_chunk && !self.running.is_empty() && self.next_step_fits() {
-            let pages = self.pages_needed_next_step();
-            self.kv.alloc_pages(pages);
-            decode_rows = self.running.len() as u64;
-            self.running_kv_tokens += decode_rows;
+            decode_rows = self.alloc_decode_slots();
         }
         self.counters.prefill_batches += 1;
         // The step costs a prefill over its extend tokens, one per decode row included (the

@@ -12,8 +12,8 @@ impl Sglang {
         let mut pages = 0u64;
         let mut kv_sum = 0u64;
         let mut need = 0u64;
-        // While a decode step is in flight its slot is already allocated.
-        let extra = u64::from(matches!(
+        // While a decode-bearing batch is in flight its slot is already allocated.
+        let pending = u64::from(matches!(
             self.in_flight,
             Some(InFlight::Decode { .. })
                 | Some(InFlight::Prefill {
@@ -27,7 +27,13 @@ impl Sglang {
                 r.phase == Phase::Running && matches!(self.place(id), Place::Running { .. }),
                 "invariant: running requests are Running"
             );
-            let kv = self.running_kv(id, r) + extra;
+            let kv = self.running_kv(id);
+            let out = u64::from(self.output_tokens(id, r));
+            assert_eq!(
+                kv,
+                u64::from(r.prompt_tokens) + out - 1 + pending,
+                "invariant: a running request holds prompt + output − 1 KV slots, plus the slot of a decode in flight"
+            );
             kv_sum += kv;
             pages += pages_for(kv, p);
             if kv % p == 0 {

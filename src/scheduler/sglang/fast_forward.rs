@@ -103,6 +103,7 @@ impl Sglang {
         self.kv.alloc_pages(b * n);
         self.running_kv_tokens += b * n;
         self.decode_step += n;
+        self.alloc_step += n;
         self.decode_batches += n;
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;

@@ -146,12 +146,18 @@ enum Place {
         /// Input tokens to compute: the prompt plus any output generated before a retraction.
         input: u32,
     },
-    /// In the decode batch since decode step `since_step`, when it had `out_then` output tokens.
+    /// In the running batch. Its output count and its KV follow from two counters, so that a
+    /// decode step touches no request: it has `out_then + (decode_step − since_step)` output
+    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots.
     Running {
-        /// The decode-step counter when the request joined the batch.
+        /// [`Sglang::decode_step`] when it joined.
         since_step: u64,
-        /// Output tokens at that moment.
+        /// Output tokens then.
         out_then: u32,
+        /// [`Sglang::alloc_step`] when it joined.
+        alloc_since: u64,
+        /// KV slots it held then.
+        kv_then: u64,
         /// Unique number of this stay in the batch (guards stale completion-heap entries).
         stay: u64,
     },
@@ -175,9 +181,12 @@ pub struct Sglang {
     /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
     ratio: f64,
-    /// Decode tokens given to the running batch so far (by decode and mixed batches): a
-    /// running request's output count derives from it.
+    /// Decode tokens given to the running batch so far (by processed decode and mixed
+    /// batches): a running request's output count derives from it.
     decode_step: u64,
+    /// Decode slots allocated to the running batch so far (when decode and mixed batches are
+    /// scheduled): a running request's KV derives from it.
+    alloc_step: u64,
     /// `forward_ct_decode`: decode batches processed so far (the `Decode batch` line's cadence).
     decode_batches: u64,
     next_stay: u64,
@@ -247,6 +256,7 @@ impl Sglang {
             batch_is_full: false,
             ratio: ratio_init,
             decode_step: 0,
+            alloc_step: 0,
             decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
@@ -299,10 +309,18 @@ impl Sglang {
         }
     }
 
-    /// KV tokens a running request holds now: prompt + generated − 1 (the newest token's KV is
-    /// written by the next decode step).
-    fn running_kv(&self, id: ReqId, r: &Request) -> u64 {
-        u64::from(r.prompt_tokens) + u64::from(self.output_tokens(id, r)) - 1
+    /// KV slots a running request holds now: prompt + generated − 1 (the newest token's KV is
+    /// written by the next decode step), plus a slot per decode step scheduled and not yet
+    /// processed.
+    fn running_kv(&self, id: ReqId) -> u64 {
+        match self.place(id) {
+            Place::Running {
+                alloc_since,
+                kv_then,
+                ..
+            } => kv_then + (self.alloc_step - alloc_since),
+            _ => panic!("invariant: running_kv of a request that is not running"),
+        }
     }
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
@@ -321,7 +339,7 @@ impl Sglang {
         if p == 1 {
             return self.running.len() as u64;
         }
-        let idx = ((p - self.decode_step % p) % p) as usize;
+        let idx = ((p - self.alloc_step % p) % p) as usize;
         self.page_buckets[idx]
     }
 
@@ -329,48 +347,48 @@ impl Sglang {
         self.pages_needed_next_step() * self.p.page <= self.kv.available_tokens()
     }
 
-    /// Put a request into the decode batch.
+    /// Put a request into the running batch, holding the KV of its input (prompt + output so
+    /// far, the newest output token excepted).
     fn join_running(&mut self, id: ReqId, reqs: &mut Requests) {
         let stay = self.next_stay;
         self.next_stay += 1;
-        self.set_place(
-            id,
-            Place::Running {
-                since_step: self.decode_step,
-                out_then: reqs[id].out_tokens,
-                stay,
-            },
-        );
         let r = &mut reqs[id];
         r.phase = Phase::Running;
         let out = r.out_tokens;
         let kv_then = u64::from(r.prompt_tokens) + u64::from(out) - 1;
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
+        self.set_place(
+            id,
+            Place::Running {
+                since_step: self.decode_step,
+                out_then: out,
+                alloc_since: self.alloc_step,
+                kv_then,
+                stay,
+            },
+        );
         self.running_kv_tokens += kv_then;
-        let b = self.bucket_of(kv_then, self.decode_step);
+        let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
         self.finish_heap.push(Reverse((finish_step, stay, id)));
         self.running.push(id);
     }
 
-    /// Take a request out of the decode batch's accounting (the caller removes it from
-    /// `running`). Returns the KV tokens it held, which are released.
+    /// Take a request out of the running batch's accounting (the caller removes it from
+    /// `running`). Returns the KV slots it held, which are released.
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
-        let kv = self.running_kv(id, &reqs[id]);
+        let kv = self.running_kv(id);
         let Place::Running {
-            since_step,
-            out_then,
+            alloc_since,
+            kv_then,
             ..
         } = self.place(id)
         else {
             panic!("invariant: leave_running on a request that is not running");
         };
-        let out = self.output_tokens(id, &reqs[id]);
-        let r = &mut reqs[id];
-        let kv_then = u64::from(r.prompt_tokens) + u64::from(out_then) - 1;
-        r.out_tokens = out;
+        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
         self.set_place(id, Place::Absent);
-        let b = self.bucket_of(kv_then, since_step);
+        let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
         self.running_kv_tokens -= kv;
         self.kv.free_pages(pages_for(kv, self.p.page));
@@ -404,13 +422,21 @@ impl Sglang {
                 return None;
             }
         }
-        let pages = self.pages_needed_next_step();
-        self.kv.alloc_pages(pages);
-        let batch = self.running.len() as u64;
-        self.running_kv_tokens += batch;
+        let batch = self.alloc_decode_slots();
         self.counters.decode_steps += 1;
         self.in_flight = Some(InFlight::Decode { batch });
         Some(self.cost.decode(batch, self.running_kv_tokens))
+    }
+
+    /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
+    /// batch size.
+    fn alloc_decode_slots(&mut self) -> u64 {
+        let pages = self.pages_needed_next_step();
+        self.kv.alloc_pages(pages);
+        self.alloc_step += 1;
+        let batch = self.running.len() as u64;
+        self.running_kv_tokens += batch;
+        batch
     }
 
     /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
