@@ -11,8 +11,11 @@ use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
 use crate::kv::pages_for;
 use crate::request::{Phase, ReqId, Requests};
-use crate::scheduler::{LogRecord, ServerSample, StepKind};
+use crate::scheduler::{ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
+
+/// The largest prefill batch, in tokens, that replays a CUDA graph by default.
+const PREFILL_GRAPH_MAX_TOKENS: u64 = 2048;
 
 /// `IGNORE_EOS_RESERVE_TOKENS` (`managers/schedule_policy.py`): the head-room per request the
 /// `ignore_eos` admission rule keeps.
@@ -255,8 +258,7 @@ impl Sglang {
         &mut self,
         now: SimTime,
         reqs: &mut Requests,
-        out: &mut crate::scheduler::Outbox,
-    ) -> Option<SimDuration> {
+    ) -> Option<(InFlight, SimDuration)> {
         if self.running.is_empty() {
             self.batch_is_full = false;
         }
@@ -325,7 +327,7 @@ impl Sglang {
         if pass.items.is_empty() {
             return None;
         }
-        self.start_prefill(now, pass, running_bs, reqs, out)
+        self.start_prefill(now, pass, running_bs, reqs)
     }
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
@@ -336,8 +338,7 @@ impl Sglang {
         pass: Pass,
         running_bs: u64,
         reqs: &mut Requests,
-        out: &mut crate::scheduler::Outbox,
-    ) -> Option<SimDuration> {
+    ) -> Option<(InFlight, SimDuration)> {
         let Pass {
             items,
             new_chunked,
@@ -363,7 +364,9 @@ impl Sglang {
         }
 
         let new_token: u64 = items.iter().map(|i| u64::from(i.take)).sum();
-        if self.log_enabled {
+        // The `Prefill batch` line is printed when the batch's result is processed
+        // (`report_prefill_stats`); what it says of the queue is known now.
+        let log = self.log_enabled.then(|| {
             let pending_chunk = self.chunked.map_or(0, |id| match self.place(id) {
                 Place::Prefilling { done, input } => {
                     let this = items.iter().find(|i| i.id == id).map_or(0, |i| i.take);
@@ -371,25 +374,22 @@ impl Sglang {
                 }
                 _ => 0,
             });
-            let dt = now.saturating_since(self.last_prefill_log_at).as_secs_f64();
-            out.log.push(LogRecord::Batch(ServerSample {
+            Box::new(ServerSample {
                 at: now,
                 kind: StepKind::Prefill,
                 running: running_bs,
                 queued: self.waiting.len() as u64,
-                // Read before this batch's allocation.
-                kv_used_tokens: self.kv.used_tokens(),
+                kv_used_tokens: 0,
                 kv_capacity_tokens: self.kv.capacity_tokens(),
                 new_seqs: items.len() as u64,
                 new_tokens: new_token,
                 cached_tokens: 0,
                 pending_tokens: self.waiting_tokens + pending_chunk,
                 gen_tok_per_s: 0.0,
-                input_tok_per_s: if dt > 0.0 { new_token as f64 / dt } else { 0.0 },
+                input_tok_per_s: 0.0,
                 cuda_graph: false,
-            }));
-            self.last_prefill_log_at = now;
-        }
+            })
+        });
 
         for it in &items {
             let Place::Prefilling { done, .. } = self.place(it.id) else {
@@ -403,8 +403,14 @@ impl Sglang {
         // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
         // this step out — a mixed step never retracts.
         let mut decode_rows = 0;
-        if self.p.mixed_chunk && !self.running.is_empty() && self.next_step_fits() {
-            decode_rows = self.alloc_decode_slots();
+        if self.p.mixed_chunk && !self.running.is_empty() {
+            // Requests the batch in flight finishes by length stay out (overlapped loop).
+            if self.set_aside_finishing(reqs) {
+                self.batch_is_full = false;
+            }
+            if !self.running.is_empty() && self.next_step_fits() {
+                decode_rows = self.alloc_decode_slots();
+            }
         }
         self.counters.prefill_batches += 1;
         // The step costs a prefill over its extend tokens, one per decode row included (the
@@ -412,7 +418,22 @@ impl Sglang {
         let d = self
             .cost
             .prefill(items.len() as u64 + decode_rows, new_token + decode_rows);
-        self.in_flight = Some(InFlight::Prefill { items, decode_rows });
-        Some(d)
+        // A prefill batch replays a breakable CUDA graph when its tokens fit the captured
+        // buckets (0.5.23 captures up to 2048 tokens by default on CUDA:
+        // `model_executor/cuda_graph_config.py: default_prefill_backend`,
+        // `arg_groups/cuda_graph_hook.py: generate_prefill_cuda_graph_batch_sizes`); a mixed
+        // batch does not.
+        let log = log.map(|mut sample| {
+            sample.cuda_graph = decode_rows == 0 && new_token <= PREFILL_GRAPH_MAX_TOKENS;
+            sample
+        });
+        Some((
+            InFlight::Prefill {
+                items,
+                decode_rows,
+                log,
+            },
+            d,
+        ))
     }
 }

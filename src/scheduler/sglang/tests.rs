@@ -35,7 +35,8 @@ fn spec(kv: u64, policy: SchedulePolicy) -> EngineSpec {
             },
             cuda_graph_max_bs: 256,
             disable_radix_cache: false,
-            disable_overlap_schedule: false,
+            // The hand cases below follow the step-by-step loop; `overlapped` switches it on.
+            disable_overlap_schedule: true,
             enable_mixed_chunk: false,
             schedule_conservativeness: 1.0,
         }),
@@ -50,7 +51,27 @@ fn settings(e: &EngineSpec) -> &SglangSettings {
 }
 
 fn sched(kv: u64, policy: SchedulePolicy) -> Sglang {
-    let s = spec(kv, policy);
+    build(spec(kv, policy))
+}
+
+/// The overlapped loop (SGLang's default), with decode steps of 10 µs + 1 µs per request and
+/// prefill batches of 10 µs + 1 ns per token.
+fn overlapped(kv: u64) -> Sglang {
+    let mut s = spec(kv, SchedulePolicy::Fcfs);
+    if let PolicySpec::Sglang(p) = &mut s.policy {
+        p.disable_overlap_schedule = false;
+    }
+    s.step_time = StepTimeSpec::Linear(LinearStepTime {
+        decode_base_ns: 10_000,
+        decode_per_seq_ns: 1_000,
+        decode_per_kv_token_ps: 0,
+        prefill_base_ns: 10_000,
+        prefill_per_token_ps: 1_000,
+    });
+    build(s)
+}
+
+fn build(s: EngineSpec) -> Sglang {
     let StepTimeSpec::Linear(l) = s.step_time.clone() else {
         unreachable!("the test spec is linear")
     };
@@ -103,6 +124,43 @@ fn step(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime) -> Option<(bool, V
         reqs.remove(id);
     }
     Some(what)
+}
+
+/// What a launched batch is: the requests of a prefill, or the size of a decode batch.
+#[derive(Debug, PartialEq, Eq)]
+enum Launched {
+    Prefill(Vec<ReqId>),
+    Decode(u64),
+}
+
+/// Each launched batch with its start time (ns), and each finished request with its finish
+/// time (ns).
+type Timeline = (Vec<(u64, Launched)>, Vec<(ReqId, u64)>);
+
+/// The overlapped loop from `t`: launch the next batch, end it, and repeat `n` times.
+fn run_overlapped(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime, n: usize) -> Timeline {
+    let (mut launched, mut finished) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let mut out = Outbox::default();
+        let Some(d) = s.start_next(*t, reqs, &mut out) else {
+            break;
+        };
+        let what = match &s.in_flight {
+            Some(InFlight::Prefill { items, .. }) => {
+                Launched::Prefill(items.iter().map(|i| i.id).collect())
+            }
+            Some(InFlight::Decode { batch }) => Launched::Decode(*batch),
+            None => unreachable!("a batch was launched"),
+        };
+        launched.push((t.as_ns(), what));
+        *t += d;
+        s.finish_current(*t, reqs, &mut out);
+        for id in out.finished {
+            finished.push((id, t.as_ns()));
+            reqs.remove(id);
+        }
+    }
+    (launched, finished)
 }
 
 #[test]
@@ -253,4 +311,77 @@ fn page_buckets_track_which_requests_need_a_new_page() {
     while step(&mut s, &mut reqs, &mut t).is_some() {}
     assert!(reqs.is_empty());
     assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_the_second_batch_is_decided_with_the_first_in_flight() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 1000, 3);
+    let b = add(&mut s, &mut reqs, 1, 100, 1000, 3);
+    let mut t = SimTime::ZERO;
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 10);
+    // Prefill of 200 tokens: 10.2 µs. The decode batch after it was decided at t = 0 with the
+    // prefill in flight, a and b already merged (their first tokens unknown): 12 µs each.
+    // a and b reach 3 tokens after two decode steps; the third decode step was decided before
+    // the second was processed, and — finishing by EOS, which the scheduler cannot foresee —
+    // both still take a row in it.
+    assert_eq!(
+        launched,
+        vec![
+            (0, Launched::Prefill(vec![a, b])),
+            (10_200, Launched::Decode(2)),
+            (22_200, Launched::Decode(2)),
+            (34_200, Launched::Decode(2)),
+        ]
+    );
+    assert_eq!(finished, vec![(a, 34_200), (b, 34_200)]);
+    assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_requests_finishing_by_length_are_set_aside_from_the_next_batch() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    // a stops at max_new_tokens = 3 (known in advance), b by EOS at 5.
+    let a = add(&mut s, &mut reqs, 0, 100, 3, 3);
+    let b = add(&mut s, &mut reqs, 1, 100, 1000, 5);
+    let mut t = SimTime::ZERO;
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 10);
+    // The second decode step gives a its third token; the third, decided while the second is
+    // in flight, leaves a out (11 µs). b's fifth token comes from the fourth decode step; the
+    // fifth step was decided before that and still holds b.
+    assert_eq!(
+        launched,
+        vec![
+            (0, Launched::Prefill(vec![a, b])),
+            (10_200, Launched::Decode(2)),
+            (22_200, Launched::Decode(2)),
+            (34_200, Launched::Decode(1)),
+            (45_200, Launched::Decode(1)),
+            (56_200, Launched::Decode(1)),
+        ]
+    );
+    assert_eq!(finished, vec![(a, 34_200), (b, 56_200)]);
+    assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_a_request_arriving_while_a_batch_runs_is_considered_one_batch_later() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 1000, 50);
+    let mut t = SimTime::ZERO;
+    run_overlapped(&mut s, &mut reqs, &mut t, 3);
+    // t = 32.1 µs: the third batch (a decode) just ended; the fourth was decided at 21.1 µs.
+    assert_eq!(t.as_ns(), 10_100 + 2 * 11_000);
+    // c arrives now: the fourth batch, launched now, was decided without it; the fifth is
+    // decided now and admits it.
+    let c = add(&mut s, &mut reqs, 1, 100, 1000, 50);
+    let (launched, _) = run_overlapped(&mut s, &mut reqs, &mut t, 2);
+    assert_eq!(
+        launched,
+        vec![
+            (32_100, Launched::Decode(1)),
+            (43_100, Launched::Prefill(vec![c]))
+        ]
+    );
+    let _ = a;
 }
