@@ -22,6 +22,8 @@ pub enum StreamName {
     Arrivals,
     /// The scheduler's `random` policy shuffles.
     SchedulePolicy,
+    /// Which shared prompt prefix each request uses (and the groups' drawn lengths).
+    PrefixGroups,
 }
 
 impl StreamName {
@@ -31,6 +33,7 @@ impl StreamName {
             StreamName::OutputTokens => "output_tokens",
             StreamName::Arrivals => "arrivals",
             StreamName::SchedulePolicy => "schedule_policy",
+            StreamName::PrefixGroups => "prefix_groups",
         }
     }
 }
@@ -81,11 +84,12 @@ mod tests {
     use super::*;
     use rand::RngExt;
 
-    const ALL: [StreamName; 4] = [
+    const ALL: [StreamName; 5] = [
         StreamName::PromptTokens,
         StreamName::OutputTokens,
         StreamName::Arrivals,
         StreamName::SchedulePolicy,
+        StreamName::PrefixGroups,
     ];
 
     /// The first values of the prompt-length stream for seed 7.

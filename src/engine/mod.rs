@@ -17,6 +17,7 @@ use crate::scenario::Scenario;
 use crate::scheduler::{self, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
+use crate::workload::prefix::PrefixSampler;
 use crate::workload::Lengths;
 use events::{EventKind, EventQueue};
 
@@ -63,6 +64,7 @@ struct Simulator<'s> {
     recorder: Recorder<'s>,
     prompt_rng: Stream,
     output_rng: Stream,
+    prefixes: Option<PrefixSampler>,
     busy: bool,
     outbox: Outbox,
     stepping: Stepping,
@@ -130,6 +132,9 @@ pub fn run_with_sink<'s>(
         recorder,
         prompt_rng: seeds.stream(StreamName::PromptTokens),
         output_rng: seeds.stream(StreamName::OutputTokens),
+        prefixes: scenario
+            .workload
+            .prefix_sampler(seeds.stream(StreamName::PrefixGroups)),
         busy: false,
         outbox: Outbox::default(),
         stepping: opts.stepping,
@@ -313,22 +318,26 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let d = self
-            .scenario
-            .workload
-            .draw(seq, &mut self.prompt_rng, &mut self.output_rng);
+        let d = self.scenario.workload.draw(
+            seq,
+            &mut self.prompt_rng,
+            &mut self.output_rng,
+            self.prefixes.as_mut(),
+        );
         let id = self.requests.insert(Request {
             seq,
             prompt_tokens: d.prompt_tokens,
             max_new_tokens: d.max_new_tokens,
             target_output_tokens: d.target_output_tokens,
             ignore_eos: d.ignore_eos,
+            prefix: d.prefix,
             ready_at,
             sent_at: self.now,
             admitted_at: None,
             first_token_at: None,
             out_tokens: 0,
             evictions: 0,
+            cached_tokens: 0,
             phase: Phase::Waiting,
         });
         self.recorder.on_send(self.now);

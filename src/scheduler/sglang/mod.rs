@@ -62,6 +62,7 @@ mod check;
 mod fast_forward;
 mod log;
 mod overlap;
+mod radix;
 pub mod settings;
 #[cfg(test)]
 mod tests;

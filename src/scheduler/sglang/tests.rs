@@ -98,12 +98,14 @@ fn add(
         max_new_tokens: max_new,
         target_output_tokens: target,
         ignore_eos: false,
+        prefix: None,
         ready_at: SimTime::ZERO,
         sent_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
         out_tokens: 0,
         evictions: 0,
+        cached_tokens: 0,
         phase: Phase::Waiting,
     });
     s.arrive(SimTime::ZERO, id, reqs).unwrap();
