@@ -89,6 +89,7 @@ pub fn run_with_sink<'s>(
     let scheduler = scheduler::build(
         &scenario.engine,
         scenario.model.as_ref().and_then(|m| m.context_len),
+        scenario.workload.shares_prefixes(),
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log,

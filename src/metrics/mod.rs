@@ -75,6 +75,8 @@ pub struct RequestRecord {
     pub done_ns: u64,
     /// Times retracted.
     pub retractions: u32,
+    /// Prompt tokens found in the prefix cache at its first admission.
+    pub cached_tokens: u32,
     /// False if the server refused or aborted it.
     pub completed: bool,
 }

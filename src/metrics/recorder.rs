@@ -176,6 +176,7 @@ impl<'a> Recorder<'a> {
             first_token_ns: r.first_token_at.map(SimTime::as_ns),
             done_ns: now.as_ns(),
             retractions: r.evictions,
+            cached_tokens: r.cached_tokens,
             completed,
         };
         if let Some(sink) = self.request_sink.as_mut() {

@@ -80,6 +80,7 @@ mod tests {
             first_token_ns: None,
             done_ns: 2_000_000,
             retractions: 0,
+            cached_tokens: 0,
             completed: false,
         };
         let got = String::from_utf8(csv_rows::rows_to_bytes([Row::from(&r)])).unwrap();

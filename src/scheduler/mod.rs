@@ -24,17 +24,19 @@ use crate::time::{SimDuration, SimTime};
 /// The scheduler for an engine's settings: the one place where a policy's settings become a
 /// policy. `context_len` is the model's, if known; `rng` is the "schedule_policy" stream;
 /// `verbose_log` keeps the per-batch lines (prefill batches, evictions) besides the periodic
-/// statistics lines that carry the server's view.
+/// statistics lines that carry the server's view; `shares_prefixes`: the workload's prompts share
+/// prefixes (a prefix cache then keeps them).
 pub fn build(
     engine: &EngineSpec,
     context_len: Option<u64>,
+    shares_prefixes: bool,
     cost: Box<dyn StepTimeModel>,
     rng: Stream,
     verbose_log: bool,
 ) -> Result<Box<dyn Scheduler>, Unsupported> {
     match &engine.policy {
         PolicySpec::Sglang(settings) => {
-            let mut s = sglang::Sglang::new(engine, settings, context_len, cost, rng);
+            let mut s = sglang::Sglang::new(engine, settings, context_len, shares_prefixes, cost, rng);
             s.set_verbose_log(verbose_log);
             Ok(Box::new(s))
         }

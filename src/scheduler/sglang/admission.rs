@@ -117,7 +117,9 @@ impl Sglang {
 
     fn sort_waiting(&mut self, reqs: &Requests) {
         match self.p.policy {
-            SchedulePolicy::Fcfs => {}
+            // The cache-aware policies order by the cache (`cache_priority`); without it they
+            // fall back to FCFS, as SGLang's `_validate_and_adjust_policy` does.
+            SchedulePolicy::Fcfs | SchedulePolicy::Lpm | SchedulePolicy::DfsWeight => {}
             SchedulePolicy::Lof => self
                 .waiting
                 .make_contiguous()
@@ -152,11 +154,11 @@ impl Sglang {
         });
     }
 
-    /// `PrefillAdder.add_one_req` (without a prefix cache hit: the whole input is extended).
+    /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
     fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
         let r = &reqs[id];
         let generated = u64::from(r.out_tokens);
-        let extend = u64::from(r.prompt_tokens) + generated;
+        let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
         let max_new_left = u64::from(r.max_new_tokens)
             .saturating_sub(generated)
             .min(self.p.clip);
@@ -272,8 +274,11 @@ impl Sglang {
         // With mixed chunks the running requests' decode tokens come out of the pass's budgets
         // (`num_mixed_decode_tokens`).
         let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
+        if allocatable > 0 || self.chunked.is_some() {
+            self.cache_priority(reqs);
+        }
         let mut pass = Pass {
-            available: self.kv.available_tokens() as f64,
+            available: self.free_tokens() as f64,
             total_offset: mixed as f64 + self.running_reservations(reqs),
             current_offset: mixed as f64,
             rem_input: self.p.max_prefill as i64 - mixed as i64,
@@ -288,7 +293,8 @@ impl Sglang {
             self.add_chunked(&mut pass, id, reqs);
         }
         let mut stop = None;
-        for &id in self.waiting.iter() {
+        for i in 0..self.waiting.len() {
+            let id = self.waiting[i];
             if pass.state() == AddResult::Other {
                 break;
             }
@@ -302,6 +308,19 @@ impl Sglang {
             }
             let result = if reqs[id].ignore_eos && !self.p.radix_cache {
                 self.add_one_ignore_eos(&mut pass, id, reqs)
+            } else if self.cache.is_some() {
+                // `init_next_round_input`, then the match locked while the admission is
+                // weighed (what it pins no longer counts as evictable) and kept if admitted.
+                self.match_waiting(id, reqs);
+                self.lock_matched(id);
+                pass.available = self.free_tokens() as f64;
+                let before = pass.admitted;
+                let result = self.add_one(&mut pass, id, reqs);
+                if pass.admitted == before {
+                    self.unlock_matched(id);
+                    pass.available = self.free_tokens() as f64;
+                }
+                result
             } else {
                 self.add_one(&mut pass, id, reqs)
             };
@@ -346,6 +365,7 @@ impl Sglang {
             ..
         } = pass;
         // Admitted requests are a prefix of the (sorted) waiting queue.
+        let mut cached_tokens = 0u64;
         for _ in 0..admitted {
             let id = self
                 .waiting
@@ -355,8 +375,13 @@ impl Sglang {
             self.waiting_tokens -= u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
             let input = r.prompt_tokens + r.out_tokens;
             r.phase = Phase::Running;
+            let cached = self.matched(id);
+            if r.admitted_at.is_none() {
+                r.cached_tokens = cached;
+            }
             r.admitted_at.get_or_insert(now);
-            self.set_place(id, Place::Prefilling { done: 0, input });
+            self.set_place(id, Place::Prefilling { done: cached, input });
+            cached_tokens += u64::from(cached);
             self.prefilling += 1;
         }
         if let Some(id) = new_chunked {
@@ -383,7 +408,7 @@ impl Sglang {
                 kv_capacity_tokens: self.kv.capacity_tokens(),
                 new_seqs: items.len() as u64,
                 new_tokens: new_token,
-                cached_tokens: 0,
+                cached_tokens,
                 pending_tokens: self.waiting_tokens + pending_chunk,
                 gen_tok_per_s: 0.0,
                 input_tok_per_s: 0.0,
@@ -391,14 +416,17 @@ impl Sglang {
             })
         });
 
+        // `alloc_for_extend`: the batch's pages at once, evicting from the cache if need be.
+        let mut pages = 0;
         for it in &items {
             let Place::Prefilling { done, .. } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
             };
             let before = pages_for(u64::from(done), self.p.page);
             let after = pages_for(u64::from(done + it.take), self.p.page);
-            self.kv.alloc_pages(after - before);
+            pages += after - before;
         }
+        self.alloc_evicting(pages);
         // Mixed-style chunked prefill: the running requests decode in the same forward pass if
         // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
         // this step out — a mixed step never retracts.

@@ -43,8 +43,13 @@
 //!   prefill batch, a `Decode batch` line every `decode_log_interval` decode batches whose
 //!   `gen throughput` is the decode tokens since the previous line over the time since it.
 //!
-//! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no prefix sharing (the radix cache
-//! never hits), no speculative decoding, no priority preemption, and scheduling takes no time.
+//! * **The radix cache** (`mem_cache/unified_radix_cache.py`, `cache.rs`, `radix.rs`), for
+//!   workloads that share prompt prefixes: matched at admission, locked while running,
+//!   published after each prefill and at the finish, evicted least recently used first;
+//!   `lpm` and `dfs-weight` order the queue by it.
+//!
+//! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no speculative decoding, no
+//! priority preemption, and scheduling takes no time.
 //!
 //! Cost: a decode step is O(1) plus O(log B) per completion. Each running request's output count
 //! and KV follow from two counters, completions come from a heap keyed by the step at which each
@@ -57,6 +62,7 @@
 //! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
 
 mod admission;
+mod cache;
 #[cfg(debug_assertions)]
 mod check;
 mod fast_forward;
@@ -76,7 +82,7 @@ use super::{
     ServerState, Skip,
 };
 use crate::cost::StepTimeModel;
-use crate::kv::{pages_for, KvPool};
+use crate::kv::KvPool;
 use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
@@ -87,7 +93,7 @@ pub use log::{log_line, WORDS};
 /// What this model of SGLang simplifies, printed with every report so nobody mistakes the model
 /// for the engine.
 pub const SIMPLIFICATIONS: &[&str] = &[
-    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
+    "prompts share only the prefixes the workload declares: without them the radix cache never hits, so finished requests' KV counts as free",
     "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
     "no speculative decoding, priority preemption or data-parallel attention",
     "the network and tokenizer take no time: a request arrives at the server the moment it is sent",
@@ -218,6 +224,8 @@ pub struct Sglang {
     leaving: Vec<(ReqId, u64)>,
     /// Each request's place, by arena index.
     places: Vec<Place>,
+    /// The radix cache, when it is on and the workload shares prefixes.
+    cache: Option<cache::Cache>,
     rng: Stream,
     counters: SchedulerCounters,
     log_enabled: bool,
@@ -232,11 +240,12 @@ pub struct Sglang {
 impl Sglang {
     /// A scheduler with SGLang's settings `spec` for the engine `engine`; `rng` is the
     /// "schedule_policy" stream. With `context_len` the request-length limits follow the
-    /// model's context too.
+    /// model's context too. With `shares_prefixes` (and the radix cache on) the cache is kept.
     pub fn new(
         engine: &EngineSpec,
         spec: &SglangSettings,
         context_len: Option<u64>,
+        shares_prefixes: bool,
         cost: Box<dyn StepTimeModel>,
         rng: Stream,
     ) -> Self {
@@ -289,6 +298,7 @@ impl Sglang {
             planned: None,
             leaving: Vec::new(),
             places: Vec::new(),
+            cache: (shares_prefixes && !spec.disable_radix_cache).then(|| cache::Cache::new(page)),
             rng,
             counters: SchedulerCounters::default(),
             log_enabled: true,
@@ -370,7 +380,7 @@ impl Sglang {
     }
 
     fn next_step_fits(&self) -> bool {
-        self.pages_needed_next_step() * self.p.page <= self.kv.available_tokens()
+        self.pages_needed_next_step() * self.p.page <= self.free_tokens()
     }
 
     /// Put a request into the running batch, holding the KV of its input (prompt + output so
@@ -435,12 +445,25 @@ impl Sglang {
     }
 
     /// Take a request out of the running batch (the caller removes it from `running`) and
-    /// release its KV. Returns the KV slots released.
+    /// release its KV — a finished request's published to the radix cache first. Returns the KV
+    /// slots released.
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
         let kv = self.running_kv(id);
         reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
         self.forget_running(id);
-        self.kv.free_pages(pages_for(kv, self.p.page));
+        let r = &reqs[id];
+        let written = (u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1).min(kv);
+        self.release_kv(id, kv, Some(written as u32), reqs);
+        kv
+    }
+
+    /// [`leave_running`](Self::leave_running) for a retracted request: nothing published;
+    /// `remaining` requests stay in the batch.
+    fn leave_retracted(&mut self, id: ReqId, remaining: u64, reqs: &mut Requests) -> u64 {
+        let kv = self.running_kv(id);
+        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
+        self.forget_running(id);
+        self.release_retracted(id, kv, remaining, reqs);
         kv
     }
 
@@ -492,7 +515,7 @@ impl Sglang {
     /// batch size.
     fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
-        self.kv.alloc_pages(pages);
+        self.alloc_evicting(pages);
         self.alloc_step += 1;
         let batch = self.running.len() as u64;
         self.running_kv_tokens += batch;
@@ -530,14 +553,15 @@ impl Sglang {
             }
             keys.remove(at);
             let victim = self.running.remove(at);
-            freed += self.leave_running(victim, reqs);
+            let remaining = self.running.len() as u64;
+            freed += self.leave_retracted(victim, remaining, reqs);
             retracted.push(victim);
         }
         let ratio_before = self.ratio;
         if !self.next_step_fits() {
             // Newer SGLang aborts the last request when even it cannot grow.
             let last = self.running.pop().expect("invariant: one request is kept");
-            freed += self.leave_running(last, reqs);
+            freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;
             self.counters.aborted += 1;
             out.finished.push(last);
@@ -595,6 +619,9 @@ impl Sglang {
         if self.running.is_empty() {
             self.batch_is_full = false;
         }
+        // The request between chunks publishes its chunk last (`stash_chunked_request`, at the
+        // next `get_next_batch_to_run`).
+        let mut stash = None;
         for it in items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -603,6 +630,7 @@ impl Sglang {
             if done < input {
                 self.set_place(it.id, Place::Prefilling { done, input });
                 self.batch_is_full = false;
+                stash = Some((it.id, done));
                 continue;
             }
             let r = &mut reqs[it.id];
@@ -616,14 +644,18 @@ impl Sglang {
             r.first_token_at.get_or_insert(now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
-                self.kv.free_pages(pages_for(kv, self.p.page));
                 r.phase = Phase::Finished;
+                self.release_kv(it.id, kv, Some(kv as u32), reqs);
                 self.set_place(it.id, Place::Absent);
                 out.finished.push(it.id);
                 self.batch_is_full = false;
             } else {
                 self.join_running(it.id, reqs);
+                self.checkpoint(it.id, done, reqs);
             }
+        }
+        if let Some((id, done)) = stash {
+            self.checkpoint(id, done, reqs);
         }
         self.running.extend(earlier);
     }
@@ -633,7 +665,7 @@ impl Sglang {
     fn advance_decode(&mut self, reqs: &mut Requests, out: &mut Outbox) -> bool {
         self.decode_step += 1;
         out.generated_tokens += self.running.len() as u64;
-        let mut any = false;
+        let mut done = Vec::new();
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
                 break;
@@ -646,10 +678,19 @@ impl Sglang {
                 step, self.decode_step,
                 "invariant: completions are never skipped"
             );
+            done.push(id);
+        }
+        if self.cache.is_some() && done.len() > 1 {
+            // Released in batch order (`process_batch_result_decode`): the cache's access
+            // times follow it.
+            let at = |id: &ReqId| self.running.iter().position(|x| x == id);
+            done.sort_by_key(at);
+        }
+        let any = !done.is_empty();
+        for id in done {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
-            any = true;
         }
         if any {
             // The next pass of `get_next_batch_to_run` filters them out of the running batch,
@@ -666,7 +707,7 @@ impl Sglang {
         // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
         self.decode_batches += 1;
         if self.decode_batches % self.p.log_interval == 0 {
-            let token = self.kv.used_tokens();
+            let token = self.usage_tokens();
             self.log_decode(&mut out.log, now, batch, token);
         }
     }
@@ -729,6 +770,7 @@ impl Scheduler for Sglang {
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
         self.push_waiting(id, reqs);
+        self.cache_arrive(id, reqs);
         Ok(())
     }
 
@@ -775,7 +817,7 @@ impl Scheduler for Sglang {
         ServerState {
             running: self.running.len() as u64 + self.prefilling,
             queued: self.waiting.len() as u64,
-            kv_used_tokens: self.kv.used_tokens(),
+            kv_used_tokens: self.usage_tokens(),
             kv_capacity_tokens: self.kv.capacity_tokens(),
         }
     }

@@ -82,6 +82,18 @@ impl Seq {
         }
     }
 
+    /// Tokens the two sequences share from their start, at most `limit` (the waiting queue's
+    /// own tree in `_compute_prefix_matches`, whose pages are single tokens).
+    pub fn common_tokens(&self, other: &Seq, limit: u32) -> u32 {
+        if self.uid == other.uid {
+            limit
+        } else if self.group != NO_GROUP && self.group == other.group {
+            limit.min(self.shared.min(other.shared))
+        } else {
+            0
+        }
+    }
+
     /// Tokens from `depth` on, at most `len`, in which `self` and `other` agree, in whole pages
     /// (`RadixKey.match_at`).
     fn common(&self, other: &Seq, depth: u32, len: u32, page: u32) -> u32 {

@@ -79,6 +79,7 @@ fn build(s: EngineSpec) -> Sglang {
         &s,
         settings(&s),
         None,
+        false,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
     )
@@ -301,6 +302,7 @@ fn page_buckets_track_which_requests_need_a_new_page() {
         &sp,
         settings(&sp),
         None,
+        false,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
     );
