@@ -375,7 +375,7 @@ impl Sglang {
             self.waiting_tokens -= u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
             let input = r.prompt_tokens + r.out_tokens;
             r.phase = Phase::Running;
-            let cached = self.matched(id);
+            let cached = self.admit_cached(id);
             if r.admitted_at.is_none() {
                 r.cached_tokens = cached;
             }

@@ -251,6 +251,17 @@ impl Sglang {
             .map_or(0, |h| h.prefix)
     }
 
+    /// An admitted request's cached prefix, which becomes the tree's part of its KV row
+    /// (`cache_protected_len = prefix_len`).
+    pub(super) fn admit_cached(&mut self, id: ReqId) -> u32 {
+        let Some(c) = self.cache.as_mut() else {
+            return 0;
+        };
+        let h = c.hold_mut(id);
+        h.protected = h.prefix;
+        h.prefix
+    }
+
     /// The tokens of a request's KV row the tree owns (its pages there are not its own).
     pub(super) fn protected(&self, id: ReqId) -> u32 {
         self.cache
