@@ -93,7 +93,9 @@ pub use log::{log_line, WORDS};
 /// What this model of SGLang simplifies, printed with every report so nobody mistakes the model
 /// for the engine.
 pub const SIMPLIFICATIONS: &[&str] = &[
-    "prompts share only the prefixes the workload declares: without them the radix cache never hits, so finished requests' KV counts as free",
+    // Still true of every workload that declares no shared prefixes (kept word for word: it is
+    // in every report); with declared prefixes the radix cache is modelled.
+    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
     "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
     "no speculative decoding, priority preemption or data-parallel attention",
     "the network and tokenizer take no time: a request arrives at the server the moment it is sent",
