@@ -93,6 +93,80 @@ fn every_scenario_runs_identically_with_both_engines() {
     assert!(b2.1 > 0.5, "{skipped:?}");
 }
 
+/// The golden cases with shared prefixes (trace-driven, the radix cache on), both ways.
+#[test]
+fn golden_prefix_cases_run_identically_with_both_engines() {
+    let dir = root().join("tests/fixtures/golden/sglang");
+    let mut n = 0;
+    let mut skipped = 0.0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p.file_name().unwrap().to_string_lossy().starts_with("prefix-") {
+            continue;
+        }
+        let src = Source::read(&p.join("scenario.toml")).unwrap();
+        let sc = sc_mod::load(&src, &[]).unwrap();
+        skipped += assert_same(&sc, &p.display().to_string());
+        n += 1;
+    }
+    assert!(n >= 6, "only {n} prefix cases");
+    assert!(skipped > 0.0, "the fast engine skipped nothing");
+}
+
+/// Workloads whose requests share prefixes, with the radix cache on or off.
+fn random_prefix_scenario() -> impl Strategy<Value = String> {
+    (
+        (4_000u64..40_000, 0u32..5, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..64),
+        (1u32..400, 1u32..600, 0u32..2, any::<u64>()),
+        (1u32..3000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4),
+        (1u32..30, any::<(bool, bool, bool, bool)>()),
+    )
+        .prop_map(|((kv, policy, page, conc), (pmax, omax, client, seed), (p1, s1, p2, s2), (req, (no_overlap, mixed, no_radix, eos)))| {
+            let kv = kv.max(u64::from(pmax + p1.max(p2 + 100)) + 4096 + 16);
+            let policy = ["fcfs", "lof", "random", "lpm", "dfs-weight"][policy as usize];
+            let client = match client {
+                0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
+                _ => "mode = \"poisson\"\nrate_per_s = 8.0".to_string(),
+            };
+            format!(
+                r#"
+name = "diff-prefix"
+seed = {seed}
+[run]
+observe_at_s = [1.5, 7.0]
+window_s = 5
+timeseries_interval_s = 0.5
+[engine]
+kv_capacity_tokens = {kv}
+page_size = {page}
+schedule_policy = "{policy}"
+decode_log_interval = 7
+disable_overlap_schedule = {no_overlap}
+enable_mixed_chunk = {mixed}
+disable_radix_cache = {no_radix}
+chunked_prefill_size = 2048
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 0.3
+decode_per_kv_token_ns = 20.0
+prefill_base_ms = 3.0
+prefill_per_token_us = 20.0
+[workload]
+requests = {}
+prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
+output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
+max_new_tokens = 2000
+ignore_eos = {eos}
+prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = {{ dist = "uniform", min = 100, max = {} }}, share = {s2} }} }}
+[client]
+{client}
+"#,
+                req * 10,
+                p2 + 100
+            )
+        })
+}
+
 fn random_scenario() -> impl Strategy<Value = String> {
     (
         (1_000u64..40_000, 0u32..3, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..200),
@@ -150,6 +224,18 @@ proptest! {
 
     #[test]
     fn random_scenarios_run_identically_with_both_engines(text in random_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+
+    #[test]
+    fn random_prefix_scenarios_run_identically_with_both_engines(text in random_prefix_scenario()) {
         let sc = crate::scenario(&text);
         let fast = outputs(&sc, Stepping::FastForward);
         let slow = outputs(&sc, Stepping::StepByStep);
