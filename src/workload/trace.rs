@@ -466,6 +466,45 @@ mod tests {
     }
 
     #[test]
+    fn prefix_groups_are_numbered_in_order_of_appearance() {
+        let t = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,prefix_group,prefix_tokens\n\
+             500,5,sys,300\n40,5,,\n400,5,tools,64\n300,5,sys,300\n20,5,,0\n",
+        )
+        .unwrap();
+        assert_eq!(t.groups, vec!["sys".to_string(), "tools".to_string()]);
+        let got: Vec<Option<(u32, u32)>> = t
+            .rows
+            .iter()
+            .map(|r| r.prefix.map(|p| (p.group, p.tokens)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![Some((0, 300)), None, Some((1, 64)), Some((0, 300)), None]
+        );
+    }
+
+    #[test]
+    fn inconsistent_prefix_rows_are_reported_with_their_line() {
+        let errs = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,prefix_group,prefix_tokens\n\
+             500,5,sys,300\n400,5,sys,200\n100,5,tools,\n100,5,,50\n100,5,big,101\n",
+        )
+        .unwrap_err();
+        let got: Vec<(u64, Option<usize>)> = errs
+            .iter()
+            .map(|e| (e.at.unwrap().line, e.at.unwrap().field))
+            .collect();
+        assert_eq!(got, vec![(3, Some(4)), (4, Some(4)), (5, Some(4)), (6, Some(4))]);
+        assert!(errs[0].message.contains("differs from the 300 that line 2 gives"));
+        assert!(errs[1].message.contains("missing for prefix_group \"tools\""));
+        assert!(errs[2].message.contains("without a prefix_group"));
+        assert!(errs[3].message.contains("more than the row's 100 prompt tokens"));
+    }
+
+    #[test]
     fn a_misspelt_column_is_an_error_and_a_missing_one_is_named() {
         let errs = load_text("t.csv", "prompt_tokens,output_token\n1,2\n").unwrap_err();
         assert!(errs
