@@ -53,6 +53,9 @@ pub struct Summary {
     /// For the roofline model: one decode step at the steady state's mean batch and KV, term
     /// by term.
     pub roofline_step: Option<RooflineStep>,
+    /// The prefix cache, for a workload whose prompts share prefixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheOut>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,
     /// How reports speak of the engine (not serialised).
@@ -196,6 +199,27 @@ pub struct TotalsOut {
     pub totals: Totals,
     /// Why the run stopped.
     pub stop_reason: StopReason,
+}
+
+/// `prefix_cache`: what the cache found at the requests' first admissions.
+#[derive(Clone, Debug, Serialize)]
+pub struct PrefixCacheOut {
+    /// Whether the engine's prefix cache is on.
+    pub enabled: bool,
+    /// Requests admitted.
+    pub requests: u64,
+    /// Of them, those that found part of their prompt cached.
+    pub hit_requests: u64,
+    /// `hit_requests ÷ requests`.
+    pub request_hit_rate: f64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Of them, those found cached: prefill work and new KV saved.
+    pub cached_tokens: u64,
+    /// `cached_tokens ÷ prompt_tokens`.
+    pub token_hit_rate: f64,
+    /// Tokens evicted from the cache to make room.
+    pub evicted_tokens: u64,
 }
 
 /// `server`.
@@ -379,6 +403,23 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             queue_ms: r.latency.queue_ms.stats(),
             client_wait_ms: r.latency.client_wait_ms.stats(),
         },
+        prefix_cache: sc.workload.shares_prefixes().then(|| {
+            let c = &r.counters;
+            let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+            PrefixCacheOut {
+                enabled: match &e.policy {
+                    PolicySpec::Sglang(s) => !s.disable_radix_cache,
+                    PolicySpec::Vllm(_) => false,
+                },
+                requests: c.first_admissions,
+                hit_requests: c.cache_hit_requests,
+                request_hit_rate: ratio(c.cache_hit_requests, c.first_admissions),
+                prompt_tokens: c.first_admission_prompt_tokens,
+                cached_tokens: c.cached_prompt_tokens,
+                token_hit_rate: ratio(c.cached_prompt_tokens, c.first_admission_prompt_tokens),
+                evicted_tokens: c.cache_evicted_tokens,
+            }
+        }),
         simplifications: scheduler::simplifications(e.kind()).to_vec(),
         words: scheduler::words(e.kind()),
         roofline_step: match &sc.engine.step_time {

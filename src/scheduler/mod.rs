@@ -240,6 +240,16 @@ pub struct SchedulerCounters {
     /// Decode steps taken by fast-forward rather than one by one (never in reports: results
     /// must not depend on it).
     pub fast_forwarded_steps: u64,
+    /// Requests admitted for the first time.
+    pub first_admissions: u64,
+    /// Their prompt tokens.
+    pub first_admission_prompt_tokens: u64,
+    /// Of those, the tokens found in the prefix cache.
+    pub cached_prompt_tokens: u64,
+    /// Requests that found at least one token cached at their first admission.
+    pub cache_hit_requests: u64,
+    /// Tokens evicted from the prefix cache.
+    pub cache_evicted_tokens: u64,
 }
 
 /// A run of decode steps that [`Scheduler::skip_decode`] took at once.

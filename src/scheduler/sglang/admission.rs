@@ -378,6 +378,10 @@ impl Sglang {
             let cached = self.admit_cached(id);
             if r.admitted_at.is_none() {
                 r.cached_tokens = cached;
+                self.counters.first_admissions += 1;
+                self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
+                self.counters.cached_prompt_tokens += u64::from(cached);
+                self.counters.cache_hit_requests += u64::from(cached > 0);
             }
             r.admitted_at.get_or_insert(now);
             self.set_place(id, Place::Prefilling { done: cached, input });

@@ -825,7 +825,10 @@ impl Scheduler for Sglang {
     }
 
     fn counters(&self) -> SchedulerCounters {
-        self.counters
+        SchedulerCounters {
+            cache_evicted_tokens: self.cache.as_ref().map_or(0, |c| c.tree.evicted_tokens()),
+            ..self.counters
+        }
     }
 
     fn skip_decode(

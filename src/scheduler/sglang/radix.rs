@@ -196,6 +196,7 @@ impl RadixTree {
     }
 
     /// The node's token count from the root to its end.
+    #[cfg(test)]
     pub fn depth_end(&self, node: NodeId) -> u32 {
         let n = &self.nodes[node as usize];
         n.start + n.len
