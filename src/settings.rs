@@ -443,7 +443,11 @@ impl Ty {
             Ty::Numbers(r) => format!("array of numbers {}", r.describe()),
             Ty::OneOf(names) => format!("one of {}", quoted(names)),
             Ty::Tagged(t) => t.accepts.into(),
-            Ty::Tokens(t) => format!("integer 1 – {} or {}", crate::workload::dist::MAX_TOKENS_PER_REQUEST, t.accepts),
+            Ty::Tokens(t) => format!(
+                "integer 1 – {} or {}",
+                crate::workload::dist::MAX_TOKENS_PER_REQUEST,
+                t.accepts
+            ),
             Ty::Named(n) => format!("table of {}s, by name", n.noun),
             other => other.expected().trim_start_matches("a ").into(),
         }

@@ -36,7 +36,8 @@ pub fn build(
 ) -> Result<Box<dyn Scheduler>, Unsupported> {
     match &engine.policy {
         PolicySpec::Sglang(settings) => {
-            let mut s = sglang::Sglang::new(engine, settings, context_len, shares_prefixes, cost, rng);
+            let mut s =
+                sglang::Sglang::new(engine, settings, context_len, shares_prefixes, cost, rng);
             s.set_verbose_log(verbose_log);
             Ok(Box::new(s))
         }

@@ -202,7 +202,13 @@ impl WorkloadSpec {
             Lengths::Trace { rows, .. } => {
                 let r = rows[seq as usize];
                 let eos = r.ignore_eos.unwrap_or(self.ignore_eos);
-                (r.prompt_tokens, r.output_tokens, r.max_new_tokens, eos, r.prefix)
+                (
+                    r.prompt_tokens,
+                    r.output_tokens,
+                    r.max_new_tokens,
+                    eos,
+                    r.prefix,
+                )
             }
         };
         let asked = own_max.or(self.max_new_tokens).unwrap_or(u32::MAX);

@@ -114,7 +114,8 @@ pub fn read(v: &mut dyn Values) -> Result<Vec<PrefixGroup>, Bad> {
     let total: f64 = groups.iter().map(|g| g.share).sum();
     if total > 1.0 + 1e-9 {
         let msg = format!("the groups' shares add up to {total}, more than 1");
-        let hint = "each request uses at most one prefix: lower the shares so they add up to 1 or less";
+        let hint =
+            "each request uses at most one prefix: lower the shares so they add up to 1 or less";
         return Err(v.fail(PATH, PATH, msg, hint));
     }
     Ok(groups)

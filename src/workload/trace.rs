@@ -339,7 +339,12 @@ impl Groups {
     }
 
     /// The shared prefix of one row (`prompt` tokens long; 0 when that cell was bad).
-    fn row(&mut self, at: At, cells: &[Cell], prompt: u32) -> Result<Option<SharedPrefix>, DataError> {
+    fn row(
+        &mut self,
+        at: At,
+        cells: &[Cell],
+        prompt: u32,
+    ) -> Result<Option<SharedPrefix>, DataError> {
         let cell_at = |i: usize| At {
             line: at.line,
             field: self.csv.then_some(i + 1),
@@ -497,11 +502,20 @@ mod tests {
             .iter()
             .map(|e| (e.at.unwrap().line, e.at.unwrap().field))
             .collect();
-        assert_eq!(got, vec![(3, Some(4)), (4, Some(4)), (5, Some(4)), (6, Some(4))]);
-        assert!(errs[0].message.contains("differs from the 300 that line 2 gives"));
-        assert!(errs[1].message.contains("missing for prefix_group \"tools\""));
+        assert_eq!(
+            got,
+            vec![(3, Some(4)), (4, Some(4)), (5, Some(4)), (6, Some(4))]
+        );
+        assert!(errs[0]
+            .message
+            .contains("differs from the 300 that line 2 gives"));
+        assert!(errs[1]
+            .message
+            .contains("missing for prefix_group \"tools\""));
         assert!(errs[2].message.contains("without a prefix_group"));
-        assert!(errs[3].message.contains("more than the row's 100 prompt tokens"));
+        assert!(errs[3]
+            .message
+            .contains("more than the row's 100 prompt tokens"));
     }
 
     #[test]

@@ -101,7 +101,12 @@ fn golden_prefix_cases_run_identically_with_both_engines() {
     let mut skipped = 0.0;
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
-        if !p.file_name().unwrap().to_string_lossy().starts_with("prefix-") {
+        if !p
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("prefix-")
+        {
             continue;
         }
         let src = Source::read(&p.join("scenario.toml")).unwrap();

@@ -384,7 +384,13 @@ impl Sglang {
                 self.counters.cache_hit_requests += u64::from(cached > 0);
             }
             r.admitted_at.get_or_insert(now);
-            self.set_place(id, Place::Prefilling { done: cached, input });
+            self.set_place(
+                id,
+                Place::Prefilling {
+                    done: cached,
+                    input,
+                },
+            );
             cached_tokens += u64::from(cached);
             self.prefilling += 1;
         }

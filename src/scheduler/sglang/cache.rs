@@ -165,8 +165,7 @@ impl Sglang {
                 for &id in head.iter().rev() {
                     let r = &reqs[id];
                     let seq = c.hold_mut(id).seq;
-                    c.tree
-                        .match_prefix(&seq, r.prompt_tokens + r.out_tokens);
+                    c.tree.match_prefix(&seq, r.prompt_tokens + r.out_tokens);
                 }
             }
             return;
@@ -183,7 +182,10 @@ impl Sglang {
                 continue;
             }
             let c = self.cache.as_ref().expect("invariant: checked above");
-            let seq = c.hold(id).expect("invariant: waiting requests have holds").seq;
+            let seq = c
+                .hold(id)
+                .expect("invariant: waiting requests have holds")
+                .seq;
             let input = reqs[id].prompt_tokens + reqs[id].out_tokens;
             let shared = in_queue
                 .iter()
@@ -335,7 +337,13 @@ impl Sglang {
     /// unlocked leaves evicted until `remaining × SGLANG_RETRACT_DECODE_STEPS` tokens are free.
     /// Its tokens get a fresh identity: in traces recorded from SGLang 0.5.23 a re-admitted
     /// request finds only prefixes others kept, never its own earlier prompt.
-    pub(super) fn release_retracted(&mut self, id: ReqId, kv: u64, remaining: u64, reqs: &Requests) {
+    pub(super) fn release_retracted(
+        &mut self,
+        id: ReqId,
+        kv: u64,
+        remaining: u64,
+        reqs: &Requests,
+    ) {
         self.release_kv(id, kv, None, reqs);
         if let Some(c) = self.cache.as_mut() {
             let r = &reqs[id];

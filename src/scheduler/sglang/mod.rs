@@ -56,8 +56,9 @@
 //! request reaches its length, and the pages the next step needs are counted per residue class
 //! of the KV held modulo the page size.
 //!
-//! Files: this one holds the state, the decode step, retraction and the [`Scheduler`] protocol;
-//! `admission.rs` the prefill admission pass (`PrefillAdder`); `overlap.rs` the overlapped loop;
+//! Files: this one holds the state, the decode step and the [`Scheduler`] protocol;
+//! `admission.rs` the prefill admission pass (`PrefillAdder`); `retract.rs` retraction;
+//! `cache.rs` the radix cache's use, `radix.rs` its tree; `overlap.rs` the overlapped loop;
 //! `fast_forward.rs` the exact skip over runs of identical decode steps; `log.rs` the log lines;
 //! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
 
@@ -69,6 +70,7 @@ mod fast_forward;
 mod log;
 mod overlap;
 mod radix;
+mod retract;
 pub mod settings;
 #[cfg(test)]
 mod tests;
@@ -77,10 +79,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::EngineSpec;
-use super::{
-    Eviction, LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerSample,
-    ServerState, Skip,
-};
+use super::{Outbox, Rejection, Scheduler, SchedulerCounters, ServerSample, ServerState, Skip};
 use crate::cost::StepTimeModel;
 use crate::kv::KvPool;
 use crate::request::{Phase, ReqId, Request, Requests};
@@ -459,16 +458,6 @@ impl Sglang {
         kv
     }
 
-    /// [`leave_running`](Self::leave_running) for a retracted request: nothing published;
-    /// `remaining` requests stay in the batch.
-    fn leave_retracted(&mut self, id: ReqId, remaining: u64, reqs: &mut Requests) -> u64 {
-        let kv = self.running_kv(id);
-        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
-        self.forget_running(id);
-        self.release_retracted(id, kv, remaining, reqs);
-        kv
-    }
-
     fn push_waiting(&mut self, id: ReqId, reqs: &mut Requests) {
         self.set_place(id, Place::Waiting);
         let r = &mut reqs[id];
@@ -522,77 +511,6 @@ impl Sglang {
         let batch = self.running.len() as u64;
         self.running_kv_tokens += batch;
         batch
-    }
-
-    /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
-    fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
-        // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
-        // from the end: the victim is the smallest key, and among equal keys the latest in batch
-        // order. Usually one victim suffices, so select it rather than sort.
-        let mut keys: Vec<(u32, Reverse<u32>)> = self
-            .running
-            .iter()
-            .map(|&id| {
-                (
-                    self.output_tokens(id, &reqs[id]),
-                    Reverse(reqs[id].prompt_tokens),
-                )
-            })
-            .collect();
-        let mut retracted: Vec<ReqId> = Vec::new();
-        let mut freed = 0u64;
-        let mut first = true;
-        while first || !self.next_step_fits() {
-            if self.running.len() == 1 {
-                break;
-            }
-            first = false;
-            let mut at = 0;
-            for (i, k) in keys.iter().enumerate() {
-                if *k <= keys[at] {
-                    at = i;
-                }
-            }
-            keys.remove(at);
-            let victim = self.running.remove(at);
-            let remaining = self.running.len() as u64;
-            freed += self.leave_retracted(victim, remaining, reqs);
-            retracted.push(victim);
-        }
-        let ratio_before = self.ratio;
-        if !self.next_step_fits() {
-            // Newer SGLang aborts the last request when even it cannot grow.
-            let last = self.running.pop().expect("invariant: one request is kept");
-            freed += self.leave_retracted(last, 0, reqs);
-            reqs[last].phase = Phase::Rejected;
-            self.counters.aborted += 1;
-            out.finished.push(last);
-        }
-        let (decoded, max_new): (u64, u64) = self.running.iter().fold((0, 0), |(d, m), &id| {
-            let r = &reqs[id];
-            (
-                d + u64::from(self.output_tokens(id, r)),
-                m + u64::from(r.max_new_tokens),
-            )
-        });
-        let n = self.running.len() as u64;
-        self.ratio = ((decoded + RETRACT_DECODE_STEPS * n) as f64 / (max_new + 1) as f64).min(1.0);
-        self.counters.eviction_events += 1;
-        self.counters.evictions += retracted.len() as u64;
-        for &id in &retracted {
-            reqs[id].evictions += 1;
-            self.push_waiting(id, reqs);
-        }
-        self.batch_is_full = false;
-        if self.log_enabled {
-            out.log.push(LogRecord::Evict(Eviction {
-                at: now,
-                requests: retracted.len() as u64,
-                tokens_freed: freed,
-                ratio_before,
-                ratio_after: self.ratio,
-            }));
-        }
     }
 
     fn finish_prefill(

@@ -318,7 +318,9 @@ impl RadixTree {
                 break;
             };
             let c = &self.nodes[child as usize];
-            let m = c.owner.common(seq, depth, c.len.min(limit - depth), self.page);
+            let m = c
+                .owner
+                .common(seq, depth, c.len.min(limit - depth), self.page);
             if m < c.len {
                 node = self.split(child, m);
                 depth += m;
@@ -356,8 +358,14 @@ impl RadixTree {
             let t = self.tick();
             self.set_time(child, t);
             let c = &self.nodes[child as usize];
-            let m = c.owner.common(seq, depth, c.len.min(len - depth), self.page);
-            node = if m < c.len { self.split(child, m) } else { child };
+            let m = c
+                .owner
+                .common(seq, depth, c.len.min(len - depth), self.page);
+            node = if m < c.len {
+                self.split(child, m)
+            } else {
+                child
+            };
             depth += m;
             if m == 0 {
                 break;
@@ -396,7 +404,10 @@ impl RadixTree {
         let mut x = node;
         while x != ROOT {
             let n = &mut self.nodes[x as usize];
-            assert!(n.lock_ref > 0, "invariant: unlocking a node that is not locked");
+            assert!(
+                n.lock_ref > 0,
+                "invariant: unlocking a node that is not locked"
+            );
             n.lock_ref -= 1;
             if n.lock_ref == 0 {
                 let len = u64::from(n.len);
@@ -571,8 +582,24 @@ mod tests {
     #[test]
     fn dfs_weight_puts_heavier_subtrees_first_and_a_nodes_own_requests_last() {
         let mut t = RadixTree::new(1);
-        let g = |uid| Seq::new(uid, Some(SharedPrefix { group: 0, tokens: 10 }));
-        let h = |uid| Seq::new(uid, Some(SharedPrefix { group: 1, tokens: 10 }));
+        let g = |uid| {
+            Seq::new(
+                uid,
+                Some(SharedPrefix {
+                    group: 0,
+                    tokens: 10,
+                }),
+            )
+        };
+        let h = |uid| {
+            Seq::new(
+                uid,
+                Some(SharedPrefix {
+                    group: 1,
+                    tokens: 10,
+                }),
+            )
+        };
         t.insert(&g(0), 20);
         t.insert(&h(1), 20);
         let (_, gn) = t.match_prefix(&g(2), 19);
