@@ -36,8 +36,8 @@ pub enum Ty {
     Table,
     /// A table whose keys depend on its tag (a length distribution).
     Tagged(&'static Tagged),
-    /// A token count, or a length distribution to draw it from.
-    Tokens(&'static Tagged),
+    /// A token count from 1 to the given most, or a length distribution to draw it from.
+    Tokens(&'static Tagged, u64),
     /// A table of entries the user names (`{ system = { … }, tools = { … } }`).
     Named(&'static Named),
     /// One entry of a [`Ty::Named`] table: a table of these keys (paths relative to it).
@@ -427,7 +427,7 @@ impl Ty {
             Ty::Number(_) => "a number",
             Ty::Numbers(_) => "an array of numbers",
             Ty::Table | Ty::Tagged(_) | Ty::Named(_) | Ty::Entry(_) => "a table",
-            Ty::Tokens(_) => "an integer or a table",
+            Ty::Tokens(..) => "an integer or a table",
         }
     }
 
@@ -443,11 +443,7 @@ impl Ty {
             Ty::Numbers(r) => format!("array of numbers {}", r.describe()),
             Ty::OneOf(names) => format!("one of {}", quoted(names)),
             Ty::Tagged(t) => t.accepts.into(),
-            Ty::Tokens(t) => format!(
-                "integer 1 – {} or {}",
-                crate::workload::dist::MAX_TOKENS_PER_REQUEST,
-                t.accepts
-            ),
+            Ty::Tokens(t, most) => format!("integer 1 – {most} or {}", t.accepts),
             Ty::Named(n) => format!("table of {}s, by name", n.noun),
             other => other.expected().trim_start_matches("a ").into(),
         }

@@ -42,7 +42,7 @@ pub fn key(path: &str) -> Option<&'static Key> {
     keys().find(|k| k.path == path).or_else(|| {
         let (table, leaf) = path.rsplit_once('.')?;
         match key(table)?.ty {
-            Ty::Tagged(t) | Ty::Tokens(t) => t.param(leaf),
+            Ty::Tagged(t) | Ty::Tokens(t, _) => t.param(leaf),
             Ty::Named(n) => Some(&n.entry),
             Ty::Entry(keys) => keys.iter().find(|k| k.path == leaf),
             _ => None,
@@ -68,11 +68,11 @@ pub fn readme() -> String {
         for k in keys.iter() {
             out += &k.readme_row();
             match k.ty {
-                Ty::Tagged(t) | Ty::Tokens(t) => note(t),
+                Ty::Tagged(t) | Ty::Tokens(t, _) => note(t),
                 Ty::Named(n) => {
                     named += &n.readme(k.path, head);
                     n.params().iter().for_each(|p| {
-                        if let Ty::Tagged(t) | Ty::Tokens(t) = p.ty {
+                        if let Ty::Tagged(t) | Ty::Tokens(t, _) = p.ty {
                             note(t)
                         }
                     });

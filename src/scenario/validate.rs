@@ -322,16 +322,13 @@ impl<'s> Reader<'s> {
             (Ty::Tagged(tagged), Value::Table(t)) => {
                 return self.tagged(path, tagged, t).then_some(Val::Table)
             }
-            (Ty::Tokens(tagged), Value::Table(t)) => {
+            (Ty::Tokens(tagged, _), Value::Table(t)) => {
                 return self.tagged(path, tagged, t).then_some(Val::Table)
             }
-            (Ty::Tokens(_), Value::Int(_) | Value::Float(_)) => {
-                let max = u64::from(crate::workload::dist::MAX_TOKENS_PER_REQUEST);
-                match integer(v, 1, max) {
-                    Ok(i) => return Some(Val::Int(i)),
-                    Err(m) => m,
-                }
-            }
+            (Ty::Tokens(_, most), Value::Int(_) | Value::Float(_)) => match integer(v, 1, most) {
+                Ok(i) => return Some(Val::Int(i)),
+                Err(m) => m,
+            },
             (Ty::Named(named), Value::Table(t)) => {
                 let mut names = Vec::new();
                 for (name, _, node) in &t.entries {
@@ -363,7 +360,7 @@ impl<'s> Reader<'s> {
             Ty::Table | Ty::Tagged(_) | Ty::Named(_) | Ty::Entry(_) => {
                 format!("write it as a [{path}] section or an inline table {{ … }}")
             }
-            Ty::Tokens(t) => format!(
+            Ty::Tokens(t, _) => format!(
                 "a token count, e.g. {} = 2000, or a {}, e.g. {{ dist = \"uniform\", min = 500, max = 2000 }}",
                 key.leaf(),
                 t.accepts

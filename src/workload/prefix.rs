@@ -10,7 +10,7 @@
 
 use rand::RngExt;
 
-use super::dist::{LengthDist, LENGTHS};
+use super::dist::{LengthDist, LENGTHS, MAX_TOKENS_PER_REQUEST as MAX_TOKENS};
 use crate::request::SharedPrefix;
 use crate::rng::Stream;
 use crate::settings::{keys, Bad, Key, Named, Val, Values};
@@ -25,7 +25,7 @@ KEYS:
 keys! {
 /// The keys of one prefix group (relative to its entry).
 GROUP_KEYS:
-"tokens" [Tokens(&LENGTHS), Required, All, "tokens"]
+"tokens" [Tokens(&LENGTHS, MAX_TOKENS as u64), Required, All, "tokens"]
     "the prompt tokens the group's requests share: a count, or a length distribution drawn once per run", e.g. "2000";
 "share" [Number(Fraction), Required, All, ""]
     "the fraction of requests that use this prefix (the shares add up to at most 1; the other requests share nothing)", e.g. "0.8";
