@@ -33,7 +33,7 @@ const WAITING_PREFIX_REFRESH_INTERVAL: u64 = 32;
 /// What one request holds in the tree.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Hold {
-    /// Its token identity (a fresh one after each retraction: see [`Sglang::release_retracted`]).
+    /// Its token identity.
     pub seq: Seq,
     /// `req.prefix_len`: input tokens matched at the latest match.
     pub prefix: u32,
@@ -333,10 +333,12 @@ impl Sglang {
         }
     }
 
-    /// A retracted request's release (`release_req`): its row freed without publishing it, then
-    /// unlocked leaves evicted until `remaining × SGLANG_RETRACT_DECODE_STEPS` tokens are free.
-    /// Its tokens get a fresh identity: in traces recorded from SGLang 0.5.23 a re-admitted
-    /// request finds only prefixes others kept, never its own earlier prompt.
+    /// A retracted request's release (`managers/schedule_batch.py: release_req`): its row
+    /// freed without publishing it (`release_kv_cache(checkpoint=False)`), then unlocked leaves
+    /// evicted until `remaining × SGLANG_RETRACT_DECODE_STEPS` tokens are free
+    /// (`evict_from_tree_cache`). What it published after its prefill stays in the tree,
+    /// evictable; retraction comes when little is, so that eviction usually takes it, and the
+    /// re-admitted request finds only the prefixes others kept (as in the recorded traces).
     pub(super) fn release_retracted(
         &mut self,
         id: ReqId,
@@ -346,9 +348,6 @@ impl Sglang {
     ) {
         self.release_kv(id, kv, None, reqs);
         if let Some(c) = self.cache.as_mut() {
-            let r = &reqs[id];
-            let h = c.hold_mut(id);
-            h.seq = Seq::new(r.seq | (u64::from(r.evictions + 1) << 40), r.prefix);
             c.tree
                 .evict_until(&mut self.kv, remaining * super::RETRACT_DECODE_STEPS);
         }
