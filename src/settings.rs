@@ -9,7 +9,7 @@
 //! keys), so a section only sees values that passed their checks, and reports what spans
 //! several keys with `v.bad(…)` or `v.fail(…)`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The longest simulated time accepted (one year).
@@ -236,6 +236,9 @@ pub trait Values {
     fn missing(&mut self, path: &str, why: &str) -> Bad;
     /// The directory against which the scenario's file names are resolved.
     fn base_dir(&self) -> &Path;
+    /// The path of a file the scenario names (relative to its directory), remembered as an
+    /// input of the scenario (outputs must not replace it).
+    fn input(&mut self, file: &str) -> PathBuf;
 }
 
 impl dyn Values + '_ {

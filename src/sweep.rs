@@ -19,7 +19,7 @@ use crate::scenario::{self, Scenario, ScenarioError, Source};
 pub const MAX_POINTS: usize = 1_000_000;
 
 /// One `--vary` axis.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct Axis {
     /// Dotted key path.
     pub key: String,
@@ -61,11 +61,18 @@ pub enum VaryError {
         /// How many.
         count: f64,
     },
+    /// Two axes vary the same key.
+    #[error("`{0}` is varied twice")]
+    Twice(String),
 }
 
+/// The decimals a number written as `s` shows: those of its mantissa, shifted by its exponent
+/// (`0.80` → 2, `5e-3` → 3, `8e-1` → 1, `1.5e3` → 0).
 fn decimals(s: &str) -> usize {
-    let mantissa = s.split(['e', 'E']).next().unwrap_or(s);
-    mantissa.split_once('.').map_or(0, |(_, d)| d.len())
+    let (mantissa, exponent) = s.split_once(['e', 'E']).unwrap_or((s, "0"));
+    let digits = mantissa.split_once('.').map_or(0, |(_, d)| d.len()) as i64;
+    let exponent = exponent.parse::<i64>().unwrap_or(0).clamp(-400, 400);
+    (digits - exponent).max(0) as usize
 }
 
 /// Parse one `KEY=SPEC`.
@@ -163,8 +170,14 @@ fn range_values(arg: &str, spec: &str) -> Result<Vec<String>, VaryError> {
         .collect())
 }
 
-/// The points of a grid: for each, the `KEY=VALUE` overrides, first axis slowest.
+/// The points of a grid: for each, the `KEY=VALUE` overrides, first axis slowest. A key may be
+/// varied once.
 pub fn points(axes: &[Axis]) -> Result<Vec<Vec<String>>, VaryError> {
+    for (i, a) in axes.iter().enumerate() {
+        if axes[..i].iter().any(|b| b.key == a.key) {
+            return Err(VaryError::Twice(a.key.clone()));
+        }
+    }
     let total: f64 = axes.iter().map(|a| a.values.len() as f64).product();
     if total > MAX_POINTS as f64 {
         return Err(VaryError::TooMany {
@@ -458,13 +471,19 @@ pub fn to_csv(keys: &[String], rows: &[Row]) -> Vec<u8> {
 }
 
 /// What a shard writes beside its `sweep.csv`, so that `merge` can check the shards belong
-/// together.
+/// together: the same servesim, scenario text, overrides and axes.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ShardManifest {
     /// servesim's version.
     pub servesim_version: String,
     /// The sweep's scenario name.
     pub scenario: String,
+    /// SHA-256 of the scenario file's text, in hex.
+    pub scenario_sha256: String,
+    /// The `--set` overrides of every point.
+    pub sets: Vec<String>,
+    /// The `--vary` axes.
+    pub axes: Vec<Axis>,
     /// The CSV header.
     pub header: String,
     /// Points in the whole grid.
@@ -514,16 +533,25 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<Vec<u8>, Merg
             dir: dir.clone(),
             why,
         };
-        for (what, a, b) in [
-            ("scenario", &m.scenario, &first.scenario),
-            ("header", &m.header, &first.header),
-        ] {
-            if a != b {
-                return Err(MergeError::Mismatch {
-                    dir: dir.clone(),
-                    why: format!("its {what} differs"),
-                });
-            }
+        let differs = [
+            (
+                "servesim version",
+                m.servesim_version != first.servesim_version,
+            ),
+            ("scenario name", m.scenario != first.scenario),
+            (
+                "scenario file's text",
+                m.scenario_sha256 != first.scenario_sha256,
+            ),
+            ("--set overrides", m.sets != first.sets),
+            ("--vary axes", m.axes != first.axes),
+            ("header", m.header != first.header),
+        ];
+        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+            return Err(MergeError::Mismatch {
+                dir: dir.clone(),
+                why: format!("its {what} differs from `{}`'s", shards[0].0),
+            });
         }
         if m.total_points != first.total_points || m.shard_count != first.shard_count {
             return Err(MergeError::Mismatch {
@@ -621,6 +649,31 @@ mod tests {
         assert_eq!(a.values[15], "0.95");
         let b = parse_vary("client.concurrency=50:200:50").unwrap();
         assert_eq!(b.values, vec!["50", "100", "150", "200"]);
+    }
+
+    #[test]
+    fn ranges_written_with_exponents_give_the_same_points() {
+        let a = parse_vary("k=0.80:0.82:5e-3").unwrap();
+        assert_eq!(a.values, vec!["0.800", "0.805", "0.810", "0.815", "0.820"]);
+        let b = parse_vary("k=8e-1:9e-1:5e-2").unwrap();
+        assert_eq!(b.values, vec!["0.80", "0.85", "0.90"]);
+        let c = parse_vary("k=1e3:3e3:1e3").unwrap();
+        assert_eq!(c.values, vec!["1000", "2000", "3000"]);
+        let d = parse_vary("k=1.5E1:1.75e1:2.5e-1").unwrap();
+        assert_eq!(
+            d.values,
+            vec![
+                "15.00", "15.25", "15.50", "15.75", "16.00", "16.25", "16.50", "16.75", "17.00",
+                "17.25", "17.50"
+            ]
+        );
+        assert_eq!(decimals("1e-400"), 400);
+    }
+
+    #[test]
+    fn a_key_varied_twice_is_refused() {
+        let axes = vec![parse_vary("a=1,2").unwrap(), parse_vary("a=3,4").unwrap()];
+        assert_eq!(points(&axes), Err(VaryError::Twice("a".into())));
     }
 
     #[test]
@@ -744,6 +797,9 @@ mod tests {
                 let manifest = ShardManifest {
                     servesim_version: "test".into(),
                     scenario: "s".into(),
+                    scenario_sha256: "0".into(),
+                    sets: vec![],
+                    axes: vec![],
                     header: header(&keys),
                     total_points: rows.len(),
                     shard_index: i,
@@ -758,5 +814,19 @@ mod tests {
             merge(&shards[..1]),
             Err(MergeError::Coverage("shard 0/2 is missing".into()))
         );
+        // A shard of another sweep: another scenario text, other overrides or other axes.
+        for change in 0..3 {
+            let mut other = shards.clone();
+            let m = &mut other[1].1;
+            match change {
+                0 => m.scenario_sha256 = "1".into(),
+                1 => m.sets = vec!["seed=2".into()],
+                _ => m.axes = vec![parse_vary("a=1,2").unwrap()],
+            }
+            assert!(
+                matches!(merge(&other), Err(MergeError::Mismatch { .. })),
+                "{change}"
+            );
+        }
     }
 }

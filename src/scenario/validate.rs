@@ -8,7 +8,7 @@
 //! A value with a problem is never used, so one mistake is reported once.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::{Location, Problem};
 use super::schema;
@@ -40,6 +40,7 @@ pub(super) struct Reader<'s> {
     problems: Vec<Problem>,
     slots: HashMap<String, Slot>,
     unknown: Vec<Unknown>,
+    inputs: Vec<PathBuf>,
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -108,6 +109,12 @@ impl Values for Reader<'_> {
     fn base_dir(&self) -> &Path {
         &self.source.base_dir
     }
+
+    fn input(&mut self, file: &str) -> PathBuf {
+        let path = self.source.base_dir.join(file);
+        self.inputs.push(path.clone());
+        path
+    }
 }
 
 impl<'s> Reader<'s> {
@@ -143,6 +150,7 @@ impl<'s> Reader<'s> {
             problems: Vec::new(),
             slots: HashMap::new(),
             unknown: Vec::new(),
+            inputs: Vec::new(),
         };
         let mut root = match tree::parse(&source.text) {
             Ok(t) => t,
@@ -185,6 +193,11 @@ impl<'s> Reader<'s> {
 
     /// Every problem found, in file order: problems of the whole file, then by line and column,
     /// then those of the overrides.
+    /// The files the scenario named and the sections read (traces, data, catalogs).
+    pub(super) fn inputs(&self) -> &[PathBuf] {
+        &self.inputs
+    }
+
     pub(super) fn into_problems(self) -> Vec<Problem> {
         let mut problems = self.problems;
         problems.sort_by_key(|p| match p.location {

@@ -124,6 +124,12 @@ pub enum CsvError {
         /// The file.
         path: PathBuf,
     },
+    /// More bytes than a data file may have.
+    #[error("`{}` holds more than the {} bytes a data file may have", path.display(), super::datafile::MAX_FILE_BYTES)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
     /// The column holds no value.
     #[error("column \"{column}\" of `{}` holds no values", path.display())]
     Empty {
@@ -145,9 +151,18 @@ impl CsvError {
             CsvError::NotACount { .. } => {
                 "every non-empty cell of the column must be a number greater than 0".into()
             }
-            CsvError::TooMany { .. } => "subsample the file".into(),
+            CsvError::TooMany { .. } | CsvError::TooLarge { .. } => "subsample the file".into(),
             CsvError::Empty { .. } => "the column must hold at least one token count".into(),
         }
+    }
+}
+
+/// A cell or column name for a message: at most 60 characters (a wrong file can hold a
+/// gigabyte on one line).
+fn short(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 
@@ -158,10 +173,14 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
         csv::ErrorKind::Io(io) => io.to_string(),
         _ => e.to_string(),
     };
-    let mut reader = csv::Reader::from_path(path).map_err(|e| CsvError::Read {
+    // Read through the size cap of data files: a path to a device or a pipe must not be read
+    // until the memory runs out.
+    let file = std::fs::File::open(path).map_err(|e| CsvError::Read {
         path: path_buf(),
-        reason: reason(e),
+        reason: e.to_string(),
     })?;
+    let limit = super::datafile::MAX_FILE_BYTES;
+    let mut reader = csv::Reader::from_reader(std::io::Read::take(file, limit + 1));
     let headers = reader.headers().map_err(|e| CsvError::Row {
         path: path_buf(),
         row: 1,
@@ -171,7 +190,7 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
         return Err(CsvError::NoColumn {
             path: path_buf(),
             column: column.into(),
-            columns: headers.iter().map(str::to_string).collect(),
+            columns: headers.iter().take(50).map(short).collect(),
         });
     };
     let mut out = Vec::new();
@@ -193,13 +212,16 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
                     path: path_buf(),
                     row,
                     column: column.into(),
-                    cell: cell.into(),
+                    cell: short(cell),
                 })
             }
         }
         if out.len() > MAX_EMPIRICAL_VALUES {
             return Err(CsvError::TooMany { path: path_buf() });
         }
+    }
+    if reader.position().byte() > limit {
+        return Err(CsvError::TooLarge { path: path_buf() });
     }
     if out.is_empty() {
         return Err(CsvError::Empty {
@@ -339,23 +361,21 @@ fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
             Err(v.bad(&p("values"), msg, hint))
         }
         (Some(values), None, None) => Ok(values),
-        (None, Some(file), Some(column)) => {
-            match read_csv_column(&v.base_dir().join(&file), &column) {
-                Ok(values) => Ok(values.into()),
-                Err(e) => {
-                    let guess = match &e {
-                        CsvError::NoColumn { columns, .. } => {
-                            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-                            did_you_mean(&column, &columns)
-                                .map(|g| format!("did you mean column \"{g}\"? "))
-                        }
-                        _ => None,
-                    };
-                    let hint = guess.unwrap_or_default() + &e.hint();
-                    Err(v.bad(&p("file"), e.to_string(), hint))
-                }
+        (None, Some(file), Some(column)) => match read_csv_column(&v.input(&file), &column) {
+            Ok(values) => Ok(values.into()),
+            Err(e) => {
+                let guess = match &e {
+                    CsvError::NoColumn { columns, .. } => {
+                        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+                        did_you_mean(&column, &columns)
+                            .map(|g| format!("did you mean column \"{g}\"? "))
+                    }
+                    _ => None,
+                };
+                let hint = guess.unwrap_or_default() + &e.hint();
+                Err(v.bad(&p("file"), e.to_string(), hint))
             }
-        }
+        },
         (None, None, None) => {
             let msg = format!("required key is missing in [{path}]");
             let hint = "empirical needs values = [ … ] or file = \"….csv\" with column = \"…\"";

@@ -240,7 +240,7 @@ fn n_rows(n: usize) -> String {
 /// Read the trace named by `workload.trace`; every bad cell is reported at the key, with the
 /// file's line and column.
 fn read_trace(v: &mut dyn Values, file: String) -> Result<Lengths, Bad> {
-    match trace::load(&v.base_dir().join(&file)) {
+    match trace::load(&v.input(&file)) {
         Ok(t) => Ok(Lengths::Trace {
             file,
             rows: t.rows.into(),
