@@ -53,6 +53,8 @@ enum Mode {
 }
 
 struct Planned {
+    /// The flag that asked for it.
+    flag: String,
     /// As shown in messages.
     shown: PathBuf,
     /// Where it goes, links followed.
@@ -182,11 +184,14 @@ impl Outputs {
     ) -> Result<FileId, Failure> {
         let refuse = |what: String, hint: &str| Failure::usage(what, hint.to_string());
         let path = real_dir.join(name);
-        // Follow a link to what it names; the link itself stays.
+        // Follow a link to what it names (created if missing); the link itself stays.
         let target = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_symlink() => fs::canonicalize(&path).map_err(|_| {
+            Ok(m) if m.file_type().is_symlink() => follow(&path).ok_or_else(|| {
                 refuse(
-                    format!("{flag} `{}` is a broken symbolic link", shown.display()),
+                    format!(
+                        "{flag} `{}` is a symbolic link into a directory that does not exist",
+                        shown.display()
+                    ),
                     "remove the link or point it at a file",
                 )
             })?,
@@ -216,8 +221,9 @@ impl Outputs {
         if let Some(other) = self.files.iter().find(|f| f.target == target) {
             return Err(refuse(
                 format!(
-                    "{flag} `{}` is also `{}`, another output of this command",
+                    "{flag} `{}` is also written by {} (as `{}`)",
                     shown.display(),
+                    other.flag,
                     other.shown.display()
                 ),
                 "give each output its own path",
@@ -249,6 +255,7 @@ impl Outputs {
             }
         };
         self.files.push(Planned {
+            flag: flag.to_string(),
             shown: shown.to_path_buf(),
             target,
             mode,
@@ -360,6 +367,25 @@ impl Drop for Outputs {
             }
         }
     }
+}
+
+/// What the link at `path` names, links followed, the last one possibly to a file that does not
+/// exist yet (`None` when its directory does not exist either, or the links loop).
+fn follow(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = fs::canonicalize(path) {
+        return Some(real);
+    }
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::read_link(&at) {
+            Ok(next) => at = at.parent().unwrap_or(Path::new(".")).join(next),
+            Err(_) => {
+                let dir = fs::canonicalize(at.parent()?).ok()?;
+                return Some(dir.join(at.file_name()?));
+            }
+        }
+    }
+    None
 }
 
 /// The process id in a staged (`.NAME.servesim-tmp-PID`), kept-aside (`…-old-PID`) or older
