@@ -142,6 +142,9 @@ fn range_values(arg: &str, spec: &str) -> Result<Vec<String>, VaryError> {
                 part: p.to_string(),
             })
     };
+    if let Some(values) = integer_range(arg, &parts)? {
+        return Ok(values);
+    }
     let (start, stop, step) = (num(parts[0])?, num(parts[1])?, num(parts[2])?);
     if step <= 0.0 {
         return Err(VaryError::BadStep(arg.to_string()));
@@ -168,6 +171,38 @@ fn range_values(arg: &str, spec: &str) -> Result<Vec<String>, VaryError> {
             }
         })
         .collect())
+}
+
+/// A range of integers written as such (`START:STOP:STEP` in digits), counted exactly rather
+/// than in floats, which round above 2⁵³ (seeds); `None` when a part is not an integer.
+fn integer_range(arg: &str, parts: &[&str]) -> Result<Option<Vec<String>>, VaryError> {
+    let int = |p: &str| {
+        let digits = p.replace('_', "");
+        let body = digits.strip_prefix(['-', '+']).unwrap_or(&digits);
+        (!body.is_empty() && body.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| digits.parse::<i128>().ok())
+            .flatten()
+    };
+    let (Some(start), Some(stop), Some(step)) = (int(parts[0]), int(parts[1]), int(parts[2]))
+    else {
+        return Ok(None);
+    };
+    if step <= 0 {
+        return Err(VaryError::BadStep(arg.to_string()));
+    }
+    if stop < start {
+        return Err(VaryError::EmptyRange(arg.to_string()));
+    }
+    let count = (stop - start) / step + 1;
+    if count > MAX_POINTS as i128 {
+        return Err(VaryError::TooMany {
+            spec: arg.to_string(),
+            count: count as f64,
+        });
+    }
+    Ok(Some(
+        (0..count).map(|i| (start + i * step).to_string()).collect(),
+    ))
 }
 
 /// The points of a grid: for each, the `KEY=VALUE` overrides, first axis slowest. A key may be
@@ -649,6 +684,14 @@ mod tests {
         assert_eq!(a.values[15], "0.95");
         let b = parse_vary("client.concurrency=50:200:50").unwrap();
         assert_eq!(b.values, vec!["50", "100", "150", "200"]);
+        // Integers are counted exactly, past 2^53 where floats round (seeds).
+        let c = parse_vary("seed=9007199254740993:9007199254740995:1").unwrap();
+        assert_eq!(
+            c.values,
+            vec!["9007199254740993", "9007199254740994", "9007199254740995"]
+        );
+        let d = parse_vary("seed=18446744073709551614:18446744073709551615:1").unwrap();
+        assert_eq!(d.values, vec!["18446744073709551614", "18446744073709551615"]);
     }
 
     #[test]

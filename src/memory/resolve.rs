@@ -413,7 +413,7 @@ impl Serialize for MemorySources {
 /// Read the memory keys of `[engine]`, resolve every term and derive the budget: `Ok(Err(…))`
 /// names the inputs that are missing.
 pub fn read(
-    v: &dyn Values,
+    v: &mut dyn Values,
     hw: Option<&HardwareSpec>,
     model: Option<&ModelSpec>,
     kv_cache_dtype: KvCacheDtype,
@@ -480,13 +480,31 @@ pub fn read(
             activation_tokens,
             graph_max_bs,
         } => {
+            let gpu_gib = gpu_mib as f64 / 1024.0;
             let (m_pre, memory_before_weights) = match hw.and_then(|h| h.memory_before_weights_gib)
             {
+                Some(m) if m > gpu_gib => {
+                    let msg = format!(
+                        "is more than the GPU's memory: {gpu_mib} MiB = {gpu_gib:.3} GiB ({gpu_memory})"
+                    );
+                    let hint = "give the free memory SGLang logs before the weights load (\"Load weight begin. avail mem=… GB\"), at most the GPU's memory";
+                    return Err(v.bad("hardware.memory_before_weights_gib", msg, hint));
+                }
                 Some(m) => (m, Source::Key("hardware.memory_before_weights_gib")),
                 None => {
                     let o = default_pre_weight_overhead_gib(tp);
+                    if gpu_gib <= o {
+                        let msg = format!(
+                            "leaves nothing after the {o} GiB assumed for the CUDA context and NCCL"
+                        );
+                        let hint = "give the GPU's memory as nvidia-smi reports it, or hardware.memory_before_weights_gib";
+                        return Err(match gpu_memory {
+                            Source::Key(key) => v.bad(key, msg, hint),
+                            _ => v.fail("hardware.gpu", "hardware", format!("{gpu_mib} MiB ({gpu_memory}) {msg}"), hint),
+                        });
+                    }
                     (
-                        gpu_mib as f64 / 1024.0 - o,
+                        gpu_gib - o,
                         Source::Assumption(format!(
                             "GPU memory − {o} GiB (CUDA context + NCCL, assumed)"
                         )),

@@ -432,18 +432,32 @@ impl<'s> Reader<'s> {
 }
 
 fn integer(v: &Value, lo: u64, hi: u64) -> Result<u64, String> {
-    let x = match v {
-        Value::Int(i) => *i as f64,
-        Value::Float(f) if f.is_finite() && f.fract() == 0.0 => *f,
+    // A float holds every integer exactly only up to 2⁵³.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    let (at_least, at_most) = (
+        || format!("must be at least {lo}"),
+        || format!("must be at most {hi}"),
+    );
+    let x: i128 = match v {
+        Value::Int(i) => *i,
         Value::Float(f) if !f.is_finite() => return Err("must be a finite integer".into()),
-        Value::Float(_) => return Err("expected an integer, found a fractional number".into()),
+        Value::Float(f) if f.fract() != 0.0 => {
+            return Err("expected an integer, found a fractional number".into())
+        }
+        Value::Float(f) if f.abs() <= EXACT => *f as i128,
+        Value::Float(f) if *f < lo as f64 => return Err(at_least()),
+        Value::Float(f) if *f > hi as f64 => return Err(at_most()),
+        Value::Float(_) => {
+            return Err("is written as a float (with `.` or an exponent), which is not exact above 2^53 = 9007199254740992: write the integer's digits".into())
+        }
         other => return Err(format!("expected an integer, found {}", other.type_name())),
     };
-    match v {
-        _ if x < lo as f64 => Err(format!("must be at least {lo}")),
-        _ if x > hi as f64 => Err(format!("must be at most {hi}")),
-        Value::Int(i) => Ok(*i as u64),
-        _ => Ok(x as u64),
+    if x < i128::from(lo) {
+        Err(at_least())
+    } else if x > i128::from(hi) {
+        Err(at_most())
+    } else {
+        Ok(x as u64)
     }
 }
 
