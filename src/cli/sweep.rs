@@ -250,7 +250,13 @@ pub(super) fn merge(args: MergeArgs) -> Result<(), Failure> {
     for d in &args.dirs {
         inputs.extend(["sweep-shard.json", "sweep.csv"].map(|f| d.join(f)));
         let read = |f: &str| {
-            crate::files::read_text(&d.join(f), MAX_SHARD_BYTES).map_err(|e| {
+            let path = d.join(f);
+            let text = if f.ends_with(".csv") {
+                crate::files::read_rows_text(&path, MAX_SHARD_BYTES)
+            } else {
+                crate::files::read_text(&path, MAX_SHARD_BYTES)
+            };
+            text.map_err(|e| {
                 Failure::usage(
                     format!("cannot read `{}`: {e}", d.join(f).display()),
                     "give the --out directories of `servesim sweep --shard I/N` runs",

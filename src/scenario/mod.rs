@@ -83,7 +83,8 @@ impl Source {
                 path: path_buf,
                 source,
             },
-            ReadError::TooLarge { limit } => LoadError::TooLarge {
+            // (`read_text` has no line cap.)
+            ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => LoadError::TooLarge {
                 path: path_buf,
                 limit,
             },

@@ -106,7 +106,7 @@ fn err(at: Option<At>, message: impl Into<String>, hint: impl Into<String>) -> D
 /// Read a JSON Lines file (`.jsonl`, `.ndjson`) or CSV (anything else).
 pub fn read(path: &Path) -> Result<Table, DataError> {
     use crate::files::ReadError;
-    let text = crate::files::read_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+    let text = crate::files::read_rows_text(path, MAX_FILE_BYTES).map_err(|e| match e {
         ReadError::Io(e) => err(
             None,
             format!("cannot be read: {e}"),
@@ -116,6 +116,11 @@ pub fn read(path: &Path) -> Result<Table, DataError> {
             None,
             format!("holds more than the {MAX_FILE_BYTES} bytes a data file may have"),
             "use a smaller file, or take a sample of its rows",
+        ),
+        ReadError::LineTooLong { limit } => err(
+            None,
+            format!("has a line longer than {limit} bytes: it is not a file of rows"),
+            "give a CSV file with a header row, or JSON Lines",
         ),
         ReadError::NotUtf8 { offset } => err(
             None,

@@ -173,14 +173,14 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
         csv::ErrorKind::Io(io) => io.to_string(),
         _ => e.to_string(),
     };
-    // Read through the size cap of data files: a path to a device or a pipe must not be read
-    // until the memory runs out.
-    let file = std::fs::File::open(path).map_err(|e| CsvError::Read {
+    // Read through the size and line caps of data files: a path to a device or a pipe must
+    // not be read until the memory runs out.
+    let limit = super::datafile::MAX_FILE_BYTES;
+    let file = crate::files::rows_reader(path, limit).map_err(|e| CsvError::Read {
         path: path_buf(),
         reason: e.to_string(),
     })?;
-    let limit = super::datafile::MAX_FILE_BYTES;
-    let mut reader = csv::Reader::from_reader(std::io::Read::take(file, limit + 1));
+    let mut reader = csv::Reader::from_reader(file);
     let headers = reader.headers().map_err(|e| CsvError::Row {
         path: path_buf(),
         row: 1,
