@@ -568,24 +568,48 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<Vec<u8>, Merg
             dir: dir.clone(),
             why,
         };
+        let list = |sets: &[String]| match sets {
+            [] => "none".to_string(),
+            _ => sets.join(" "),
+        };
+        let other = &shards[0].0;
         let differs = [
             (
-                "servesim version",
                 m.servesim_version != first.servesim_version,
+                format!(
+                    "servesim version ({}) differs from `{other}`'s ({})",
+                    m.servesim_version, first.servesim_version
+                ),
             ),
-            ("scenario name", m.scenario != first.scenario),
             (
-                "scenario file's text",
-                m.scenario_sha256 != first.scenario_sha256,
+                m.scenario != first.scenario,
+                format!("scenario name differs from `{other}`'s"),
             ),
-            ("--set overrides", m.sets != first.sets),
-            ("--vary axes", m.axes != first.axes),
-            ("header", m.header != first.header),
+            (
+                m.scenario_sha256 != first.scenario_sha256,
+                format!("scenario file's text differs from `{other}`'s"),
+            ),
+            (
+                m.sets != first.sets,
+                format!(
+                    "--set overrides ({}) differ from `{other}`'s ({})",
+                    list(&m.sets),
+                    list(&first.sets)
+                ),
+            ),
+            (
+                m.axes != first.axes,
+                format!("--vary axes differ from `{other}`'s"),
+            ),
+            (
+                m.header != first.header,
+                format!("header differs from `{other}`'s"),
+            ),
         ];
-        if let Some((what, _)) = differs.iter().find(|(_, d)| *d) {
+        if let Some((_, what)) = differs.iter().find(|(d, _)| *d) {
             return Err(MergeError::Mismatch {
                 dir: dir.clone(),
-                why: format!("its {what} differs from `{}`'s", shards[0].0),
+                why: format!("its {what}"),
             });
         }
         if m.total_points != first.total_points || m.shard_count != first.shard_count {
