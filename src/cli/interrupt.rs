@@ -13,6 +13,11 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use super::Failure;
 use crate::engine::RunOptions;
 
+/// Tests only: the environment variable naming a signal (`SIGINT`, `SIGTERM`) that `run` sends
+/// itself once the simulation has finished, as if it came during the analysis and writing (no
+/// test could time a signal from outside to fall there).
+pub const SIGNAL_AFTER_RUN: &str = "SERVESIM_TEST_SIGNAL_AFTER_RUN";
+
 /// The signal that asked to stop (0: none yet).
 static SIGNAL: AtomicUsize = AtomicUsize::new(0);
 
@@ -44,6 +49,16 @@ pub(super) fn interruptible() -> RunOptions {
         interrupt: Some(flag()),
         ..RunOptions::default()
     }
+}
+
+/// Send the signal named by [`SIGNAL_AFTER_RUN`], if any, to this process (tests only).
+pub(super) fn test_signal_after_run() {
+    let sig = match std::env::var(SIGNAL_AFTER_RUN).as_deref() {
+        Ok("SIGINT") => SIGINT,
+        Ok("SIGTERM") => SIGTERM,
+        _ => return,
+    };
+    let _ = signal_hook::low_level::raise(sig);
 }
 
 /// Whether a signal asked to stop.

@@ -10,8 +10,9 @@
 //!   (`.NAME.servesim-tmp-PID`); when every file of the set is complete they are renamed into
 //!   place, the files they replace kept aside (`.NAME.servesim-old-PID`) until the last rename
 //!   and put back if one fails, so the set replaces the old one as a unit or not at all;
-//! * a set that is not committed (an error, a signal) removes its staged files when dropped,
-//!   and staging in a directory first removes what commands killed there earlier left behind.
+//! * a set that is not committed (an error, a signal) removes its staged files, and the
+//!   directories it created if they are empty, when dropped; staging in a directory first
+//!   removes what commands killed there earlier left behind.
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -73,6 +74,8 @@ struct Input {
 pub(super) struct Outputs {
     inputs: Vec<Input>,
     files: Vec<Planned>,
+    /// Directories created for the set, removed again (when empty) if it is not committed.
+    created: Vec<PathBuf>,
     committed: bool,
 }
 
@@ -105,6 +108,7 @@ impl Outputs {
         Outputs {
             inputs,
             files: Vec::new(),
+            created: Vec::new(),
             committed: false,
         }
     }
@@ -118,12 +122,19 @@ impl Outputs {
                 "give a directory path (it is created if missing)",
             ));
         }
+        // The directories created, outermost first, so that a set not committed removes them.
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
+            .map(Path::to_path_buf)
+            .collect();
         fs::create_dir_all(dir).map_err(|e| {
             usage(format!(
                 "cannot create the output directory `{}`: {e}",
                 dir.display()
             ))
         })?;
+        self.created.extend(missing.into_iter().rev());
         let real = fs::canonicalize(dir)
             .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
         clean_stale(&real);
@@ -365,6 +376,10 @@ impl Drop for Outputs {
             if let Mode::Replace { tmp, .. } = &f.mode {
                 let _ = fs::remove_file(tmp);
             }
+        }
+        // Innermost first; a directory that holds anything stays.
+        for d in self.created.iter().rev() {
+            let _ = fs::remove_dir(d);
         }
     }
 }

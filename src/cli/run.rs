@@ -130,6 +130,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         files.as_ref().map(|f| f.log),
         csv_file,
     )?;
+    interrupt::test_signal_after_run();
     interrupt::check()?;
     let analysis = analysis::analyse(&result);
     interrupt::check()?;

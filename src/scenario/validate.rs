@@ -444,11 +444,11 @@ fn integer(v: &Value, lo: u64, hi: u64) -> Result<u64, String> {
         Value::Float(f) if f.fract() != 0.0 => {
             return Err("expected an integer, found a fractional number".into())
         }
-        Value::Float(f) if f.abs() <= EXACT => *f as i128,
+        Value::Float(f) if f.abs() < EXACT => *f as i128,
         Value::Float(f) if *f < lo as f64 => return Err(at_least()),
         Value::Float(f) if *f > hi as f64 => return Err(at_most()),
         Value::Float(_) => {
-            return Err("is written as a float (with `.` or an exponent), which is not exact above 2^53 = 9007199254740992: write the integer's digits".into())
+            return Err("is written as a float (with `.` or an exponent), which is not exact from 2^53 = 9007199254740992 on: write the integer's digits".into())
         }
         other => return Err(format!("expected an integer, found {}", other.type_name())),
     };

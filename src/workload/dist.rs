@@ -96,6 +96,14 @@ pub enum CsvError {
         /// The columns of the header row.
         columns: Vec<String>,
     },
+    /// The file is not text in rows (a line longer than [`crate::files::MAX_LINE_BYTES`]).
+    #[error("`{}`: {reason}", path.display())]
+    NotRows {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A row is malformed.
     #[error("`{}` row {row}: {reason}", path.display())]
     Row {
@@ -146,6 +154,7 @@ impl CsvError {
         match self {
             CsvError::Read { .. } => "the path is relative to the scenario file's directory".into(),
             CsvError::NoColumn { columns, .. } => format!("columns: {}", columns.join(", ")),
+            CsvError::NotRows { .. } => "give a CSV file with a header row".into(),
             CsvError::Row { row: 1, .. } => "the first row must name the columns".into(),
             CsvError::Row { .. } => "fix the CSV syntax".into(),
             CsvError::NotACount { .. } => {
@@ -181,11 +190,18 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
         reason: e.to_string(),
     })?;
     let mut reader = csv::Reader::from_reader(file);
-    let headers = reader.headers().map_err(|e| CsvError::Row {
-        path: path_buf(),
-        row: 1,
-        reason: reason(e),
-    })?;
+    let row_error = |e: csv::Error, row: usize| match e.kind() {
+        csv::ErrorKind::Io(io) if crate::files::read_error(io).is_some() => CsvError::NotRows {
+            path: path_buf(),
+            reason: io.to_string(),
+        },
+        _ => CsvError::Row {
+            path: path_buf(),
+            row,
+            reason: reason(e),
+        },
+    };
+    let headers = reader.headers().map_err(|e| row_error(e, 1))?;
     let Some(index) = headers.iter().position(|h| h.trim() == column) else {
         return Err(CsvError::NoColumn {
             path: path_buf(),
@@ -196,11 +212,7 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2;
-        let record = record.map_err(|e| CsvError::Row {
-            path: path_buf(),
-            row,
-            reason: reason(e),
-        })?;
+        let record = record.map_err(|e| row_error(e, row))?;
         let cell = record.get(index).unwrap_or("").trim();
         if cell.is_empty() {
             continue;
