@@ -36,9 +36,7 @@ impl From<ReadError> for std::io::Error {
     fn from(e: ReadError) -> Self {
         match e {
             ReadError::Io(e) => e,
-            ReadError::TooLarge { .. } | ReadError::LineTooLong { .. } => {
-                std::io::Error::other(e)
-            }
+            ReadError::TooLarge { .. } | ReadError::LineTooLong { .. } => std::io::Error::other(e),
             ReadError::NotUtf8 { .. } => {
                 std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string())
             }
@@ -77,7 +75,8 @@ pub fn rows_reader(path: &Path, limit: u64) -> std::io::Result<impl Read> {
 
 /// The [`ReadError`] inside an I/O error of [`rows_reader`], if it is one.
 pub fn read_error(e: &std::io::Error) -> Option<&ReadError> {
-    e.get_ref().and_then(|inner| inner.downcast_ref::<ReadError>())
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<ReadError>())
 }
 
 struct LineCapped<R> {

@@ -358,11 +358,9 @@ impl Range {
         match self {
             Range::Positive if x <= 0.0 => Some("must be greater than 0".into()),
             Range::Fraction if !(x > 0.0 && x <= 1.0) => Some("must be in (0, 1]".into()),
-            Range::Within(lo, hi) if !(lo..=hi).contains(&x) => Some(format!(
-                "must be between {} and {}",
-                shown(lo),
-                shown(hi)
-            )),
+            Range::Within(lo, hi) if !(lo..=hi).contains(&x) => {
+                Some(format!("must be between {} and {}", shown(lo), shown(hi)))
+            }
             _ => None,
         }
     }

@@ -500,7 +500,12 @@ pub fn read(
                         let hint = "give the GPU's memory as nvidia-smi reports it, or hardware.memory_before_weights_gib";
                         return Err(match gpu_memory {
                             Source::Key(key) => v.bad(key, msg, hint),
-                            _ => v.fail("hardware.gpu", "hardware", format!("{gpu_mib} MiB ({gpu_memory}) {msg}"), hint),
+                            _ => v.fail(
+                                "hardware.gpu",
+                                "hardware",
+                                format!("{gpu_mib} MiB ({gpu_memory}) {msg}"),
+                                hint,
+                            ),
                         });
                     }
                     (

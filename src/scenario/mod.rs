@@ -84,10 +84,12 @@ impl Source {
                 source,
             },
             // (`read_text` has no line cap.)
-            ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => LoadError::TooLarge {
-                path: path_buf,
-                limit,
-            },
+            ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => {
+                LoadError::TooLarge {
+                    path: path_buf,
+                    limit,
+                }
+            }
             ReadError::NotUtf8 { offset } => LoadError::NotUtf8 {
                 path: path_buf,
                 offset,

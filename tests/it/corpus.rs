@@ -361,7 +361,9 @@ fn shards_of_other_sweeps_are_not_merged() {
     // The same name and keys, another text.
     std::fs::write(dir.join("edited.toml"), format!("{tiny}# edited\n")).unwrap();
     let shard = |out: &str, file: &str, vary: &str, shard: &str, extra: &[&str]| {
-        let mut args = vec!["sweep", file, "--vary", vary, "--shard", shard, "--out", out];
+        let mut args = vec![
+            "sweep", file, "--vary", vary, "--shard", shard, "--out", out,
+        ];
         args.extend(extra);
         let (code, stderr, _) = servesim(dir, &args);
         assert_eq!(code, 0, "{out}: {stderr}");
@@ -373,12 +375,18 @@ fn shards_of_other_sweeps_are_not_merged() {
     shard("other-text", "edited.toml", vary, "1/2", &[]);
     shard("other-axis", "s.toml", "client.concurrency=1,3", "1/2", &[]);
     let cases: &[(&str, &[&str])] = &[
-        ("cli-merge-other-sets", &["merge", "a", "other-set", "--out", "m"]),
+        (
+            "cli-merge-other-sets",
+            &["merge", "a", "other-set", "--out", "m"],
+        ),
         (
             "cli-merge-other-scenario-text",
             &["merge", "a", "other-text", "--out", "m"],
         ),
-        ("cli-merge-other-axes", &["merge", "a", "other-axis", "--out", "m"]),
+        (
+            "cli-merge-other-axes",
+            &["merge", "a", "other-axis", "--out", "m"],
+        ),
         ("cli-merge-into-a-shard", &["merge", "a", "b", "--out", "b"]),
     ];
     let before = std::fs::read(dir.join("b/sweep.csv")).unwrap();
