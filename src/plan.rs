@@ -333,6 +333,9 @@ pub fn evaluate(
         Err(SimError::Stuck { reason, .. }) => {
             return Ok(PlanRow::infeasible(c, price, reason));
         }
+        Err(e @ SimError::TimeOverflow { .. }) => {
+            return Ok(PlanRow::infeasible(c, price, e.to_string()));
+        }
         Err(e) => return Err(e),
     };
     if r.stop != StopReason::AllAnswered {
