@@ -136,7 +136,6 @@ impl From<SimError> for Failure {
                 hint: Some("raise engine.kv_capacity_tokens, or lower the prompt lengths or workload.max_new_tokens".into()),
                 code: 1,
             },
-            SimError::Unsupported(_) => Failure::usage(e.to_string(), "set engine.kind = \"sglang\" to simulate"),
             SimError::TooManyBatches { retractions, .. } => Failure {
                 error: e.to_string(),
                 causes: vec![(format!("{retractions} retractions so far"), None)],

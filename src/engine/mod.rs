@@ -23,9 +23,6 @@ use events::{EventKind, EventQueue};
 /// A run that could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The scenario asks for an engine whose scheduler is not modelled.
-    #[error(transparent)]
-    Unsupported(#[from] scheduler::Unsupported),
     /// The server is idle with requests waiting that it can never admit.
     #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
     Stuck {
@@ -90,7 +87,7 @@ pub fn run_with_sink<'s>(
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log,
-    )?;
+    );
     let mut recorder = Recorder::new(
         scenario.run.window,
         scenario.run.timeseries_interval,
@@ -158,6 +155,7 @@ impl Simulator<'_> {
             let Some(next) = self.events.peek_time() else {
                 break StopReason::AllAnswered;
             };
+            self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
             if let Some(limit) = max_sim {
                 if next > limit {
                     self.recorder.advance_to(limit);
@@ -218,14 +216,31 @@ impl Simulator<'_> {
         Ok(())
     }
 
+    /// The lines the engine prints on its own clock (vLLM's stats every 10 s) strictly before
+    /// `until` (the next event), or at it when it is `max_sim_s`: each sees every event before it.
+    fn log_on_engine_clock(&mut self, until: SimTime) {
+        while let Some(t) = self.scheduler.next_log_at() {
+            let due = t < until || (Some(until) == self.max_sim && t == until);
+            if !due {
+                break;
+            }
+            self.recorder.advance_to(t);
+            self.now = t;
+            self.outbox.clear();
+            self.scheduler.log_at(t, &mut self.outbox);
+            self.drain_outbox_logs();
+        }
+    }
+
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation or `max_sim_s`.
+    /// event, time-series point, observation, engine log line or `max_sim_s`.
     fn fast_forward(&mut self) {
         let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::MAX)
             .min(self.recorder.next_snapshot_at())
+            .min(self.scheduler.next_log_at().unwrap_or(SimTime::MAX))
             .min(self.max_sim.unwrap_or(SimTime::MAX));
         self.sync_state();
         self.outbox.clear();

@@ -13,6 +13,10 @@ pub const WORDS: Words = Words {
     eviction: "retraction",
     evictions: "retractions",
     latest_stats_line: "SGLang's last Decode log line",
+    stats_lines: "Decode lines",
+    kv_usage: "token usage",
+    kv_usage_source: "SGLang's #token / max_total_num_tokens",
+    gen_throughput: "gen throughput",
 };
 
 /// One record as SGLang prints it: `[YYYY-MM-DD HH:MM:SS TP0] message` (`utils/common.py:
@@ -64,6 +68,8 @@ fn message(rec: &LogRecord) -> String {
              #new_token_ratio: {:.4} -> {:.4}",
             e.requests, e.tokens_freed, e.ratio_before, e.ratio_after
         ),
+        // Records SGLang's model does not produce.
+        LogRecord::Interval(_) | LogRecord::KvCache(_) => String::new(),
     }
 }
 
