@@ -1,19 +1,221 @@
-//! Fast-forward over runs of pure decode steps.
+//! Fast-forward: a run of steps in which every running request decodes one token, nothing in
+//! WAITING can be admitted, no block runs out and nothing finishes changes only counters, so it
+//! is taken at once — with exactly the state, counters, log totals and KV time integral the
+//! step-by-step path leaves. Under async scheduling each step of the run is one turn of the
+//! batch queue: schedule the next batch, then process the one on the GPU.
 
-use super::Vllm;
+use super::{Entry, Vllm};
+use crate::cost::MixedStep;
 use crate::request::Requests;
 use crate::scheduler::{Outbox, Skip};
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
+
+/// What WAITING does in each step of a run (the same in all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum WaitingOutcome {
+    /// Nothing to look at, no budget left, or a head too long for the step without chunking.
+    Nothing,
+    /// Stopped at `max_num_seqs`.
+    SlotStop,
+    /// Stopped because the head's blocks are not free.
+    MemoryStop,
+}
 
 impl Vllm {
-    /// Not yet.
+    /// Take the steps from `now` on that change nothing but counters and end before `limit`.
     pub(super) fn fast_forward(
         &mut self,
-        _now: SimTime,
-        _limit: SimTime,
-        _reqs: &mut Requests,
-        _out: &mut Outbox,
+        now: SimTime,
+        limit: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
     ) -> Option<Skip> {
-        None
+        let asynchronous = self.p.depth > 1;
+        let r = self.running.len() as u64;
+        if r == 0 || r > self.p.budget || self.deferred > 0 {
+            return None;
+        }
+        // The batch on the GPU (async): a pure decode of exactly RUNNING, in order.
+        let first_dur = match (asynchronous, self.queue.len(), self.queue.front()) {
+            (false, 0, _) => None,
+            (true, 1, Some(Entry::Real(b))) => {
+                let same = b.pure_decode
+                    && b.items.len() == self.running.len()
+                    && b.items.iter().zip(&self.running).all(|(it, &id)| {
+                        it.id == id && it.uid == self.seq(id).uid && it.tokens == 1
+                    });
+                if !same || b.start != now {
+                    return None;
+                }
+                Some(b.end - b.start)
+            }
+            _ => return None,
+        };
+        // Every running request decodes: the longest run that finishes nothing.
+        let mut most = u64::MAX;
+        let mut kv_first = 0u64;
+        let mut classes = vec![0u64; self.p.block as usize];
+        for &id in &self.running {
+            let s = self.seq(id);
+            let c = u64::from(s.computed);
+            let decoding = if asynchronous {
+                c == s.tokens() && s.placeholders == 1 && s.in_flight == 1
+            } else {
+                c + 1 == s.tokens() && s.placeholders == 0 && s.in_flight == 0
+            };
+            if !decoding || s.output == 0 || s.stale > 0 || u64::from(s.blocks) != self.blocks_for(c)
+            {
+                return None;
+            }
+            most = most.min(u64::from(s.stop_at - s.output) - 1);
+            kv_first += c + 1;
+            classes[(c % self.p.block) as usize] += 1;
+        }
+        if most == 0 {
+            return None;
+        }
+        let waiting = self.waiting_outcome()?;
+        // Step j (from 1) allocates a block for each request whose computed count before it is
+        // a multiple of the block size; all must fit without preempting.
+        let block = self.p.block;
+        let need_at = |j: u64| classes[((block - (j - 1) % block) % block) as usize];
+        let used0 = self.used_blocks;
+        let free0 = self.free_blocks();
+        let (mut steps, mut t, mut cum, mut kv_integral) = (0u64, now, 0u64, 0u128);
+        let mut pending = first_dur;
+        let mut last_dur = SimDuration::ZERO;
+        while steps < most {
+            let j = steps + 1;
+            let need = need_at(j);
+            if cum + need > free0 {
+                break;
+            }
+            let cost = self.cost.mixed(MixedStep {
+                decode_seqs: r,
+                decode_kv_tokens: kv_first + r * (j - 1),
+                ..MixedStep::default()
+            });
+            // The segment that ends this turn: this step (sync), or the batch already on the
+            // GPU (async), whose successor is the step just priced.
+            let seg = pending.replace(cost).unwrap_or(cost);
+            let pending_now = if asynchronous { pending } else { None };
+            if t + seg >= limit {
+                break;
+            }
+            t = t + seg;
+            cum += need;
+            let used = (used0 + cum) * block;
+            kv_integral += u128::from(used) * u128::from(seg.as_ns());
+            last_dur = pending_now.unwrap_or(SimDuration::ZERO);
+            if !asynchronous {
+                pending = None;
+            }
+            steps = j;
+        }
+        if steps == 0 {
+            return None;
+        }
+        self.take_run(steps, t, cum, last_dur, waiting, reqs, out);
+        Some(Skip {
+            steps,
+            end: t,
+            running: r,
+            queued: self.waiting.len() as u64,
+            kv_integral,
+            kv_last: self.used_blocks * block,
+        })
+    }
+
+    /// What WAITING would do in every step of a run, if that stays the same while blocks only
+    /// get scarcer; `None` if the head could be admitted.
+    fn waiting_outcome(&self) -> Option<WaitingOutcome> {
+        let Some(&head) = self.waiting.front() else {
+            return Some(WaitingOutcome::Nothing);
+        };
+        let left = self.p.budget - self.running.len() as u64;
+        if left == 0 {
+            return Some(WaitingOutcome::Nothing);
+        }
+        if self.running.len() >= self.p.max_seqs {
+            return Some(WaitingOutcome::SlotStop);
+        }
+        let known = self.seq(head).tokens();
+        let n = if self.p.threshold > 0 && known > self.p.threshold {
+            self.p.threshold
+        } else {
+            known
+        };
+        if !self.p.chunked && n > left {
+            return Some(WaitingOutcome::Nothing);
+        }
+        let mml = self.p.max_model_len;
+        let free = self.free_blocks();
+        let full = self.p.full_isl && self.blocks_for(known.min(mml)) > free;
+        (full || self.blocks_for(n.min(left).min(mml)) > free).then_some(WaitingOutcome::MemoryStop)
+    }
+
+    /// Apply a planned run of `steps` steps ending at `end`, which took `blocks` blocks; under
+    /// async scheduling the batch its last turn scheduled takes `next_dur` and stays queued.
+    #[allow(clippy::too_many_arguments)]
+    fn take_run(
+        &mut self,
+        steps: u64,
+        end: SimTime,
+        blocks: u64,
+        next_dur: SimDuration,
+        waiting: WaitingOutcome,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) {
+        let r = self.running.len() as u64;
+        let mut events = 0u64;
+        for k in 0..self.running.len() {
+            let id = self.running[k];
+            let block = self.p.block;
+            let s = &mut self.seqs[id.0 as usize];
+            s.computed += steps as u32;
+            s.output += steps as u32;
+            s.blocks = u64::from(s.computed).div_ceil(block) as u32;
+            events += u64::from(std::mem::take(&mut s.preemption_events));
+            reqs[id].out_tokens = s.output;
+        }
+        self.used_blocks += blocks;
+        debug_assert_eq!(
+            self.used_blocks,
+            self.running.iter().map(|&id| u64::from(self.seq(id).blocks)).sum::<u64>()
+                + self
+                    .waiting
+                    .iter()
+                    .map(|&id| u64::from(self.seq(id).blocks))
+                    .sum::<u64>(),
+            "invariant: the pool's use is the requests' blocks"
+        );
+        self.stats.on_decodes(r * steps, events);
+        out.generated_tokens += r * steps;
+        self.counters.decode_steps += steps;
+        self.counters.fast_forwarded_steps += steps;
+        match waiting {
+            WaitingOutcome::Nothing => {}
+            WaitingOutcome::SlotStop => self.counters.slot_stops += steps,
+            WaitingOutcome::MemoryStop => self.counters.memory_stops += steps,
+        }
+        self.finished_pending = false;
+        if self.p.depth > 1 {
+            // The batch the last turn scheduled is on the GPU from `end`.
+            let Some(Entry::Real(b)) = self.queue.front_mut() else {
+                unreachable!("invariant: a run under async scheduling starts with a batch on the GPU");
+            };
+            b.start = end;
+            b.end = end + next_dur;
+            self.gpu_free = b.end;
+        } else {
+            self.gpu_free = end;
+        }
+        let (running, waiting_n, used) = (
+            self.running.len() as u64,
+            self.waiting.len() as u64,
+            self.used_blocks * self.p.block,
+        );
+        self.stats.snapshot(running, waiting_n, self.deferred, used);
     }
 }

@@ -193,9 +193,10 @@ impl StatsLog {
         self.preemptions += preemptions;
     }
 
-    /// `n` steps of `batch` decodes each, taken at once (fast-forward).
-    pub(super) fn on_decodes(&mut self, tokens: u64) {
+    /// Decode outputs taken at once (fast-forward), with the preemptions that travel with them.
+    pub(super) fn on_decodes(&mut self, tokens: u64, preemptions: u64) {
         self.generation_tokens += tokens;
+        self.preemptions += preemptions;
     }
 
     /// The scheduler's state after an output was processed.
