@@ -136,11 +136,16 @@ impl From<SimError> for Failure {
                 hint: Some("raise engine.kv_capacity_tokens, or lower the prompt lengths or workload.max_new_tokens".into()),
                 code: 1,
             },
-            SimError::TooManyBatches { retractions, .. } => Failure {
+            SimError::TooManyBatches {
+                retractions, words, ..
+            } => Failure {
                 error: e.to_string(),
-                causes: vec![(format!("{retractions} retractions so far"), None)],
+                causes: vec![(format!("{retractions} {} so far", words.evictions), None)],
                 hint: Some(if *retractions > 0 {
-                    "a run that retracts this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long".into()
+                    format!(
+                        "a run that {} this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long",
+                        words.evicts
+                    )
                 } else {
                     "raise run.max_events, or lower workload.requests".into()
                 }),

@@ -42,8 +42,10 @@ pub enum SimError {
         at_s: f64,
         /// Requests not yet answered.
         left: u64,
-        /// Retractions so far (a high count means the batch thrashes).
+        /// Evictions so far (a high count means the batch thrashes).
         retractions: u64,
+        /// How the engine calls them.
+        words: scheduler::Words,
     },
     /// The user interrupted the run.
     #[error("interrupted")]
@@ -189,7 +191,8 @@ impl Simulator<'_> {
             });
         }
         let counters = self.scheduler.counters();
-        let mut r = self.recorder.finish(self.now, stop, counters);
+        let words = scheduler::words(self.scenario.engine.kind());
+        let mut r = self.recorder.finish(self.now, stop, counters, words);
         r.max_running_requests = u64::from(self.scenario.engine.policy.max_running_requests());
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         Ok(r)
@@ -211,6 +214,7 @@ impl Simulator<'_> {
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
                 retractions: c.evictions,
+                words: scheduler::words(self.scenario.engine.kind()),
             });
         }
         Ok(())

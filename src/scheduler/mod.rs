@@ -51,7 +51,7 @@ pub fn render_line(kind: EngineKind, rec: &LogRecord, tensor_parallel: u32) -> S
     }
 }
 
-/// How reports speak of an engine.
+/// How reports speak of an engine: every engine-specific word of every report comes from here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Words {
     /// The engine's name as its users write it.
@@ -60,16 +60,42 @@ pub struct Words {
     pub eviction: &'static str,
     /// Plural.
     pub evictions: &'static str,
+    /// The past participle ("retracted").
+    pub evicted: &'static str,
+    /// The verb ("retracts").
+    pub evicts: &'static str,
     /// Where the server's view comes from, as a reader of its log knows it.
     pub latest_stats_line: &'static str,
+    /// The same, as the throughput figure's legend names it.
+    pub stats_line_in_figure: &'static str,
     /// The periodic statistics lines, plural ("Decode lines").
     pub stats_lines: &'static str,
     /// What the log calls the KV pool's use ("token usage").
     pub kv_usage: &'static str,
+    /// Its first word, over "usage" in the views table's two-line header.
+    pub kv_usage_column: &'static str,
+    /// The axis of the KV usage panel.
+    pub kv_usage_axis: &'static str,
     /// How the log computes it.
     pub kv_usage_source: &'static str,
     /// What the log calls the generation throughput.
     pub gen_throughput: &'static str,
+    /// The requests counted as running.
+    pub running_at_server: &'static str,
+    /// Steps with prompt tokens only, plural.
+    pub prefill_steps: &'static str,
+    /// Steps with decode tokens, plural.
+    pub decode_steps: &'static str,
+    /// The benchmark client whose latency convention the reports follow.
+    pub bench_client: &'static str,
+    /// Its module or command, as the latency figure names it.
+    pub bench_client_in_figure: &'static str,
+    /// The engine's key for the most requests running at once.
+    pub slot_limit_key: &'static str,
+    /// The engine's key for the share of GPU memory it takes, with a sweep range to try.
+    pub memory_fraction_sweep: &'static str,
+    /// How admission decides that the next request does not fit (a sentence in parentheses).
+    pub admission_rule: &'static str,
 }
 
 /// The words for an engine.

@@ -97,7 +97,10 @@ fn every_scenario_runs_identically_with_both_engines() {
         .iter()
         .find(|(f, _)| f.ends_with("case-study-b2-vllm.toml"))
         .unwrap();
-    eprintln!("vLLM case study: {:.1} % of the decode steps fast-forwarded", 100.0 * vllm.1);
+    eprintln!(
+        "vLLM case study: {:.1} % of the decode steps fast-forwarded",
+        100.0 * vllm.1
+    );
     assert!(vllm.1 > 0.2, "{skipped:?}");
 }
 
@@ -176,13 +179,25 @@ fn vllms_golden_cases_run_identically_with_both_engines() {
             continue;
         }
         let sc = sc_mod::load(&Source::read(&p).unwrap(), &[]).unwrap();
-        let name = p.parent().unwrap().file_name().unwrap().to_string_lossy().to_string();
+        let name = p
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
         shares.push((name.clone(), assert_same(&sc, &name)));
     }
     eprintln!("{shares:?}");
     assert!(shares.len() >= 8, "{shares:?}");
-    let sync = shares.iter().find(|(n, _)| n == "max-num-seqs-binding").unwrap();
-    let asynchronous = shares.iter().find(|(n, _)| n == "async-open-poisson").unwrap();
+    let sync = shares
+        .iter()
+        .find(|(n, _)| n == "max-num-seqs-binding")
+        .unwrap();
+    let asynchronous = shares
+        .iter()
+        .find(|(n, _)| n == "async-open-poisson")
+        .unwrap();
     assert!(sync.1 > 0.2 && asynchronous.1 > 0.2, "{shares:?}");
 }
 

@@ -63,7 +63,10 @@ impl Vllm {
             } else {
                 c + 1 == s.tokens() && s.placeholders == 0 && s.in_flight == 0
             };
-            if !decoding || s.output == 0 || s.stale > 0 || u64::from(s.blocks) != self.blocks_for(c)
+            if !decoding
+                || s.output == 0
+                || s.stale > 0
+                || u64::from(s.blocks) != self.blocks_for(c)
             {
                 return None;
             }
@@ -182,7 +185,10 @@ impl Vllm {
         self.used_blocks += blocks;
         debug_assert_eq!(
             self.used_blocks,
-            self.running.iter().map(|&id| u64::from(self.seq(id).blocks)).sum::<u64>()
+            self.running
+                .iter()
+                .map(|&id| u64::from(self.seq(id).blocks))
+                .sum::<u64>()
                 + self
                     .waiting
                     .iter()
@@ -203,7 +209,9 @@ impl Vllm {
         if self.p.depth > 1 {
             // The batch the last turn scheduled is on the GPU from `end`.
             let Some(Entry::Real(b)) = self.queue.front_mut() else {
-                unreachable!("invariant: a run under async scheduling starts with a batch on the GPU");
+                unreachable!(
+                    "invariant: a run under async scheduling starts with a batch on the GPU"
+                );
             };
             b.start = end;
             b.end = end + next_dur;
