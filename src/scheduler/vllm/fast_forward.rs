@@ -35,14 +35,15 @@ impl Vllm {
         if r == 0 || r > self.p.budget || self.deferred > 0 {
             return None;
         }
-        // The batch on the GPU (async): a pure decode of exactly RUNNING, in order.
+        // The batch on the GPU (async): every request of RUNNING, in order, each chunk reaching
+        // its last known token (so it samples, and the next steps are decodes).
         let first_dur = match (asynchronous, self.queue.len(), self.queue.front()) {
             (false, 0, _) => None,
             (true, 1, Some(Entry::Real(b))) => {
-                let same = b.pure_decode
-                    && b.items.len() == self.running.len()
+                let same = b.items.len() == self.running.len()
                     && b.items.iter().zip(&self.running).all(|(it, &id)| {
-                        it.id == id && it.uid == self.seq(id).uid && it.tokens == 1
+                        let s = self.seq(id);
+                        it.id == id && it.uid == s.uid && it.samples && it.tokens == s.in_flight
                     });
                 if !same || b.start != now {
                     return None;
@@ -118,7 +119,15 @@ impl Vllm {
         if steps == 0 {
             return None;
         }
-        self.take_run(steps, t, cum, last_dur, waiting, reqs, out);
+        let first_end = now
+            + first_dur.unwrap_or_else(|| {
+                self.cost.mixed(MixedStep {
+                    decode_seqs: r,
+                    decode_kv_tokens: kv_first,
+                    ..MixedStep::default()
+                })
+            });
+        self.take_run(steps, t, cum, last_dur, waiting, first_end, reqs, out);
         Some(Skip {
             steps,
             end: t,
@@ -157,8 +166,9 @@ impl Vllm {
         (full || self.blocks_for(n.min(left).min(mml)) > free).then_some(WaitingOutcome::MemoryStop)
     }
 
-    /// Apply a planned run of `steps` steps ending at `end`, which took `blocks` blocks; under
-    /// async scheduling the batch its last turn scheduled takes `next_dur` and stays queued.
+    /// Apply a planned run of `steps` steps ending at `end`, which took `blocks` blocks and
+    /// whose first outputs came at `first_end`; under async scheduling the batch its last turn
+    /// scheduled takes `next_dur` and stays queued.
     #[allow(clippy::too_many_arguments)]
     fn take_run(
         &mut self,
@@ -167,20 +177,29 @@ impl Vllm {
         blocks: u64,
         next_dur: SimDuration,
         waiting: WaitingOutcome,
+        first_end: SimTime,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) {
         let r = self.running.len() as u64;
-        let mut events = 0u64;
+        let (mut events, mut prompts) = (0u64, 0u64);
+        let asynchronous = self.p.depth > 1;
         for k in 0..self.running.len() {
             let id = self.running[k];
             let block = self.p.block;
             let s = &mut self.seqs[id.0 as usize];
+            if s.output == 0 {
+                // Its first token comes with the run's first output.
+                prompts += u64::from(s.prompt);
+                reqs[id].first_token_at.get_or_insert(first_end);
+            }
             s.computed += steps as u32;
             s.output += steps as u32;
             s.blocks = u64::from(s.computed).div_ceil(block) as u32;
+            if asynchronous {
+                s.in_flight = 1;
+            }
             events += u64::from(std::mem::take(&mut s.preemption_events));
-            reqs[id].out_tokens = s.output;
         }
         self.used_blocks += blocks;
         debug_assert_eq!(
@@ -196,7 +215,7 @@ impl Vllm {
                     .sum::<u64>(),
             "invariant: the pool's use is the requests' blocks"
         );
-        self.stats.on_decodes(r * steps, events);
+        self.stats.on_decodes(r * steps, prompts, events);
         out.generated_tokens += r * steps;
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
@@ -215,6 +234,9 @@ impl Vllm {
             };
             b.start = end;
             b.end = end + next_dur;
+            for it in &mut b.items {
+                it.tokens = 1;
+            }
             self.gpu_free = b.end;
         } else {
             self.gpu_free = end;

@@ -206,9 +206,11 @@ impl StatsLog {
         self.preemptions += preemptions;
     }
 
-    /// Decode outputs taken at once (fast-forward), with the preemptions that travel with them.
-    pub(super) fn on_decodes(&mut self, tokens: u64, preemptions: u64) {
+    /// Outputs taken at once (fast-forward): `tokens` generated, the `prompt_tokens` of the
+    /// requests whose first output is among them, and the preemptions that travel with them.
+    pub(super) fn on_decodes(&mut self, tokens: u64, prompt_tokens: u64, preemptions: u64) {
         self.generation_tokens += tokens;
+        self.prompt_tokens += prompt_tokens;
         self.preemptions += preemptions;
     }
 

@@ -146,8 +146,6 @@ struct Batch {
     start: SimTime,
     /// When it ends.
     end: SimTime,
-    /// Every item is a one-token decode, nothing was admitted or preempted.
-    pure_decode: bool,
 }
 
 /// An entry of the batch queue: `schedule()` may return an empty batch, which still takes a place.

@@ -32,7 +32,6 @@ impl Vllm {
         };
         let mut planned: Vec<Planned> = Vec::new();
         let mut preempted = 0u64;
-        let mut admitted = false;
 
         // RUNNING, in list order.
         let mut i = 0;
@@ -126,7 +125,6 @@ impl Vllm {
                 self.take_blocks(id, n);
                 planned.push(Planned { id, tokens: n });
                 budget -= n;
-                admitted = true;
             }
             for &id in skipped.iter().rev() {
                 self.waiting.push_front(id);
@@ -141,21 +139,14 @@ impl Vllm {
         if planned.is_empty() {
             return Entry::Empty;
         }
-        Entry::Real(self.launch(now, &planned, preempted == 0 && !admitted, reqs))
+        Entry::Real(self.launch(now, &planned, reqs))
     }
 
     /// Price the step, start it when the GPU is free, and advance the counters as
     /// `_update_after_schedule` does.
-    fn launch(
-        &mut self,
-        now: SimTime,
-        planned: &[Planned],
-        nothing_moved: bool,
-        reqs: &mut Requests,
-    ) -> Batch {
+    fn launch(&mut self, now: SimTime, planned: &[Planned], reqs: &mut Requests) -> Batch {
         let mut step = MixedStep::default();
         let mut items = self.items_buffer();
-        let mut pure_decode = nothing_moved;
         for p in planned {
             let s = *self.seq(p.id);
             let before = u64::from(s.computed);
@@ -165,11 +156,9 @@ impl Vllm {
                 step.prefill_seqs += 1;
                 step.prefill_tokens += p.tokens;
                 step.prefill_kv_tokens += before + p.tokens;
-                pure_decode = false;
             } else {
                 step.decode_seqs += 1;
                 step.decode_kv_tokens += before + p.tokens;
-                pure_decode &= p.tokens == 1;
             }
             items.push(Item {
                 id: p.id,
@@ -200,12 +189,7 @@ impl Vllm {
             r.phase = Phase::Running;
             r.admitted_at.get_or_insert(start);
         }
-        Batch {
-            items,
-            start,
-            end,
-            pure_decode,
-        }
+        Batch { items, start, end }
     }
 
     /// Blocks for `tokens` tokens of a request (`allocate_slots` after its checks).
