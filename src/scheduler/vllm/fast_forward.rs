@@ -55,7 +55,8 @@ impl Vllm {
         // Every running request decodes: the longest run that finishes nothing.
         let mut most = u64::MAX;
         let mut kv_first = 0u64;
-        let mut classes = vec![0u64; self.p.block as usize];
+        self.classes.clear();
+        self.classes.resize(self.p.block as usize, 0);
         for &id in &self.running {
             let s = self.seq(id);
             let c = u64::from(s.computed);
@@ -73,7 +74,8 @@ impl Vllm {
             }
             most = most.min(u64::from(s.stop_at - s.output) - 1);
             kv_first += c + 1;
-            classes[(c % self.p.block) as usize] += 1;
+            let class = (c % self.p.block) as usize;
+            self.classes[class] += 1;
         }
         if most == 0 {
             return None;
@@ -82,6 +84,7 @@ impl Vllm {
         // Step j (from 1) allocates a block for each request whose computed count before it is
         // a multiple of the block size; all must fit without preempting.
         let block = self.p.block;
+        let classes = &self.classes;
         let need_at = |j: u64| classes[((block - (j - 1) % block) % block) as usize];
         let used0 = self.used_blocks;
         let free0 = self.free_blocks();
@@ -215,7 +218,7 @@ impl Vllm {
                     .sum::<u64>(),
             "invariant: the pool's use is the requests' blocks"
         );
-        self.stats.on_decodes(r * steps, prompts, events);
+        self.stats.on_outputs(r * steps, prompts, events);
         out.generated_tokens += r * steps;
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;

@@ -198,17 +198,9 @@ impl StatsLog {
         }))
     }
 
-    /// An output reached the front end: one generated token, the prompt's tokens with a
-    /// request's first output, and the preemptions that travel with it.
-    pub(super) fn on_output(&mut self, first_prompt: Option<u64>, preemptions: u64) {
-        self.generation_tokens += 1;
-        self.prompt_tokens += first_prompt.unwrap_or(0);
-        self.preemptions += preemptions;
-    }
-
-    /// Outputs taken at once (fast-forward): `tokens` generated, the `prompt_tokens` of the
-    /// requests whose first output is among them, and the preemptions that travel with them.
-    pub(super) fn on_decodes(&mut self, tokens: u64, prompt_tokens: u64, preemptions: u64) {
+    /// Outputs reached the front end: `tokens` generated, the `prompt_tokens` of the requests
+    /// whose first output is among them, and the preemptions that travel with them.
+    pub(super) fn on_outputs(&mut self, tokens: u64, prompt_tokens: u64, preemptions: u64) {
         self.generation_tokens += tokens;
         self.prompt_tokens += prompt_tokens;
         self.preemptions += preemptions;
@@ -283,10 +275,7 @@ mod tests {
     fn the_stats_line_has_vllms_parts_in_vllms_order() {
         let mut log = StatsLog::new(116_160, 16, Some(262_144), true);
         log.snapshot(50, 100, 0, 104_000);
-        for _ in 0..8_512 {
-            log.on_output(None, 0);
-        }
-        log.on_output(Some(3_000), 2);
+        log.on_outputs(8_513, 3_000, 2);
         let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
         assert_eq!(
             log_line(&LogRecord::Interval(s)),

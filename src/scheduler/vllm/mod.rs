@@ -176,6 +176,10 @@ pub struct Vllm {
     stats: StatsLog,
     /// Item buffers of processed batches, reused.
     spare: Vec<Vec<Item>>,
+    /// The schedule pass's plan, reused.
+    plan: Vec<schedule::Planned>,
+    /// Requests per residue of their computed tokens modulo the block size (fast-forward).
+    classes: Vec<u64>,
 }
 
 impl Vllm {
@@ -213,6 +217,8 @@ impl Vllm {
                 spec.enable_prefix_caching,
             ),
             spare: Vec::new(),
+            plan: Vec::new(),
+            classes: Vec::new(),
         }
     }
 

@@ -18,13 +18,14 @@ impl Vllm {
     ) {
         let mut left_running = false;
         let mut left_waiting = false;
+        let (mut generated, mut prompts, mut events) = (0u64, 0u64, 0u64);
         for it in &batch.items {
             let i = it.id.0 as usize;
-            if self.seqs[i].uid != it.uid || self.seqs[i].status == Status::Absent {
+            let s = &mut self.seqs[i];
+            if s.uid != it.uid || s.status == Status::Absent {
                 // Finished while this batch was in flight (async scheduling).
                 continue;
             }
-            let s = &mut self.seqs[i];
             s.in_flight -= it.tokens;
             let stale = s.stale > 0;
             if stale {
@@ -35,21 +36,16 @@ impl Vllm {
                 continue;
             }
             s.output += 1;
+            generated += 1;
             if !stale && s.placeholders > 0 {
                 s.placeholders -= 1;
             }
-            let first = s.output == 1;
-            let events = std::mem::take(&mut s.preemption_events);
-            let stopped = s.output >= s.stop_at;
-            let (prompt, output) = (s.prompt, s.output);
-            self.stats
-                .on_output(first.then_some(u64::from(prompt)), u64::from(events));
-            out.generated_tokens += 1;
-            let r = &mut reqs[it.id];
-            r.out_tokens = output;
-            r.first_token_at.get_or_insert(now);
-            if stopped {
-                let s = &mut self.seqs[i];
+            events += u64::from(std::mem::take(&mut s.preemption_events));
+            if s.output == 1 {
+                prompts += u64::from(s.prompt);
+                reqs[it.id].first_token_at.get_or_insert(now);
+            }
+            if s.output >= s.stop_at {
                 match s.status {
                     Status::Running => left_running = true,
                     _ => left_waiting = true,
@@ -58,12 +54,16 @@ impl Vllm {
                     self.deferred -= 1;
                 }
                 self.used_blocks -= u64::from(s.blocks);
-                *s = Default::default();
+                let r = &mut reqs[it.id];
+                r.out_tokens = s.output;
                 r.phase = Phase::Finished;
+                *s = Default::default();
                 out.finished.push(it.id);
                 self.finished_pending = true;
             }
         }
+        self.stats.on_outputs(generated, prompts, events);
+        out.generated_tokens += generated;
         if left_running {
             let seqs = &self.seqs;
             self.running

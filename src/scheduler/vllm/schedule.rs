@@ -10,7 +10,7 @@ use crate::time::SimTime;
 
 /// What the schedule pass decided for one request, before vLLM advances its counters.
 #[derive(Clone, Copy, Debug)]
-struct Planned {
+pub(super) struct Planned {
     id: ReqId,
     tokens: u64,
 }
@@ -30,8 +30,11 @@ impl Vllm {
                 n
             }
         };
-        let mut planned: Vec<Planned> = Vec::new();
+        let mut planned = std::mem::take(&mut self.plan);
+        planned.clear();
         let mut preempted = 0u64;
+        // When the GPU starts what this call schedules.
+        let start = now.max(self.gpu_free);
 
         // RUNNING, in list order.
         let mut i = 0;
@@ -122,6 +125,9 @@ impl Vllm {
                     self.deferred -= 1;
                 }
                 self.running.push(id);
+                let r = &mut reqs[id];
+                r.phase = Phase::Running;
+                r.admitted_at.get_or_insert(start);
                 self.take_blocks(id, n);
                 planned.push(Planned { id, tokens: n });
                 budget -= n;
@@ -136,19 +142,23 @@ impl Vllm {
         }
         // `finished_req_ids` go out with this output (`_update_after_schedule`).
         self.finished_pending = false;
-        if planned.is_empty() {
-            return Entry::Empty;
-        }
-        Entry::Real(self.launch(now, &planned, reqs))
+        let entry = if planned.is_empty() {
+            Entry::Empty
+        } else {
+            Entry::Real(self.launch(start, &planned))
+        };
+        self.plan = planned;
+        entry
     }
 
-    /// Price the step, start it when the GPU is free, and advance the counters as
+    /// Price the step, start it at `start`, and advance the counters as
     /// `_update_after_schedule` does.
-    fn launch(&mut self, now: SimTime, planned: &[Planned], reqs: &mut Requests) -> Batch {
+    fn launch(&mut self, start: SimTime, planned: &[Planned]) -> Batch {
         let mut step = MixedStep::default();
         let mut items = self.items_buffer();
+        let placeholders = self.p.depth > 1;
         for p in planned {
-            let s = *self.seq(p.id);
+            let s = &mut self.seqs[p.id.0 as usize];
             let before = u64::from(s.computed);
             let known = s.tokens() + u64::from(s.placeholders);
             // vLLM's own prefill predicate: `num_computed_tokens < num_tokens − 1`.
@@ -160,34 +170,26 @@ impl Vllm {
                 step.decode_seqs += 1;
                 step.decode_kv_tokens += before + p.tokens;
             }
+            let samples = before + p.tokens >= known;
             items.push(Item {
                 id: p.id,
                 uid: s.uid,
                 tokens: p.tokens as u32,
-                samples: before + p.tokens >= known,
+                samples,
             });
+            s.computed += p.tokens as u32;
+            s.in_flight += p.tokens as u32;
+            // Not `is_prefill_chunk`: the chunk reaches the known tokens and gets a placeholder.
+            if placeholders && samples {
+                s.placeholders += 1;
+            }
         }
-        let start = now.max(self.gpu_free);
         let end = start + self.cost.mixed(step);
         self.gpu_free = end;
         if step.decode_seqs > 0 {
             self.counters.decode_steps += 1;
         } else {
             self.counters.prefill_batches += 1;
-        }
-        let placeholders = self.p.depth > 1;
-        for it in &items {
-            let s = &mut self.seqs[it.id.0 as usize];
-            s.computed += it.tokens;
-            s.in_flight += it.tokens;
-            // `is_prefill_chunk`: the chunk stops short of the known tokens.
-            let chunk = u64::from(s.computed) < s.tokens() + u64::from(s.placeholders);
-            if placeholders && !chunk {
-                s.placeholders += 1;
-            }
-            let r = &mut reqs[it.id];
-            r.phase = Phase::Running;
-            r.admitted_at.get_or_insert(start);
         }
         Batch { items, start, end }
     }
