@@ -380,8 +380,14 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         .unwrap_or_else(|| "scenarios/case-study-b2.toml".to_string());
     let (why, cmd) = match b.constraint {
         Constraint::KvBudget if ctx.has_memory_model => (
-            "The KV budget binds: see what a larger static fraction buys, and where it runs out of memory.".to_string(),
-            format!("servesim sweep {scen} --vary {}", s.words.memory_fraction_sweep),
+            format!(
+                "The KV budget binds: see what a larger {} buys, and where it runs out of memory.",
+                s.words.memory_fraction
+            ),
+            format!(
+                "servesim sweep {scen} --vary {}",
+                s.words.memory_fraction_sweep
+            ),
         ),
         Constraint::KvBudget => {
             let kv = ctx.kv_capacity_tokens;
@@ -415,7 +421,8 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         Constraint::StepTime => {
             let r = ctx.rate_per_s.unwrap_or(rate);
             (
-                "The server keeps up: raise the arrival rate to find where it saturates.".to_string(),
+                "The server keeps up: raise the arrival rate to find where it saturates."
+                    .to_string(),
                 format!(
                     "servesim sweep {scen} --vary client.rate_per_s={:.3},{:.3},{:.3}",
                     r,

@@ -92,7 +92,9 @@ pub struct Words {
     pub bench_client_in_figure: &'static str,
     /// The engine's key for the most requests running at once.
     pub slot_limit_key: &'static str,
-    /// The engine's key for the share of GPU memory it takes, with a sweep range to try.
+    /// The share of GPU memory the engine takes, as the what-if names it.
+    pub memory_fraction: &'static str,
+    /// Its key, with a sweep range to try.
     pub memory_fraction_sweep: &'static str,
     /// How admission decides that the next request does not fit (a sentence in parentheses).
     pub admission_rule: &'static str,
