@@ -137,14 +137,19 @@ impl From<SimError> for Failure {
                 code: 1,
             },
             SimError::TooManyBatches {
-                retractions, words, ..
+                retractions,
+                engine,
+                ..
             } => Failure {
                 error: e.to_string(),
-                causes: vec![(format!("{retractions} {} so far", words.evictions), None)],
+                causes: vec![(
+                    format!("{retractions} {} so far", crate::scheduler::words(*engine).evictions),
+                    None,
+                )],
                 hint: Some(if *retractions > 0 {
                     format!(
                         "a run that {} this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long",
-                        words.evicts
+                        crate::scheduler::words(*engine).evicts
                     )
                 } else {
                     "raise run.max_events, or lower workload.requests".into()

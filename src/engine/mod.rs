@@ -44,8 +44,8 @@ pub enum SimError {
         left: u64,
         /// Evictions so far (a high count means the batch thrashes).
         retractions: u64,
-        /// How the engine calls them.
-        words: scheduler::Words,
+        /// The engine (whose words name them).
+        engine: scheduler::EngineKind,
     },
     /// The user interrupted the run.
     #[error("interrupted")]
@@ -214,7 +214,7 @@ impl Simulator<'_> {
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
                 retractions: c.evictions,
-                words: scheduler::words(self.scenario.engine.kind()),
+                engine: self.scenario.engine.kind(),
             });
         }
         Ok(())

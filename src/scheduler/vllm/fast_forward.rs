@@ -109,7 +109,7 @@ impl Vllm {
             if t + seg >= limit {
                 break;
             }
-            t = t + seg;
+            t += seg;
             cum += need;
             let used = (used0 + cum) * block;
             kv_integral += u128::from(used) * u128::from(seg.as_ns());
