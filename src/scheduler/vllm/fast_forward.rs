@@ -35,6 +35,8 @@ impl Vllm {
         if r == 0 || r > self.p.budget || self.deferred > 0 {
             return None;
         }
+        // What WAITING does (O(1), so first): nothing that could be admitted.
+        let waiting = self.waiting_outcome()?;
         // The batch on the GPU (async): every request of RUNNING, in order, each chunk reaching
         // its last known token (so it samples, and the next steps are decodes).
         let first_dur = match (asynchronous, self.queue.len(), self.queue.front()) {
@@ -80,7 +82,6 @@ impl Vllm {
         if most == 0 {
             return None;
         }
-        let waiting = self.waiting_outcome()?;
         // Step j (from 1) allocates a block for each request whose computed count before it is
         // a multiple of the block size; all must fit without preempting.
         let block = self.p.block;
@@ -147,6 +148,10 @@ impl Vllm {
         let Some(&head) = self.waiting.front() else {
             return Some(WaitingOutcome::Nothing);
         };
+        if self.seq(head).stale > 0 {
+            // Skipped for its output still in flight: the scan would look further.
+            return None;
+        }
         let left = self.p.budget - self.running.len() as u64;
         if left == 0 {
             return Some(WaitingOutcome::Nothing);
