@@ -187,7 +187,7 @@ fn simulate(
     let kind = sc.engine.kind();
     let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
     let mut log = Stream::new(log_file.map(|id| BufWriter::new(outputs.take_writer(id))));
-    let header = csv_rows::header::<requests::Row>();
+    let header = requests::header(crate::scheduler::words(kind));
     let mut csv = Stream::new(None);
     if let Some(id) = csv_file {
         match csv_rows::writer(BufWriter::new(outputs.take_writer(id)), &header) {
