@@ -192,7 +192,12 @@ pub fn kv_budget(
                 "the weights ({:.1} GiB per GPU) leave no KV cache: the static budget is {:.3} × {:.1} GiB = {static_gib:.1} GiB",
                 i.weight_gib_per_gpu, i.mem_fraction_static, i.memory_before_weights_gib
             );
-            let hint = "raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint";
+            let hint = if i.weight_gib_per_gpu >= i.memory_before_weights_gib {
+                // No fraction helps: the weights alone exceed the memory.
+                "the weights exceed the memory before weights: use more GPUs (hardware.tensor_parallel), GPUs with more memory, or a lighter checkpoint"
+            } else {
+                "raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint"
+            };
             return Err(v.fail("engine.mem_fraction_static", "engine", msg, hint));
         }
         (
@@ -220,9 +225,17 @@ pub fn kv_budget(
             let block_bytes = (i.kv_bytes_per_token * u64::from(i.block_size_tokens)) as f64;
             let two_blocks = m.min_utilization_for_one_block
                 + block_bytes / (i.gpu_memory_mib as f64 * 1024.0 * 1024.0);
-            let hint = format!(
-                "raise engine.gpu_memory_utilization to at least {two_blocks:.3}, use more GPUs, or a lighter checkpoint"
-            );
+            let hint = if two_blocks <= 1.0 {
+                format!(
+                    "raise engine.gpu_memory_utilization to at least {two_blocks:.3}, use more GPUs, or a lighter checkpoint"
+                )
+            } else {
+                // No utilization helps: the GPU's memory is too small.
+                format!(
+                    "even gpu_memory_utilization = 1 leaves too little of the GPU's {} MiB: use more GPUs (hardware.tensor_parallel), GPUs with more memory, or a lighter checkpoint",
+                    i.gpu_memory_mib
+                )
+            };
             return Err(v.fail("engine.gpu_memory_utilization", "engine", msg, hint));
         }
         (
