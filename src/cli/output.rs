@@ -12,7 +12,8 @@
 //!   and put back if one fails, so the set replaces the old one as a unit or not at all;
 //! * a set that is not committed (an error, a signal) removes its staged files, and the
 //!   directories it created if they are empty, when dropped; staging in a directory first
-//!   removes what commands killed there earlier left behind.
+//!   removes what commands killed there earlier left behind (files of the older
+//!   `.NAME.tmp-PID` naming, which other tools may use, only beside a file the set writes).
 
 use std::fs::{self, File};
 use std::io::Write;
@@ -137,7 +138,7 @@ impl Outputs {
         self.created.extend(missing.into_iter().rev());
         let real = fs::canonicalize(dir)
             .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
-        clean_stale(&real);
+        clean_stale(&real, None);
         let probe = real.join(format!(".servesim-probe-{}", pid()));
         File::create(&probe)
             .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
@@ -182,7 +183,7 @@ impl Outputs {
                 format!("choose a writable location for {flag}"),
             ));
         }
-        clean_stale(&real_parent);
+        clean_stale(&real_parent, None);
         self.plan(flag, path, &real_parent, &name)
     }
 
@@ -194,6 +195,7 @@ impl Outputs {
         name: &str,
     ) -> Result<FileId, Failure> {
         let refuse = |what: String, hint: &str| Failure::usage(what, hint.to_string());
+        clean_stale(real_dir, Some(name));
         let path = real_dir.join(name);
         // Follow a link to what it names (created if missing); the link itself stays.
         let target = match fs::symlink_metadata(&path) {
@@ -403,11 +405,15 @@ fn follow(path: &Path) -> Option<PathBuf> {
     None
 }
 
+/// The older staged name (`.NAME.tmp-PID`, before the `servesim` mark): a name other tools may
+/// use too, so only cleaned beside a file of the same name that a set is about to write.
+const LEGACY_TMP: &str = ".tmp-";
+
 /// The process id in a staged (`.NAME.servesim-tmp-PID`), kept-aside (`…-old-PID`) or older
 /// (`.NAME.tmp-PID`) name, with whether it is kept aside and the target's name.
 fn ours(name: &str) -> Option<(u32, bool, &str)> {
     let rest = name.strip_prefix('.')?;
-    for (mark, old) in [(TMP, false), (OLD, true), (".tmp-", false)] {
+    for (mark, old) in [(TMP, false), (OLD, true), (LEGACY_TMP, false)] {
         if let Some((target, digits)) = rest.rsplit_once(mark) {
             let pid = digits.parse::<u32>().ok();
             if let (Some(pid), false, true) = (
@@ -429,8 +435,9 @@ fn alive(pid: u32) -> bool {
 }
 
 /// Remove what killed commands left in `dir`: staged files, and files kept aside, which are
-/// put back where their replacement is missing.
-fn clean_stale(dir: &Path) {
+/// put back where their replacement is missing; files of the older naming only when they
+/// stage `legacy_for`.
+fn clean_stale(dir: &Path, legacy_for: Option<&str>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -440,7 +447,12 @@ fn clean_stale(dir: &Path) {
         let Some((p, old, target)) = ours(name) else {
             continue;
         };
-        if p == pid() || alive(p) || !e.file_type().is_ok_and(|t| t.is_file()) {
+        let legacy = !name.contains(TMP) && !name.contains(OLD);
+        if p == pid()
+            || alive(p)
+            || !e.file_type().is_ok_and(|t| t.is_file())
+            || (legacy && legacy_for != Some(target))
+        {
             continue;
         }
         let target = dir.join(target);
@@ -501,13 +513,19 @@ mod tests {
         fs::write(d.path().join(format!(".a.servesim-tmp-{dead}")), "x").unwrap();
         fs::write(d.path().join(format!(".b.servesim-old-{dead}")), "old b").unwrap();
         fs::write(d.path().join(format!(".c.tmp-{dead}")), "x").unwrap();
-        clean_stale(d.path());
-        let mut left: Vec<_> = fs::read_dir(d.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        left.sort();
-        assert_eq!(left, ["b"]);
+        let left = |d: &Path| {
+            let mut names: Vec<_> = fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        clean_stale(d.path(), None);
+        // The older name stays until a set writes `c`.
+        assert_eq!(left(d.path()), [format!(".c.tmp-{dead}"), "b".to_string()]);
+        clean_stale(d.path(), Some("c"));
+        assert_eq!(left(d.path()), ["b"]);
         assert_eq!(fs::read_to_string(d.path().join("b")).unwrap(), "old b");
     }
 }
