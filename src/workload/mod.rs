@@ -4,6 +4,7 @@
 pub mod client;
 pub mod datafile;
 pub mod dist;
+pub mod overhead;
 pub mod trace;
 
 use std::sync::Arc;
