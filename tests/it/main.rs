@@ -11,6 +11,7 @@ mod hand;
 mod invariants;
 mod memory;
 mod outputs;
+mod overhead;
 mod queueing;
 mod scenarios;
 mod schema;
