@@ -36,7 +36,10 @@ const OVERHEADS: &str =
 
 #[test]
 fn a_closed_loop_client_sees_every_overhead_and_holds_its_slot_until_the_last_token() {
-    let r = run(&scenario(&text(&format!("concurrency = 1\n{OVERHEADS}"), 2)));
+    let r = run(&scenario(&text(
+        &format!("concurrency = 1\n{OVERHEADS}"),
+        2,
+    )));
     let (a, b) = (&r.requests[0], &r.requests[1]);
     // Sent at 0, in the engine's queue at 1 ms (half the round trip) + 40 ms; prefill ends at
     // 47 ms; the first token reaches the client 1 ms + 0.5 ms later.
@@ -71,7 +74,10 @@ fn requests_in_transit_and_responses_on_their_way_back_do_not_hold_the_gpu() {
     // Eight slots, every request sent at once: they all reach the engine 41 ms later and
     // are batched together, exactly as without overheads but 41 ms later.
     let bare = run(&scenario(&text("concurrency = 8\n", 8)));
-    let with = run(&scenario(&text(&format!("concurrency = 8\n{OVERHEADS}"), 8)));
+    let with = run(&scenario(&text(
+        &format!("concurrency = 8\n{OVERHEADS}"),
+        8,
+    )));
     assert_eq!(with.requests.len(), 8);
     for (w, b) in with.requests.iter().zip(&bare.requests) {
         assert_eq!(w.arrived_ns, b.arrived_ns + 41_000_000);
@@ -85,10 +91,9 @@ fn requests_in_transit_and_responses_on_their_way_back_do_not_hold_the_gpu() {
 
 #[test]
 fn fast_forward_and_step_by_step_agree_with_overheads() {
-    let sc = scenario(&text(&format!("concurrency = 3\n{OVERHEADS}"), 40).replace(
-        "value = 5 }",
-        "value = 200 }",
-    ));
+    let sc = scenario(
+        &text(&format!("concurrency = 3\n{OVERHEADS}"), 40).replace("value = 5 }", "value = 200 }"),
+    );
     let go = |stepping| {
         engine::run(
             &sc,
