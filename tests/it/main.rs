@@ -1,6 +1,7 @@
 //! servesim's integration tests, in one binary.
 
 mod cli;
+mod compare;
 mod corpus;
 mod determinism;
 mod differential;
