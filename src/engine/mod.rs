@@ -12,14 +12,14 @@ use std::sync::Arc;
 use crate::cost;
 use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
 use crate::request::{Phase, ReqId, Request, Requests};
-use crate::rng::{Seeds, Stream, StreamName};
+use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
 use crate::scheduler::{self, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
-use crate::workload::Lengths;
+use crate::workload::{LengthStreams, Lengths};
 use events::{EventKind, EventQueue};
 
 /// A run that could not finish.
@@ -63,8 +63,7 @@ struct Simulator<'s> {
     scheduler: Box<dyn Scheduler>,
     requests: Requests,
     recorder: Recorder<'s>,
-    prompt_rng: Stream,
-    output_rng: Stream,
+    lengths_rng: LengthStreams,
     busy: bool,
     outbox: Outbox,
     stepping: Stepping,
@@ -141,8 +140,7 @@ pub fn run_with_sink<'s>(
         scheduler,
         requests: Requests::default(),
         recorder,
-        prompt_rng: seeds.stream(StreamName::PromptTokens),
-        output_rng: seeds.stream(StreamName::OutputTokens),
+        lengths_rng: LengthStreams::new(&seeds),
         busy: false,
         outbox: Outbox::default(),
         // Per-token times need every decode round's end: no fast-forward then.
@@ -372,10 +370,7 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let d = self
-            .scenario
-            .workload
-            .draw(seq, &mut self.prompt_rng, &mut self.output_rng);
+        let d = self.scenario.workload.draw(seq, &mut self.lengths_rng);
         let arrived_at = self.now + self.overhead.to_server();
         let id = self.requests.insert(Request {
             seq,

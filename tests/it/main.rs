@@ -10,6 +10,7 @@ mod explain;
 mod golden;
 mod hand;
 mod invariants;
+mod lengths_file;
 mod memory;
 mod outputs;
 mod overhead;
