@@ -146,27 +146,33 @@ fn bench_json_has_bench_servings_keys_with_its_types() {
 #[test]
 fn a_run_compared_with_itself_has_no_error_and_both_fixtures_compare() {
     let tmp = tempfile::tempdir().unwrap();
-    let sc = tmp.path().join("bench.toml");
-    std::fs::write(&sc, SCENARIO).unwrap();
-    let sc = sc.to_str().unwrap();
-    let (_, line, _) = servesim(&["run", sc, "--format", "bench-json"]);
-    let result = tmp.path().join("result.jsonl");
-    std::fs::write(&result, line).unwrap();
-    let (code, out, err) = servesim(&[
-        "compare",
-        result.to_str().unwrap(),
-        "--scenario",
-        sc,
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let c: Value = serde_json::from_str(&out).unwrap();
-    let rows = c["rows"].as_array().unwrap();
-    assert_eq!(rows.len(), 15);
-    for r in rows {
-        let e = r["error_pct"].as_f64().unwrap();
-        assert!(e.abs() < 1e-6, "{r}");
+    let vllm = SCENARIO.replace("[engine]\n", "[engine]\nkind = \"vllm\"\n");
+    for (name, text) in [("sglang.toml", SCENARIO), ("vllm.toml", vllm.as_str())] {
+        let sc = tmp.path().join(name);
+        std::fs::write(&sc, text).unwrap();
+        let sc = sc.to_str().unwrap();
+        let (_, line, _) = servesim(&["run", sc, "--format", "bench-json"]);
+        let result = tmp.path().join("result.jsonl");
+        std::fs::write(&result, line).unwrap();
+        let args = [
+            "compare",
+            result.to_str().unwrap(),
+            "--scenario",
+            sc,
+            "--json",
+        ];
+        let (code, out, err) = servesim(&args);
+        assert_eq!(code, 0, "{name}: {err}");
+        let c: Value = serde_json::from_str(&out).unwrap();
+        let rows = c["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 15);
+        for r in rows {
+            let e = r["error_pct"].as_f64().unwrap();
+            assert!(e.abs() < 1e-6, "{name}: {r}");
+        }
     }
+    let sc = tmp.path().join("sglang.toml");
+    let sc = sc.to_str().unwrap();
     for f in ["sglang-0.5.23.jsonl", "vllm-0.33.0.json"] {
         let out_dir = tmp.path().join(f);
         let path = fixture(f);

@@ -109,3 +109,34 @@ fn fast_forward_and_step_by_step_agree_with_overheads() {
     assert_eq!(ff.requests, sbs.requests);
     assert!(ff.totals.decode_steps > 0);
 }
+
+/// The same under vLLM: a request's way to the engine and back shifts its times exactly, the
+/// GPU's work is unchanged, and fast-forward equals step by step.
+#[test]
+fn vllm_sees_the_same_shift_and_fast_forward_agrees() {
+    let vllm = |client: &str| {
+        text(client, 12)
+            .replace("disable_overlap_schedule = true\n", "kind = \"vllm\"\n")
+            .replace("value = 5 }", "value = 40 }")
+    };
+    let bare = run(&scenario(&vllm("concurrency = 12\n")));
+    let with_sc = scenario(&vllm(&format!("concurrency = 12\n{OVERHEADS}")));
+    let with = run(&with_sc);
+    assert_eq!(with.totals.decode_steps, bare.totals.decode_steps);
+    for (w, b) in with.requests.iter().zip(&bare.requests) {
+        assert_eq!(
+            w.first_token_ns.unwrap(),
+            b.first_token_ns.unwrap() + 42_500_000
+        );
+        assert_eq!(w.done_ns, b.done_ns + 41_000_000 + 1_000_000 + 40 * 500_000);
+    }
+    let go = |stepping| {
+        let opts = RunOptions {
+            keep_requests: true,
+            stepping,
+            ..RunOptions::default()
+        };
+        engine::run(&with_sc, &opts).unwrap().requests
+    };
+    assert_eq!(go(Stepping::FastForward), go(Stepping::StepByStep));
+}
