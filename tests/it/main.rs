@@ -17,6 +17,7 @@ mod overhead;
 mod queueing;
 mod scenarios;
 mod schema;
+mod scorecard;
 mod trace;
 
 use std::path::PathBuf;
