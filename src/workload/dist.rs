@@ -346,7 +346,11 @@ fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
         }
         (Some(values), None, None) => Ok(values),
         (None, Some(file), Some(column)) if is_json_lines(&file) => {
-            match super::rows::json_lines_column(&v.base_dir().join(&file), &column) {
+            match super::datafile::json_lines_column(
+                &v.base_dir().join(&file),
+                &column,
+                MAX_EMPIRICAL_VALUES,
+            ) {
                 Ok(values) => Ok(values.into()),
                 Err(e) => Err(v.bad(&p("file"), format!("{file} {}", e.message), e.hint)),
             }

@@ -12,14 +12,12 @@
 //! that gives its token count (e.g. `"num_tokens"`). servesim does not tokenize text: a turn
 //! without that count is an error, not a guess from its words. Conversations with fewer than
 //! two turns are skipped, as the benchmark clients skip them.
-//!
-//! The column reader for `dist = "empirical"` with a JSON Lines file is here too.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use super::datafile::{self, Cell, DataError, Format};
+use super::datafile::{self, Cell, DataError};
 use super::dist::MAX_TOKENS_PER_REQUEST;
 
 /// The most rows kept (as many as an empirical distribution may hold).
@@ -49,59 +47,6 @@ fn count(cell: &Cell, where_: &str) -> Result<u32, DataError> {
     }
 }
 
-fn located(t: &datafile::Table, at: datafile::At, column: &str) -> String {
-    match t.format {
-        Format::Csv => format!("line {}, column \"{column}\"", at.line),
-        Format::JsonLines => format!("line {}, key \"{column}\"", at.line),
-    }
-}
-
-fn column_index(t: &datafile::Table, column: &str) -> Result<usize, DataError> {
-    t.column(column).ok_or_else(|| {
-        let names: Vec<&str> = t.columns.iter().map(String::as_str).collect();
-        let guess = crate::diagnostic::did_you_mean(column, &names)
-            .map(|g| format!("did you mean \"{g}\"? "))
-            .unwrap_or_default();
-        problem(
-            format!("has no column \"{column}\" (it has {})", names.join(", ")),
-            format!("{guess}name one of its columns"),
-        )
-    })
-}
-
-/// The token counts in `column` of a JSON Lines file (rows without the key are skipped), as
-/// for a CSV column: positive numbers.
-pub fn json_lines_column(path: &Path, column: &str) -> Result<Vec<f64>, DataError> {
-    let t = datafile::read(path)?;
-    let i = column_index(&t, column)?;
-    let mut out = Vec::new();
-    for (at, cells) in &t.rows {
-        match &cells[i] {
-            Cell::Empty => {}
-            Cell::Number(x) if x.is_finite() && *x > 0.0 => out.push(*x),
-            c => {
-                let msg = format!(
-                    "{}: {} is not a positive token count",
-                    located(&t, *at, column),
-                    c.render()
-                );
-                return Err(problem(msg, "a positive number of tokens"));
-            }
-        }
-    }
-    match out.len() {
-        0 => Err(problem(
-            format!("has no value under \"{column}\""),
-            "give at least one row with it",
-        )),
-        n if n > MAX_ROWS => Err(problem(
-            format!("has {n} values, more than {MAX_ROWS}"),
-            "take a sample of its rows",
-        )),
-        _ => Ok(out),
-    }
-}
-
 /// The `(prompt, output)` token counts of every row of `path`.
 pub fn load(path: &Path, prompt: &str, output: &str) -> Result<Vec<(u32, u32)>, DataError> {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
@@ -109,12 +54,12 @@ pub fn load(path: &Path, prompt: &str, output: &str) -> Result<Vec<(u32, u32)>, 
         sharegpt(path, prompt, output)?
     } else {
         let t = datafile::read(path)?;
-        let (p, o) = (column_index(&t, prompt)?, column_index(&t, output)?);
+        let (p, o) = (t.index_of(prompt)?, t.index_of(output)?);
         let mut rows = Vec::with_capacity(t.rows.len());
         for (at, cells) in &t.rows {
             rows.push((
-                count(&cells[p], &located(&t, *at, prompt))?,
-                count(&cells[o], &located(&t, *at, output))?,
+                count(&cells[p], &t.locate(*at, prompt))?,
+                count(&cells[o], &t.locate(*at, output))?,
             ));
         }
         rows
@@ -206,6 +151,9 @@ mod tests {
         let (_d, bad) = file("b.csv", "p,o\n10,3.5\n");
         let e = load(&bad, "p", "o").unwrap_err();
         assert_eq!(e.message, "line 2, column \"o\": 3.5 is not a token count");
-        assert_eq!(json_lines_column(&jl, "o").unwrap(), vec![3.0, 5.0]);
+        assert_eq!(
+            datafile::json_lines_column(&jl, "o", 10).unwrap(),
+            vec![3.0, 5.0]
+        );
     }
 }
