@@ -11,7 +11,8 @@ use crate::compare::{self, result_file};
 use crate::report::plots::{self, Format};
 use crate::scenario::{self, Source};
 
-/// `servesim compare`.
+/// `servesim compare`. Without `--scenario`, a result file that names a model and a GPU the
+/// catalog knows is replayed through them with the uncalibrated roofline.
 #[derive(clap::Args, Debug)]
 pub(super) struct Args {
     /// The result file of `python -m sglang.bench_serving --output-file F --output-details`
@@ -35,14 +36,25 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         hint: Some(e.hint().to_string()),
         code: 2,
     })?;
-    let Some(path) = &args.scenario else {
-        let model = file.model_id.as_deref().unwrap_or("not recorded");
-        return Err(Failure::usage(
-            format!("`{name}` does not say what it ran on (model: {model}; GPU: never recorded by the benchmark clients), so there is no scenario to replay it through"),
-            "give --scenario FILE with the engine, GPU, model and step times of the measured server, e.g. --scenario scenarios/published/llama-3.1-8b-h100.toml",
-        ));
+    let source = match &args.scenario {
+        Some(path) => Source::read(path)?,
+        None => match compare::default_scenario_text(&file) {
+            Ok(text) => {
+                eprintln!("no --scenario: replaying through the catalog's model and GPU with the uncalibrated roofline");
+                Source {
+                    name: format!("{name} (catalog)"),
+                    base_dir: PathBuf::from("."),
+                    text,
+                }
+            }
+            Err(why) => {
+                return Err(Failure::usage(
+                    format!("`{name}` cannot be replayed without --scenario: {why}"),
+                    "give --scenario FILE with the engine, GPU, model and step times of the measured server, e.g. --scenario scenarios/published/qwen2.5-72b-8xh100-vllm.toml",
+                ));
+            }
+        },
     };
-    let source = Source::read(path)?;
     let base = scenario::load(&source, &args.set.sets)?;
     if let Some(dir) = &args.output.out {
         prepare_out_dir(dir)?;

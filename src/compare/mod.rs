@@ -200,6 +200,45 @@ pub struct Comparison {
     pub simulated: Vec<Sample>,
 }
 
+/// A scenario for `file` from the catalog, when the file names a model and a GPU the catalog
+/// knows (the benchmark clients record the model; the GPU only when the run was labelled with
+/// `--metadata gpu=…`): the engine of its backend, the roofline step-time model uncalibrated —
+/// a pure prediction from datasheets. `None` with the reason otherwise.
+pub fn default_scenario_text(file: &BenchFile) -> Result<String, String> {
+    let catalog = crate::catalog::Catalog::builtin_ref();
+    let model_id = file
+        .model_id
+        .as_deref()
+        .ok_or("it does not name the model")?;
+    let model = catalog
+        .lookup_model(model_id.rsplit('/').next().unwrap_or(model_id))
+        .or_else(|_| catalog.lookup_model(model_id))
+        .map_err(|_| format!("the catalog does not know its model `{model_id}`"))?;
+    let gpu_name = file.gpu.as_deref().ok_or(
+        "it does not name the GPU (the benchmark clients record it only when told: vllm bench serve --metadata gpu=h100 tp=8)",
+    )?;
+    let gpu = catalog
+        .lookup_gpu(gpu_name)
+        .map_err(|_| format!("the catalog does not know its GPU `{gpu_name}`"))?;
+    let tp = file.tensor_parallel.unwrap_or(1);
+    let kind = match file.backend.as_deref() {
+        Some(b) if b.starts_with("vllm") => "vllm",
+        _ => "sglang",
+    };
+    Ok(format!(
+        "name = \"{model} on {tp}x {gpu}, from the result file\"\n\
+         [hardware]\ngpu = \"{gpu}\"\nnum_gpus = {tp}\ntensor_parallel = {tp}\n\
+         [model]\nname = \"{model}\"\n\
+         [engine]\nkind = \"{kind}\"\n\
+         [engine.step_time]\nmodel = \"roofline\"\n\
+         [workload]\nrequests = 1\nprompt_tokens = {{ dist = \"constant\", value = 1 }}\n\
+         output_tokens = {{ dist = \"constant\", value = 1 }}\n\
+         [client]\nconcurrency = 1\n",
+        model = model.name,
+        gpu = gpu.name,
+    ))
+}
+
 /// How `file`'s arrivals are replayed, in words.
 pub fn arrivals_in_words(file: &BenchFile) -> String {
     let cap = match file.max_concurrency {

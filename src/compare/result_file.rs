@@ -8,7 +8,7 @@
 //! `start_times` and `queue_times` (vLLM), `errors` (a non-empty string marks a failed
 //! request); and the scalars `duration`, `request_rate` (a number, `"inf"`, or Python's
 //! `Infinity` that SGLang's `json.dumps` writes), `max_concurrency`, `burstiness`, `backend`,
-//! `model_id`, `date`.
+//! `model_id`, `date`, and labels a run may carry (`gpu`, `tp`).
 
 use std::path::Path;
 
@@ -120,6 +120,12 @@ pub struct BenchFile {
     pub model_id: Option<String>,
     /// `date` (vLLM).
     pub date: Option<String>,
+    /// The GPU, when the run was labelled with it (`vllm bench serve --metadata gpu=…`, which
+    /// vLLM writes as a top-level key; `gpu` or `hardware`).
+    pub gpu: Option<String>,
+    /// GPUs of the server, when labelled (`--metadata tp=…`; `tp`, `tensor_parallel` or
+    /// `tensor_parallel_size`).
+    pub tensor_parallel: Option<u32>,
     /// `duration` (s).
     pub duration_s: f64,
     /// `max_concurrency`.
@@ -354,6 +360,13 @@ fn read(o: &Value, line: (usize, usize)) -> Result<BenchFile, ResultFileError> {
             info.get("model_path")?.as_str().map(str::to_string)
         }),
         date: text("date"),
+        gpu: text("gpu").or_else(|| text("hardware")),
+        tensor_parallel: ["tp", "tensor_parallel", "tensor_parallel_size"]
+            .iter()
+            .find_map(|k| match o.get(*k)? {
+                Value::String(s) => s.parse().ok(),
+                v => v.as_u64().and_then(|n| u32::try_from(n).ok()),
+            }),
         duration_s,
         max_concurrency,
         arrivals,

@@ -188,3 +188,26 @@ fn a_run_compared_with_itself_has_no_error_and_both_fixtures_compare() {
         }
     }
 }
+
+#[test]
+fn a_file_labelled_with_its_gpu_is_replayed_through_the_catalog_without_a_scenario() {
+    let text = std::fs::read_to_string(fixture("vllm-0.33.0.json")).unwrap();
+    let labelled = text.replace(
+        "\"num_prompts\": 6,",
+        "\"num_prompts\": 6, \"gpu\": \"h100\", \"tp\": \"1\",",
+    );
+    assert_ne!(labelled, text);
+    let tmp = tempfile::tempdir().unwrap();
+    let f = tmp.path().join("labelled.json");
+    std::fs::write(&f, labelled).unwrap();
+    let (code, out, err) = servesim(&["compare", f.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("(catalog)") && out.contains("mean_ttft_ms"),
+        "{out}"
+    );
+    assert!(err.contains("uncalibrated roofline"), "{err}");
+    let (code, _, err) = servesim(&["compare", fixture("vllm-0.33.0.json").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("it does not name the GPU"), "{err}");
+}
