@@ -140,3 +140,25 @@ fn vllm_sees_the_same_shift_and_fast_forward_agrees() {
     };
     assert_eq!(go(Stepping::FastForward), go(Stepping::StepByStep));
 }
+
+/// bench_serving's view of the hand case above: each inter-token gap is one decode step (11 ms
+/// plus 1 ns per KV token attended: 101 … 104) plus the per-token streaming time.
+#[test]
+fn the_client_sees_each_decode_step_plus_the_streaming_time_between_tokens() {
+    let sc = scenario(&text(&format!("concurrency = 1\n{OVERHEADS}"), 2));
+    let r = servesim::compare::run_for_bench(&sc).unwrap();
+    let (samples, _) = servesim::compare::simulated(&sc, &r);
+    assert_eq!(samples.len(), 2);
+    for s in &samples {
+        let want: Vec<f64> = (101..=104)
+            .map(|kv| (11_000_000.0 + f64::from(kv) + 500_000.0) / 1e9)
+            .collect();
+        assert_eq!(s.itls_s.len(), 4);
+        for (got, want) in s.itls_s.iter().zip(&want) {
+            assert!((got - want).abs() < 1e-12, "{:?} vs {want:?}", s.itls_s);
+        }
+        assert!((s.ttft_s - 0.0485).abs() < 1e-12, "{}", s.ttft_s);
+        let e2e = 0.0485 + want.iter().sum::<f64>();
+        assert!((s.e2e_s - e2e).abs() < 1e-12, "{} vs {e2e}", s.e2e_s);
+    }
+}
