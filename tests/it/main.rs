@@ -1,6 +1,7 @@
 //! servesim's integration tests, in one binary.
 
 mod cli;
+mod compare;
 mod corpus;
 mod determinism;
 mod differential;
@@ -9,11 +10,14 @@ mod explain;
 mod golden;
 mod hand;
 mod invariants;
+mod lengths_file;
 mod memory;
 mod outputs;
+mod overhead;
 mod queueing;
 mod scenarios;
 mod schema;
+mod scorecard;
 mod trace;
 
 use std::path::PathBuf;
