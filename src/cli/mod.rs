@@ -6,7 +6,7 @@
 //! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
 //!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
-//!   `check`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
+//!   `check`, `compare`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
 //! * `parallel` — a parallel map with a progress bar; `interrupt` — SIGINT and SIGTERM;
 //!   `output` — the output files, written as one set under one rule; `term` — stdout and
 //!   stderr without panics; `table` — terminal tables; [`Failure`] — `error:` /
@@ -17,6 +17,7 @@
 mod args;
 mod catalog;
 mod check;
+mod compare;
 mod explain;
 mod failure;
 mod interrupt;
@@ -72,6 +73,11 @@ enum Command {
     Catalog(catalog::Args),
     /// Validate scenario files and report every problem.
     Check(check::Args),
+    /// Replay a bench_serving / vllm bench serve result file through a scenario and set the
+    /// measured and simulated metrics side by side.
+    ///
+    /// --out writes compare.json and the figure of the CDFs.
+    Compare(compare::Args),
 }
 
 /// Parse the arguments and run; returns the exit code.
@@ -119,5 +125,6 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Memory(a) => memory::run(a),
         Command::Catalog(a) => catalog::run(a),
         Command::Check(a) => check::run(a),
+        Command::Compare(a) => compare::run(a),
     }
 }

@@ -9,6 +9,7 @@ use super::interrupt::{self, interruptible};
 use super::output::{FileId, OutDir, Outputs};
 use super::{term, Failure};
 use crate::analysis::{self, Analysis};
+use crate::compare::{self, bench_json::BenchJson};
 use crate::csv_rows;
 use crate::engine::{self, RunOptions, Sinks, Stepping};
 use crate::metrics::{RequestRecord, RunResult};
@@ -30,6 +31,18 @@ pub(super) struct Args {
     /// Stream one row per answered request to this CSV file (memory stays constant).
     #[arg(long, value_name = "FILE")]
     requests_csv: Option<PathBuf>,
+    /// What to print: the text report, the summary JSON (as --json), or `bench-json`: one line
+    /// with the keys of SGLang's bench_serving result file and its per-request details (the
+    /// run goes step by step and keeps every request).
+    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
+    format: RunFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RunFormat {
+    Text,
+    Json,
+    BenchJson,
 }
 
 /// The files of `--out`, planned before the run.
@@ -121,6 +134,8 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         } else {
             Stepping::FastForward
         },
+        keep_requests: args.format == RunFormat::BenchJson,
+        keep_token_times: args.format == RunFormat::BenchJson,
         ..interruptible()
     };
     let result = simulate(
@@ -157,7 +172,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         let n = written - usize::from(csv_file.is_some());
         term::note(&format!("wrote {n} files to {}", f.dir.shown().display()));
     }
-    if args.output.json() {
+    if args.format == RunFormat::BenchJson {
+        let (samples, duration_s) = compare::simulated(&sc, &result);
+        term::out(&BenchJson::new(&sc, &samples, duration_s).to_line())
+    } else if args.output.json() || args.format == RunFormat::Json {
         term::out(&json)
     } else {
         term::out(&text::render(&summary, &source.name))

@@ -38,6 +38,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let model = ModelSpec::read(v, catalog);
     let workload = WorkloadSpec::read(v);
     let client = ClientSpec::read(v, workload.as_ref().ok());
+    let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
     let (engine, memory) = engine(v, hardware.as_ref(), model.as_ref(), workload.as_ref().ok())?;
     let workload = workload?;
@@ -56,6 +57,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
         engine,
         workload,
         client: client?,
+        overhead: overhead?,
         memory,
         inputs: Vec::new(),
     })
