@@ -75,6 +75,11 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     std::fs::copy(&good, dir.join("b2.toml")).unwrap();
     std::fs::copy(&good, dir.join("summary.json")).unwrap();
     std::os::unix::fs::symlink("no-such-dir/r.csv", dir.join("dangling.csv")).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/bench/vllm-0.33.0.json"),
+        dir.join("compare.json"),
+    )
+    .unwrap();
     let good = good.to_str().unwrap();
     let plan = root().join("scenarios/plan-llama-3.1-70b.toml");
     let plan = plan.to_str().unwrap();
@@ -308,6 +313,11 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["run", good, "--requests-csv", "dangling.csv"],
             2,
         ),
+        (
+            "cli-compare-out-is-the-result-file",
+            &["compare", "compare.json", "--scenario", good, "--out", "."],
+            2,
+        ),
         // Files that never end (class 8).
         ("cli-scenario-dev-zero", &["run", "/dev/zero"], 2),
     ];
@@ -328,6 +338,7 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             "a-directory.toml",
             "a-file",
             "b2.toml",
+            "compare.json",
             "dangling.csv",
             "not-utf8.toml",
             "summary.json"
@@ -337,6 +348,10 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     for copy in ["b2.toml", "summary.json"] {
         assert_eq!(std::fs::read(dir.join(copy)).unwrap(), b2, "{copy}");
     }
+    assert_eq!(
+        std::fs::read(dir.join("compare.json")).unwrap(),
+        std::fs::read(root().join("tests/fixtures/bench/vllm-0.33.0.json")).unwrap()
+    );
 }
 
 /// Runs whose simulated time would pass 2⁶³ ns (~292 years) stop with exit code 1 (they used to
