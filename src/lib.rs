@@ -36,6 +36,7 @@ pub mod cost;
 pub mod csv_rows;
 pub mod diagnostic;
 pub mod engine;
+pub mod files;
 pub mod kv;
 pub mod memory;
 pub mod metrics;

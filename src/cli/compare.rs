@@ -5,8 +5,9 @@
 use std::path::PathBuf;
 
 use super::args::{OutputArgs, SetArgs};
-use super::output::{prepare_out_dir, write_outputs};
-use super::Failure;
+use super::interrupt;
+use super::output::Outputs;
+use super::{term, Failure};
 use crate::compare::{self, result_file};
 use crate::report::plots::{self, Format};
 use crate::scenario::{self, Source};
@@ -40,7 +41,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         Some(path) => Source::read(path)?,
         None => match compare::default_scenario_text(&file) {
             Ok(text) => {
-                eprintln!("no --scenario: replaying through the catalog's model and GPU with the uncalibrated roofline");
+                term::note("no --scenario: replaying through the catalog's model and GPU with the uncalibrated roofline");
                 Source {
                     name: format!("{name} (catalog)"),
                     base_dir: PathBuf::from("."),
@@ -56,27 +57,43 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         },
     };
     let base = scenario::load(&source, &args.set.sets)?;
-    if let Some(dir) = &args.output.out {
-        prepare_out_dir(dir)?;
-    }
-    let c = compare::compare(&base, &file, &name)?;
-    let json = serde_json::to_string_pretty(&c).expect("invariant: the comparison serializes");
-    if let Some(dir) = &args.output.out {
-        let mut files: Vec<(String, Vec<u8>)> =
-            vec![("compare.json".into(), json.clone().into_bytes())];
-        if args.output.figures() {
-            for fmt in Format::ALL {
-                let fig = plots::compare_cdf(&c.measured, &c.simulated, fmt)?;
-                files.push((format!("compare-cdf.{}", fmt.extension()), fig));
+    // Every output path is checked, and staged, before the replay; no input is replaced.
+    let inputs = [args.result.clone()]
+        .into_iter()
+        .chain(args.scenario.clone())
+        .chain(base.inputs.iter().cloned());
+    let mut outputs = Outputs::new(inputs);
+    let planned = match &args.output.out {
+        Some(d) => {
+            let dir = outputs.dir(d)?;
+            let json = outputs.file_in(&dir, "compare.json")?;
+            let mut figures = Vec::new();
+            if args.output.figures() {
+                for fmt in Format::ALL {
+                    let name = format!("compare-cdf.{}", fmt.extension());
+                    figures.push((fmt, outputs.file_in(&dir, &name)?));
+                }
             }
+            Some((dir, json, figures))
         }
-        write_outputs(dir, &files)?;
-        eprintln!("wrote {} files to {}", files.len(), dir.display());
+        None => None,
+    };
+    let c = compare::compare(&base, &file, &name)?;
+    interrupt::check()?;
+    let json = serde_json::to_string_pretty(&c).expect("invariant: the comparison serializes");
+    if let Some((dir, json_file, figures)) = planned {
+        outputs.write(json_file, json.as_bytes())?;
+        for (fmt, id) in figures {
+            interrupt::check()?;
+            outputs.write(id, &plots::compare_cdf(&c.measured, &c.simulated, fmt)?)?;
+        }
+        interrupt::check()?;
+        let n = outputs.commit()?;
+        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
     }
     if args.output.json() {
-        println!("{json}");
+        term::out(&format!("{json}\n"))
     } else {
-        print!("{}", compare::render(&c, &source.name));
+        term::out(&compare::render(&c, &source.name))
     }
-    Ok(())
 }

@@ -172,13 +172,18 @@ fn python_literals(text: &str) -> String {
     out
 }
 
+/// The largest result file read (bytes): far above bench_serving's details for 10⁶ requests.
+pub const MAX_RESULT_FILE_BYTES: u64 = 1 << 30;
+
 /// Read a result file. A file of several JSON lines (SGLang appends one per run) gives its
 /// last line.
 pub fn load(path: &Path) -> Result<BenchFile, ResultFileError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ResultFileError::Io {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    })?;
+    // bench_serving's details may sit on one line: a size cap, not a line cap.
+    let text =
+        crate::files::read_text(path, MAX_RESULT_FILE_BYTES).map_err(|e| ResultFileError::Io {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        })?;
     parse(&text)
 }
 

@@ -15,7 +15,7 @@ use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
-use crate::scheduler::{self, Outbox, Scheduler};
+use crate::scheduler::{self, LogRecord, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
@@ -52,6 +52,25 @@ pub enum SimError {
     /// The user interrupted the run.
     #[error("interrupted")]
     Interrupted,
+    /// The run would pass [`SimTime::LIMIT`], the latest instant servesim represents.
+    #[error("the simulated time would pass {:.0} s (about {} years), the longest run servesim represents, at t = {at_s:.3} s", SimTime::LIMIT.as_secs_f64(), SimTime::LIMIT.as_secs_f64() as u64 / 31_557_600)]
+    TimeOverflow {
+        /// The last instant simulated.
+        at_s: f64,
+        /// Requests not yet answered.
+        left: u64,
+    },
+}
+
+/// Where a run hands what it produces as it goes, so that memory stays independent of the
+/// run's length.
+#[derive(Default)]
+pub struct Sinks<'s> {
+    /// Every answered request, as it is answered.
+    pub requests: Option<&'s mut dyn FnMut(&RequestRecord)>,
+    /// Every engine log line, as it is printed (then the scheduler records them even without
+    /// [`RunOptions::keep_log`]).
+    pub log: Option<&'s mut dyn FnMut(&LogRecord)>,
 }
 
 struct Simulator<'s> {
@@ -93,13 +112,29 @@ pub fn run_with_sink<'s>(
     opts: &RunOptions,
     sink: Option<&'s mut dyn FnMut(&RequestRecord)>,
 ) -> Result<RunResult, SimError> {
+    run_with_sinks(
+        scenario,
+        opts,
+        Sinks {
+            requests: sink,
+            log: None,
+        },
+    )
+}
+
+/// Simulate a scenario, handing answered requests and log lines to `sinks` as they come.
+pub fn run_with_sinks<'s>(
+    scenario: &'s Scenario,
+    opts: &RunOptions,
+    sinks: Sinks<'s>,
+) -> Result<RunResult, SimError> {
     let seeds = Seeds::new(scenario.seed);
     let scheduler = scheduler::build(
         &scenario.engine,
         scenario.model.as_ref().and_then(|m| m.context_len),
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
-        opts.keep_log,
+        opts.keep_log || sinks.log.is_some(),
     );
     let mut recorder = Recorder::new(
         scenario.run.window,
@@ -111,8 +146,11 @@ pub fn run_with_sink<'s>(
     );
     recorder.keep_requests(opts.keep_requests);
     recorder.set_overhead(scenario.overhead);
-    if let Some(sink) = sink {
+    if let Some(sink) = sinks.requests {
         recorder.stream_requests(sink);
+    }
+    if let Some(sink) = sinks.log {
+        recorder.stream_log(sink);
     }
     // The trace mode sends each row at its own arrival time.
     let arrivals: Option<Arc<[SimTime]>> = match (&scenario.client, &scenario.workload.lengths) {
@@ -170,6 +208,7 @@ impl Simulator<'_> {
                 self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
                     self.fast_forward();
+                    self.check_time(self.now)?;
                 }
                 self.start_batch(&mut actions);
             }
@@ -185,6 +224,7 @@ impl Simulator<'_> {
                     break StopReason::MaxSimTime;
                 }
             }
+            self.check_time(next)?;
             self.recorder.advance_to(next);
             debug_assert!(next >= self.now, "invariant: the clock never goes back");
             self.now = next;
@@ -248,6 +288,18 @@ impl Simulator<'_> {
         Ok(())
     }
 
+    /// Stop before the clock reaches [`SimTime::LIMIT`]: time sums saturate there, so a run
+    /// that gets that far (centuries of simulated time) would report clamped numbers.
+    fn check_time(&self, t: SimTime) -> Result<(), SimError> {
+        if t < SimTime::LIMIT {
+            return Ok(());
+        }
+        Err(SimError::TimeOverflow {
+            at_s: self.now.as_secs_f64(),
+            left: self.client.remaining() + self.client.in_flight(),
+        })
+    }
+
     /// The lines the engine prints on its own clock (vLLM's stats every 10 s) strictly before
     /// `until` (the next event), or at it when it is `max_sim_s`: each sees every event before it.
     fn log_on_engine_clock(&mut self, until: SimTime) {
@@ -270,10 +322,10 @@ impl Simulator<'_> {
         let limit = self
             .events
             .peek_time()
-            .unwrap_or(SimTime::MAX)
+            .unwrap_or(SimTime::LIMIT)
             .min(self.recorder.next_snapshot_at())
-            .min(self.scheduler.next_log_at().unwrap_or(SimTime::MAX))
-            .min(self.max_sim.unwrap_or(SimTime::MAX));
+            .min(self.scheduler.next_log_at().unwrap_or(SimTime::LIMIT))
+            .min(self.max_sim.unwrap_or(SimTime::LIMIT));
         self.sync_state();
         self.outbox.clear();
         if let Some(skip) =

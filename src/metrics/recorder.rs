@@ -65,6 +65,7 @@ pub struct Recorder<'a> {
     last_decode_line_at: SimTime,
     keep_log: bool,
     log: Vec<LogRecord>,
+    log_sink: Option<&'a mut dyn FnMut(&LogRecord)>,
     keep_requests: bool,
     requests: Vec<RequestRecord>,
     request_sink: Option<&'a mut dyn FnMut(&RequestRecord)>,
@@ -131,6 +132,7 @@ impl<'a> Recorder<'a> {
             last_decode_line_at: SimTime::ZERO,
             keep_log,
             log: Vec::new(),
+            log_sink: None,
             keep_requests: false,
             requests: Vec::new(),
             request_sink: None,
@@ -182,6 +184,12 @@ impl<'a> Recorder<'a> {
     /// Hand every answered request to `sink` as it is answered (e.g. to stream a CSV).
     pub fn stream_requests(&mut self, sink: &'a mut dyn FnMut(&RequestRecord)) {
         self.request_sink = Some(sink);
+    }
+
+    /// Hand every engine log line to `sink` as it is printed (e.g. to stream `server.log`),
+    /// instead of or besides keeping it.
+    pub fn stream_log(&mut self, sink: &'a mut dyn FnMut(&LogRecord)) {
+        self.log_sink = Some(sink);
     }
 
     fn record(&mut self, now: SimTime, r: &Request, completed: bool) {
@@ -440,6 +448,9 @@ impl<'a> Recorder<'a> {
                     .as_secs_f64())
             .round() as u64;
             self.last_decode_line_at = s.at;
+        }
+        if let Some(sink) = self.log_sink.as_mut() {
+            sink(rec);
         }
         if self.keep_log {
             self.log.push(rec.clone());

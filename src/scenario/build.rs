@@ -26,7 +26,7 @@ TOP:
 pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     // The built-in catalog, extended by the scenario's `catalog = "file.toml"` if it can be read.
     let user_catalog = match v.opt::<String>("catalog") {
-        Ok(Some(file)) => Catalog::with_user_file(&v.base_dir().join(file)).map_err(|e| {
+        Ok(Some(file)) => Catalog::with_user_file(&v.input(&file)).map_err(|e| {
             let hint = "a TOML file of [[gpu]] and [[model]] entries, relative to the scenario (see `servesim catalog`)";
             v.bad("catalog", format!("cannot be used: {e}"), hint)
         }),
@@ -59,6 +59,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
         client: client?,
         overhead: overhead?,
         memory,
+        inputs: Vec::new(),
     })
 }
 

@@ -307,7 +307,7 @@ fn read_rows(v: &mut dyn Values) -> Result<Lengths, Bad> {
         v.get("workload.lengths.prompt")?,
         v.get("workload.lengths.output")?,
     );
-    match rows::load(&v.base_dir().join(&file), &prompt, &output) {
+    match rows::load(&v.input(&file), &prompt, &output) {
         Ok(r) => Ok(Lengths::Rows {
             file,
             rows: r.into(),
@@ -322,7 +322,7 @@ fn read_rows(v: &mut dyn Values) -> Result<Lengths, Bad> {
 /// Read the trace named by `workload.trace`; every bad cell is reported at the key, with the
 /// file's line and column.
 fn read_trace(v: &mut dyn Values, file: String) -> Result<Lengths, Bad> {
-    match trace::load(&v.base_dir().join(&file)) {
+    match trace::load(&v.input(&file)) {
         Ok(t) => Ok(Lengths::Trace {
             file,
             rows: t.rows.into(),

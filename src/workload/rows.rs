@@ -77,11 +77,13 @@ pub fn load(path: &Path, prompt: &str, output: &str) -> Result<Vec<(u32, u32)>, 
 /// A ShareGPT-format file: the first two turns of each conversation, their token counts under
 /// the keys `prompt` and `output`.
 fn sharegpt(path: &Path, prompt: &str, output: &str) -> Result<Vec<(u32, u32)>, DataError> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        problem(
-            format!("cannot be read: {e}"),
-            "check the path: it is relative to the scenario file",
-        )
+    // A JSON array may sit on one line: the size cap of data files, not the line cap.
+    let text = crate::files::read_text(path, datafile::MAX_FILE_BYTES).map_err(|e| {
+        let hint = match e {
+            crate::files::ReadError::Io(_) => "check the path: it is relative to the scenario file",
+            _ => "give a ShareGPT JSON file",
+        };
+        problem(format!("cannot be read: {e}"), hint)
     })?;
     let hint = "a ShareGPT file: a JSON array of {\"conversations\": [{\"from\": …, \"value\": …, \"<count key>\": N}, …]}";
     let v: Value =

@@ -7,6 +7,7 @@ mod determinism;
 mod differential;
 mod engines;
 mod explain;
+mod faults;
 mod golden;
 mod hand;
 mod invariants;
