@@ -287,6 +287,19 @@ pub fn evaluate(
             ));
         }
     }
+    let replicas = u64::from(c.num_gpus / c.tensor_parallel);
+    if replicas > base.workload.requests {
+        // Each server simulates at least one request: the totals would count requests that
+        // do not exist (and a lone request's rate is no throughput).
+        return Ok(PlanRow::infeasible(
+            c,
+            price,
+            format!(
+                "{replicas} servers for {} requests: some would get none",
+                base.workload.requests
+            ),
+        ));
+    }
     let sets: Vec<String> = base_sets
         .iter()
         .cloned()
@@ -319,6 +332,9 @@ pub fn evaluate(
         Ok(r) => r,
         Err(SimError::Stuck { reason, .. }) => {
             return Ok(PlanRow::infeasible(c, price, reason));
+        }
+        Err(e @ SimError::TimeOverflow { .. }) => {
+            return Ok(PlanRow::infeasible(c, price, e.to_string()));
         }
         Err(e) => return Err(e),
     };

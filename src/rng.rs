@@ -24,6 +24,8 @@ pub enum StreamName {
     SchedulePolicy,
     /// Which shared prompt prefix each request uses (and the groups' drawn lengths).
     PrefixGroups,
+    /// The row of a `workload.lengths` file, one draw per request in send order.
+    LengthRows,
 }
 
 impl StreamName {
@@ -34,6 +36,7 @@ impl StreamName {
             StreamName::Arrivals => "arrivals",
             StreamName::SchedulePolicy => "schedule_policy",
             StreamName::PrefixGroups => "prefix_groups",
+            StreamName::LengthRows => "length_rows",
         }
     }
 }

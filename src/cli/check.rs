@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::args::SetArgs;
-use super::Failure;
+use super::{term, Failure};
 use crate::scenario::{self, Source};
 
 /// `servesim check`.
@@ -23,7 +23,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             .map_err(Failure::from)
             .and_then(|s| Ok(scenario::load(&s, &args.set.sets)?));
         match loaded {
-            Ok(sc) => println!("ok: {} ({})", p.display(), sc.name),
+            Ok(sc) => term::out(&format!("ok: {} ({})\n", p.display(), sc.name))?,
             Err(f) => failures.push(f),
         }
     }

@@ -1,8 +1,8 @@
 //! `servesim explain`: the story of one run in words, with this run's numbers.
 
 use super::args::ScenarioArgs;
-use super::parallel::interruptible;
-use super::Failure;
+use super::interrupt::{self, interruptible};
+use super::{term, Failure};
 use crate::report::explain::{self, Context};
 use crate::report::summary;
 use crate::scenario::ClientSpec;
@@ -27,7 +27,9 @@ enum ExplainFormat {
 pub(super) fn run(args: Args) -> Result<(), Failure> {
     let (_, sc) = args.scenario.load()?;
     let result = engine::run(&sc, &interruptible())?;
+    interrupt::check()?;
     let analysis = analysis::analyse(&result);
+    interrupt::check()?;
     let summary = summary::summarize(&sc, &result, &analysis);
     let ctx = Context {
         scenario_arg: args.scenario.scenario.map(|p| p.display().to_string()),
@@ -45,6 +47,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         ExplainFormat::Text => explain::Format::Text,
         ExplainFormat::Markdown => explain::Format::Markdown,
     };
-    print!("{}", explain::render(&summary, &ctx, fmt));
-    Ok(())
+    let text = explain::render(&summary, &ctx, fmt);
+    interrupt::check()?;
+    term::out(&text)
 }

@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use super::args::{JsonArg, ScenarioArgs};
-use super::output::{prepare_out_dir, render, table, write_outputs};
+use super::output::Outputs;
 use super::sweep::grid;
-use super::values;
-use super::Failure;
+use super::table::{render, table};
+use super::{interrupt, term, values, Failure};
 use crate::memory::SglangMemory;
 use crate::report::plots::{self, Format};
 use crate::report::text::thousands;
@@ -75,16 +75,22 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         }
         // The figure shows the range; the base scenario is its reference, not a bar.
         let bars = bars.split_off(1);
-        prepare_out_dir(dir)?;
-        let mut files: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut outputs = Outputs::new(args.scenario.inputs(&sc));
+        let out = outputs.dir(dir)?;
+        let mut files = Vec::new();
         for fmt in Format::ALL {
             files.push((
-                format!("memory.{}", fmt.extension()),
-                plots::memory_figure(&bars, fmt)?,
+                fmt,
+                outputs.file_in(&out, &format!("memory.{}", fmt.extension()))?,
             ));
         }
-        write_outputs(dir, &files)?;
-        eprintln!("wrote the memory figure to {}", dir.display());
+        for (fmt, id) in files {
+            interrupt::check()?;
+            outputs.write(id, &plots::memory_figure(&bars, fmt)?)?;
+        }
+        interrupt::check()?;
+        outputs.commit()?;
+        term::note(&format!("wrote the memory figure to {}", dir.display()));
     }
     if args.print.json {
         let j = serde_json::json!({
@@ -92,18 +98,16 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             "memory": base,
             "range": rows.iter().map(|r| serde_json::json!({ "set": r.sets, "memory": r.memory })).collect::<Vec<_>>(),
         });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&j).expect("invariant: memory serialises")
-        );
-        return Ok(());
+        let mut text = serde_json::to_string_pretty(&j).expect("invariant: memory serialises");
+        text.push('\n');
+        return term::out(&text);
     }
-    print!("{}", report::memory::derivation(&base, &sc.name));
+    let mut text = report::memory::derivation(&base, &sc.name);
     if !rows.is_empty() {
-        println!();
-        print!("{}", range_table(&base, &rows));
+        text.push('\n');
+        text.push_str(&range_table(&base, &rows));
     }
-    Ok(())
+    term::out(&text)
 }
 
 /// The first problems of the invalid settings.

@@ -2,10 +2,12 @@
 //! deadline at the lowest cost; every candidate simulated in parallel.
 
 use super::args::{JobsArgs, OutputArgs, ScenarioFileArgs};
-use super::output::{prepare_out_dir, render, table, write_outputs};
-use super::parallel::{interruptible, map_with_progress};
+use super::interrupt::{self, interruptible};
+use super::output::Outputs;
+use super::parallel::map_with_progress;
+use super::table::{render, table};
 use super::values::{self, GpuPrice};
-use super::Failure;
+use super::{term, Failure};
 use crate::catalog::Catalog;
 use crate::plan::{self, Outcome, PlanRow};
 use crate::report::plots::{self, Format};
@@ -83,10 +85,25 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             "give a TP no larger than the GPU count",
         ));
     }
-    let out = args.output.out.as_deref();
-    if let Some(dir) = out {
-        prepare_out_dir(dir)?;
-    }
+    let mut outputs = Outputs::new(args.scenario.inputs(&base));
+    let planned = match &args.output.out {
+        Some(d) => {
+            let dir = outputs.dir(d)?;
+            let csv = outputs.file_in(&dir, "plan.csv")?;
+            let json = outputs.file_in(&dir, "plan.json")?;
+            let mut figures = Vec::new();
+            if args.output.figures() {
+                for fmt in Format::ALL {
+                    figures.push((
+                        fmt,
+                        outputs.file_in(&dir, &format!("plan.{}", fmt.extension()))?,
+                    ));
+                }
+            }
+            Some((dir, csv, json, figures))
+        }
+        None => None,
+    };
     let catalog = Catalog::builtin_ref();
     let price_of = |g: &str| {
         args.prices
@@ -104,29 +121,26 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     plan::sort(&mut rows);
     let mut json = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
     json.push('\n');
-    if let Some(dir) = out {
-        let mut files: Vec<(String, Vec<u8>)> = vec![
-            ("plan.csv".into(), plan::to_csv(&rows)),
-            ("plan.json".into(), json.clone().into_bytes()),
-        ];
-        if args.output.figures() {
-            let picks = crate::plan::highlights(&rows, args.deadline_h);
-            for fmt in Format::ALL {
-                files.push((
-                    format!("plan.{}", fmt.extension()),
-                    plots::plan_figure(&rows, &picks, args.deadline_h, fmt)?,
-                ));
-            }
+    if let Some((dir, csv, json_file, figures)) = planned {
+        outputs.write(csv, &plan::to_csv(&rows))?;
+        outputs.write(json_file, json.as_bytes())?;
+        let picks = crate::plan::highlights(&rows, args.deadline_h);
+        for (fmt, id) in figures {
+            interrupt::check()?;
+            outputs.write(
+                id,
+                &plots::plan_figure(&rows, &picks, args.deadline_h, fmt)?,
+            )?;
         }
-        write_outputs(dir, &files)?;
-        eprintln!("wrote {} files to {}", files.len(), dir.display());
+        interrupt::check()?;
+        let n = outputs.commit()?;
+        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
     }
     if args.output.json() {
-        print!("{json}");
+        term::out(&json)
     } else {
-        print!("{}", plan_table(&base, &rows, args.deadline_h));
+        term::out(&plan_table(&base, &rows, args.deadline_h))
     }
-    Ok(())
 }
 
 fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> String {

@@ -192,7 +192,12 @@ pub fn kv_budget(
                 "the weights ({:.1} GiB per GPU) leave no KV cache: the static budget is {:.3} × {:.1} GiB = {static_gib:.1} GiB",
                 i.weight_gib_per_gpu, i.mem_fraction_static, i.memory_before_weights_gib
             );
-            let hint = "raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint";
+            let hint = if i.weight_gib_per_gpu >= i.memory_before_weights_gib {
+                // No fraction helps: the weights alone exceed the memory.
+                "the weights exceed the memory before weights: use more GPUs (hardware.tensor_parallel), GPUs with more memory, or a lighter checkpoint"
+            } else {
+                "raise engine.mem_fraction_static, use more GPUs (hardware.tensor_parallel), or a lighter checkpoint"
+            };
             return Err(v.fail("engine.mem_fraction_static", "engine", msg, hint));
         }
         (
@@ -220,9 +225,17 @@ pub fn kv_budget(
             let block_bytes = (i.kv_bytes_per_token * u64::from(i.block_size_tokens)) as f64;
             let two_blocks = m.min_utilization_for_one_block
                 + block_bytes / (i.gpu_memory_mib as f64 * 1024.0 * 1024.0);
-            let hint = format!(
-                "raise engine.gpu_memory_utilization to at least {two_blocks:.3}, use more GPUs, or a lighter checkpoint"
-            );
+            let hint = if two_blocks <= 1.0 {
+                format!(
+                    "raise engine.gpu_memory_utilization to at least {two_blocks:.3}, use more GPUs, or a lighter checkpoint"
+                )
+            } else {
+                // No utilization helps: the GPU's memory is too small.
+                format!(
+                    "even gpu_memory_utilization = 1 leaves too little of the GPU's {} MiB: use more GPUs (hardware.tensor_parallel), GPUs with more memory, or a lighter checkpoint",
+                    i.gpu_memory_mib
+                )
+            };
             return Err(v.fail("engine.gpu_memory_utilization", "engine", msg, hint));
         }
         (
@@ -413,7 +426,7 @@ impl Serialize for MemorySources {
 /// Read the memory keys of `[engine]`, resolve every term and derive the budget: `Ok(Err(…))`
 /// names the inputs that are missing.
 pub fn read(
-    v: &dyn Values,
+    v: &mut dyn Values,
     hw: Option<&HardwareSpec>,
     model: Option<&ModelSpec>,
     kv_cache_dtype: KvCacheDtype,
@@ -480,13 +493,36 @@ pub fn read(
             activation_tokens,
             graph_max_bs,
         } => {
+            let gpu_gib = gpu_mib as f64 / 1024.0;
             let (m_pre, memory_before_weights) = match hw.and_then(|h| h.memory_before_weights_gib)
             {
+                Some(m) if m > gpu_gib => {
+                    let msg = format!(
+                        "is more than the GPU's memory: {gpu_mib} MiB = {gpu_gib:.3} GiB ({gpu_memory})"
+                    );
+                    let hint = "give the free memory SGLang logs before the weights load (\"Load weight begin. avail mem=… GB\"), at most the GPU's memory";
+                    return Err(v.bad("hardware.memory_before_weights_gib", msg, hint));
+                }
                 Some(m) => (m, Source::Key("hardware.memory_before_weights_gib")),
                 None => {
                     let o = default_pre_weight_overhead_gib(tp);
+                    if gpu_gib <= o {
+                        let msg = format!(
+                            "leaves nothing after the {o} GiB assumed for the CUDA context and NCCL"
+                        );
+                        let hint = "give the GPU's memory as nvidia-smi reports it, or hardware.memory_before_weights_gib";
+                        return Err(match gpu_memory {
+                            Source::Key(key) => v.bad(key, msg, hint),
+                            _ => v.fail(
+                                "hardware.gpu",
+                                "hardware",
+                                format!("{gpu_mib} MiB ({gpu_memory}) {msg}"),
+                                hint,
+                            ),
+                        });
+                    }
                     (
-                        gpu_mib as f64 / 1024.0 - o,
+                        gpu_gib - o,
                         Source::Assumption(format!(
                             "GPU memory − {o} GiB (CUDA context + NCCL, assumed)"
                         )),

@@ -9,12 +9,14 @@
 use std::collections::VecDeque;
 
 use super::{
-    DecodeLogStats, Latencies, RequestRecord, RunResult, Sample, StopReason, TimeAverages, Totals,
+    DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StopReason,
+    TimeAverages, Totals,
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{LogRecord, SchedulerCounters, ServerState};
+use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
+use crate::workload::overhead::Overhead;
 
 /// Default time-series point budget.
 pub const DEFAULT_MAX_POINTS: usize = 4096;
@@ -63,6 +65,7 @@ pub struct Recorder<'a> {
     last_decode_line_at: SimTime,
     keep_log: bool,
     log: Vec<LogRecord>,
+    log_sink: Option<&'a mut dyn FnMut(&LogRecord)>,
     keep_requests: bool,
     requests: Vec<RequestRecord>,
     request_sink: Option<&'a mut dyn FnMut(&RequestRecord)>,
@@ -81,6 +84,11 @@ pub struct Recorder<'a> {
     latency: Latencies,
     output_dist: Distribution,
     prompt_dist: Distribution,
+
+    // Off-GPU time, and the latencies at the engine when there is any.
+    overhead: Overhead,
+    engine_latency: Option<EngineLatencies>,
+    decode_round_ns: Vec<u64>,
 }
 
 impl<'a> Recorder<'a> {
@@ -124,6 +132,7 @@ impl<'a> Recorder<'a> {
             last_decode_line_at: SimTime::ZERO,
             keep_log,
             log: Vec::new(),
+            log_sink: None,
             keep_requests: false,
             requests: Vec::new(),
             request_sink: None,
@@ -149,7 +158,22 @@ impl<'a> Recorder<'a> {
             latency: Latencies::default(),
             output_dist: Distribution::plain(),
             prompt_dist: Distribution::plain(),
+            overhead: Overhead::default(),
+            engine_latency: None,
+            decode_round_ns: Vec::new(),
         }
+    }
+
+    /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
+    /// engine sees them apart.
+    pub fn set_overhead(&mut self, overhead: Overhead) {
+        self.overhead = overhead;
+        self.engine_latency = (!overhead.is_zero()).then(EngineLatencies::default);
+    }
+
+    /// A decode round (every running request got a token) was processed at `now`.
+    pub fn on_decode_round(&mut self, now: SimTime) {
+        self.decode_round_ns.push(now.as_ns());
     }
 
     /// Keep a record of every answered request.
@@ -162,6 +186,12 @@ impl<'a> Recorder<'a> {
         self.request_sink = Some(sink);
     }
 
+    /// Hand every engine log line to `sink` as it is printed (e.g. to stream `server.log`),
+    /// instead of or besides keeping it.
+    pub fn stream_log(&mut self, sink: &'a mut dyn FnMut(&LogRecord)) {
+        self.log_sink = Some(sink);
+    }
+
     fn record(&mut self, now: SimTime, r: &Request, completed: bool) {
         if !self.keep_requests && self.request_sink.is_none() {
             return;
@@ -172,8 +202,11 @@ impl<'a> Recorder<'a> {
             output_tokens: r.out_tokens,
             ready_ns: r.ready_at.as_ns(),
             sent_ns: r.sent_at.as_ns(),
+            arrived_ns: r.arrived_at.as_ns(),
             admitted_ns: r.admitted_at.map(SimTime::as_ns),
-            first_token_ns: r.first_token_at.map(SimTime::as_ns),
+            first_token_ns: r
+                .first_token_at
+                .map(|t| self.overhead.seen_at(t, 1).as_ns()),
             done_ns: now.as_ns(),
             retractions: r.evictions,
             cached_tokens: r.cached_tokens,
@@ -357,7 +390,8 @@ impl<'a> Recorder<'a> {
         self.generated_tokens += tokens;
     }
 
-    /// A request's full response reached the client at `now`.
+    /// A request's full response reached the client at `now`. Its first token reached the
+    /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
         self.record(now, r, true);
         self.completed += 1;
@@ -373,7 +407,12 @@ impl<'a> Recorder<'a> {
         let first = r
             .first_token_at
             .expect("invariant: a completed request has a first token");
-        let ttft = first - r.sent_at;
+        if let Some(engine) = self.engine_latency.as_mut() {
+            let done = now.as_ns() - self.overhead.to_client(r.out_tokens).as_ns();
+            engine.ttft_ms.add((first - r.arrived_at).as_ns() as f64);
+            engine.e2e_ms.add((done - r.arrived_at.as_ns()) as f64);
+        }
+        let ttft = self.overhead.seen_at(first, 1) - r.sent_at;
         self.latency.ttft_ms.add(ttft.as_ns() as f64);
         self.latency.e2e_ms.add(e2e.as_ns() as f64);
         if r.out_tokens > 1 {
@@ -386,7 +425,7 @@ impl<'a> Recorder<'a> {
             .expect("invariant: a completed request was admitted");
         self.latency
             .queue_ms
-            .add((admitted - r.sent_at).as_ns() as f64);
+            .add((admitted - r.arrived_at).as_ns() as f64);
         self.latency
             .client_wait_ms
             .add((r.sent_at - r.ready_at).as_ns() as f64);
@@ -400,7 +439,7 @@ impl<'a> Recorder<'a> {
 
     /// The engine printed a log line. Its periodic statistics lines carry the server's view.
     pub fn on_log(&mut self, rec: &LogRecord) {
-        if let LogRecord::Stats(s) = rec {
+        if let LogRecord::Stats(s) | LogRecord::Interval(IntervalStats { sample: s, .. }) = rec {
             self.decode_lines += 1;
             self.sum_gen_tok_per_s += s.gen_tok_per_s;
             self.last_gen_tok_per_s = s.gen_tok_per_s;
@@ -411,17 +450,22 @@ impl<'a> Recorder<'a> {
             .round() as u64;
             self.last_decode_line_at = s.at;
         }
+        if let Some(sink) = self.log_sink.as_mut() {
+            sink(rec);
+        }
         if self.keep_log {
             self.log.push(rec.clone());
         }
     }
 
-    /// The run ended at `end`: emit the remaining points and build the result.
+    /// The run ended at `end`: emit the remaining points and build the result, for an engine
+    /// spoken of in `words`.
     pub fn finish(
         mut self,
         end: SimTime,
         stop: StopReason,
         counters: SchedulerCounters,
+        words: Words,
     ) -> RunResult {
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
@@ -499,9 +543,12 @@ impl<'a> Recorder<'a> {
             log: self.log,
             window_s: self.window.as_secs_f64(),
             requests: self.requests,
+            engine_latency: self.engine_latency,
+            decode_round_ns: self.decode_round_ns,
             // Configuration facts, filled in by the simulator.
             max_running_requests: 0,
             client_concurrency: None,
+            words,
         }
     }
 }

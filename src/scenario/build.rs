@@ -26,7 +26,7 @@ TOP:
 pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     // The built-in catalog, extended by the scenario's `catalog = "file.toml"` if it can be read.
     let user_catalog = match v.opt::<String>("catalog") {
-        Ok(Some(file)) => Catalog::with_user_file(&v.base_dir().join(file)).map_err(|e| {
+        Ok(Some(file)) => Catalog::with_user_file(&v.input(&file)).map_err(|e| {
             let hint = "a TOML file of [[gpu]] and [[model]] entries, relative to the scenario (see `servesim catalog`)";
             v.bad("catalog", format!("cannot be used: {e}"), hint)
         }),
@@ -38,6 +38,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let model = ModelSpec::read(v, catalog);
     let workload = WorkloadSpec::read(v);
     let client = ClientSpec::read(v, workload.as_ref().ok());
+    let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
     let (engine, memory) = engine(v, hardware.as_ref(), model.as_ref(), workload.as_ref().ok())?;
     let workload = workload?;
@@ -56,7 +57,9 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
         engine,
         workload,
         client: client?,
+        overhead: overhead?,
         memory,
+        inputs: Vec::new(),
     })
 }
 

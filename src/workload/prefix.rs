@@ -18,7 +18,7 @@ use crate::settings::{keys, Bad, Key, Named, Val, Values};
 keys! {
 /// `workload.prefix_groups`.
 KEYS:
-"workload.prefix_groups" [Named(&GROUPS), Absent("none: prompts share nothing"), Without("workload.trace"), ""]
+"workload.prefix_groups" [Named(&GROUPS), Absent("none: prompts share nothing"), Without(&["workload.trace"]), ""]
     "prompt prefixes shared by groups of requests (a system prompt, a template): one entry per group, by name; a grouped request's prompt is the prefix followed by its own prompt_tokens", e.g. r#"{ system = { tokens = 2000, share = 0.8 } }"#;
 }
 

@@ -1,19 +1,24 @@
 //! servesim's integration tests, in one binary.
 
 mod cli;
+mod compare;
 mod corpus;
 mod determinism;
 mod differential;
 mod engines;
 mod explain;
+mod faults;
 mod golden;
 mod hand;
 mod invariants;
+mod lengths_file;
 mod memory;
 mod outputs;
+mod overhead;
 mod queueing;
 mod scenarios;
 mod schema;
+mod scorecard;
 mod trace;
 
 use std::path::PathBuf;

@@ -101,7 +101,7 @@ fn series(pts: &[&Sample], x: &Axis, value: fn(&Sample) -> f64) -> Vec<(f64, f64
 }
 
 /// Something a panel draws.
-enum Draw {
+pub(super) enum Draw {
     /// A line: its points, colour and width.
     Line(Vec<(f64, f64)>, RGBColor, u32),
     Dashed(Vec<(f64, f64)>, RGBColor),
@@ -119,15 +119,20 @@ enum Draw {
 /// left above the data, raised by up to 60 % if that makes room for the legend); the legend's
 /// corners; what it draws, in order, each with its legend entry if any. The legend hides none
 /// of the lines and bands if it can.
-struct Panel<'p>(&'p str, Option<f64>, &'static [Corner], Vec<(String, Draw)>);
+pub(super) struct Panel<'p>(
+    pub(super) &'p str,
+    pub(super) Option<f64>,
+    pub(super) &'static [Corner],
+    pub(super) Vec<(String, Draw)>,
+);
 
 impl Panel<'_> {
     /// Draw `draw` next, with a legend entry if `label` is not empty.
-    fn add(&mut self, label: impl Into<String>, draw: Draw) {
+    pub(super) fn add(&mut self, label: impl Into<String>, draw: Draw) {
         self.3.push((label.into(), draw));
     }
 
-    fn draw<DB: DrawingBackend>(
+    pub(super) fn draw<DB: DrawingBackend>(
         self,
         area: &Area<DB>,
         x: &Axis,
@@ -266,7 +271,7 @@ impl Figure for Throughput<'_> {
         let mut p = Panel("server gen (tok/s)", None, &TOP_FIRST, vec![]);
         p.add("", Draw::Marks(marks, GREY, 6));
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
-        let text = "server gen throughput (SGLang's latest Decode log line)";
+        let text = format!("server gen throughput ({})", r.words.stats_line_in_figure);
         p.add(text, Draw::Line(gen, PURPLE, 1));
         let out = steady.output_tok_per_s;
         if has_steady && out > 0.0 {
@@ -287,7 +292,10 @@ impl Figure for EngineState<'_> {
         let pool = thousands(r.kv_capacity_tokens);
         let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
         let usage = avg.token_usage;
-        let usage = format!("token usage {usage:.2} of a KV pool of {pool} tokens");
+        let usage = format!(
+            "{} {usage:.2} of a KV pool of {pool} tokens",
+            r.words.kv_usage
+        );
         let subtitle = format!(
             "Time averages over the run: {running:.1} running, {queued:.1} queued, \
              {in_flight:.1} in flight; {usage}."
@@ -303,17 +311,16 @@ impl Figure for EngineState<'_> {
         let queued = series(&pts, &x, |s| s.queued as f64);
         p.add("queued at the server", Draw::Line(queued, ORANGE, 2));
         let running = series(&pts, &x, |s| s.running as f64);
-        let text = "running at the server (decode batch + prefill)";
-        p.add(text, Draw::Line(running, BLUE, 2));
+        p.add(r.words.running_at_server, Draw::Line(running, BLUE, 2));
         p.draw(&top, &x, None, raster)?;
 
         // The shading under the usage line is not data a legend must avoid; the line is.
-        let mut p = Panel("KV token usage (fraction)", Some(1.1), &TOP_FIRST, vec![]);
+        let mut p = Panel(r.words.kv_usage_axis, Some(1.1), &TOP_FIRST, vec![]);
         let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
         p.add("the pool is full", Draw::Dashed(full, RED));
         let usage = series(&pts, &x, |s| s.token_usage);
-        let why = "SGLang's #token / max_total_num_tokens";
-        let text = format!("token usage: KV tokens in use \u{f7} {pool} ({why})");
+        let (what, why) = (r.words.kv_usage, r.words.kv_usage_source);
+        let text = format!("{what}: KV tokens in use \u{f7} {pool} ({why})");
         p.add(text, Draw::Under(usage, GREEN));
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
@@ -329,7 +336,7 @@ fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
 }
 
 /// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
-fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
+pub(super) fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
     let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
     let p1 = at(0.01).fold(f64::INFINITY, f64::min);
@@ -357,8 +364,11 @@ impl Figure for Latency<'_> {
             0 => "No request completed: there is no latency to show.".to_string(),
             n => {
                 let (n, s) = (thousands(n), if n == 1 { "" } else { "s" });
-                let how = "timed from the send (after the client slot), as sglang.bench_serving";
-                format!("{n} completed request{s}, {how} does. Dots mark p50, p90 and p99.")
+                let how = "timed from the send (after the client slot), as";
+                let client = self.0.words.bench_client_in_figure;
+                format!(
+                    "{n} completed request{s}, {how} {client} does. Dots mark p50, p90 and p99."
+                )
             }
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;

@@ -102,6 +102,7 @@ fn add(
         prefix: None,
         ready_at: SimTime::ZERO,
         sent_at: SimTime::ZERO,
+        arrived_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
         out_tokens: 0,
@@ -412,7 +413,7 @@ fn group_members_admitted_together_each_compute_the_prefix_and_later_ones_hit_it
         group: 0,
         tokens: 300,
     });
-    let mut grouped = |sch: &mut Sglang, reqs: &mut Requests, seq, prompt| {
+    let grouped = |sch: &mut Sglang, reqs: &mut Requests, seq, prompt| {
         let id = add(sch, reqs, seq, prompt, 100, 50);
         reqs[id].prefix = shared;
         // `arrive` took the request's sequence before the prefix was set: take it again.
