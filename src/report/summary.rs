@@ -451,7 +451,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             PrefixCacheOut {
                 enabled: match &e.policy {
                     PolicySpec::Sglang(s) => !s.disable_radix_cache,
-                    PolicySpec::Vllm(_) => false,
+                    PolicySpec::Vllm(v) => v.enable_prefix_caching,
                 },
                 requests: c.first_admissions,
                 hit_requests: c.cache_hit_requests,
@@ -469,7 +469,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                 scheduler::NO_OFF_GPU_TIME if !sc.overhead.is_zero() => {
                     scheduler::FIXED_OFF_GPU_TIME
                 }
-                x => x,
+                x => scheduler::for_prefixes(e.kind(), x, sc.workload.shares_prefixes()),
             })
             .collect(),
         words: scheduler::words(e.kind()),

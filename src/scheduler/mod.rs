@@ -41,7 +41,9 @@ pub fn build(
             s.set_verbose_log(verbose_log);
             Box::new(s)
         }
-        PolicySpec::Vllm(settings) => Box::new(vllm::Vllm::new(engine, settings, cost)),
+        PolicySpec::Vllm(settings) => {
+            Box::new(vllm::Vllm::new(engine, settings, shares_prefixes, cost))
+        }
     }
 }
 
@@ -124,6 +126,20 @@ pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
     match kind {
         EngineKind::Sglang => sglang::SIMPLIFICATIONS,
         EngineKind::Vllm => vllm::SIMPLIFICATIONS,
+    }
+}
+
+/// An engine's simplification `x` as a report states it for a workload that does
+/// (`shares_prefixes`) or does not share prompt prefixes.
+pub fn for_prefixes(kind: EngineKind, x: &'static str, shares_prefixes: bool) -> &'static str {
+    let (without, with) = match kind {
+        EngineKind::Sglang => (sglang::NO_PREFIXES, sglang::WITH_PREFIXES),
+        EngineKind::Vllm => (vllm::NO_PREFIXES, vllm::WITH_PREFIXES),
+    };
+    if shares_prefixes && x == without {
+        with
+    } else {
+        x
     }
 }
 

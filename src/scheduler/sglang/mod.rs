@@ -89,12 +89,20 @@ use settings::{SchedulePolicy, SglangSettings};
 
 pub use log::{log_line, WORDS};
 
+/// The simplification about prefixes for a workload that declares none.
+pub const NO_PREFIXES: &str =
+    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free";
+
+/// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
+pub const WITH_PREFIXES: &str = "prompts share only their group's prefix (one per request, the rest of each prompt unique, outputs never shared with other requests): the radix cache holds those sequences";
+
 /// What this model of SGLang simplifies, printed with every report so nobody mistakes the model
 /// for the engine.
 pub const SIMPLIFICATIONS: &[&str] = &[
     // Still true of every workload that declares no shared prefixes (kept word for word: it is
-    // in every report); with declared prefixes the radix cache is modelled.
-    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
+    // in every report); with declared prefixes the radix cache is modelled and reports say
+    // `WITH_PREFIXES` instead.
+    NO_PREFIXES,
     "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
     "no speculative decoding, priority preemption or data-parallel attention",
     super::NO_OFF_GPU_TIME,

@@ -33,9 +33,15 @@ pub const WORDS: Words = Words {
     admission_rule: "(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs.)",
 };
 
+/// The simplification about prefixes for a workload that declares none.
+pub const NO_PREFIXES: &str = "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)";
+
+/// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
+pub const WITH_PREFIXES: &str = "prompts share only their group's prefix (one per request, the rest of each prompt unique): with prefix caching on, vLLM's block pool is followed block by block (full-block hashes, LRU free queue), and runs go step by step (no fast-forward)";
+
 /// What this model of vLLM simplifies, printed with every report.
 pub const SIMPLIFICATIONS: &[&str] = &[
-    "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)",
+    NO_PREFIXES,
     "FCFS policy, one full-attention KV group, no speculative decoding, no KV connectors",
     "scheduling and output processing take no time; with async scheduling the GPU runs the queued batches back to back",
     crate::scheduler::NO_OFF_GPU_TIME,

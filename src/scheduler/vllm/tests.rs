@@ -48,7 +48,7 @@ fn vllm(blocks: u64, cost: LinearStepTime, s: VllmSettings) -> Vllm {
         step_time: StepTimeSpec::Linear(cost.clone()),
         policy: PolicySpec::Vllm(s.clone()),
     };
-    Vllm::new(&engine, &s, Box::new(Linear::new(cost)))
+    Vllm::new(&engine, &s, false, Box::new(Linear::new(cost)))
 }
 
 /// What happened to one request: first token, finish (ns), preemptions.
