@@ -297,18 +297,39 @@ fn vllms_golden_cases_run_identically_with_both_engines() {
 }
 
 fn random_vllm_scenario() -> impl Strategy<Value = String> {
+    random_vllm_scenario_with(false)
+}
+
+/// Workloads whose requests share prefixes, vLLM's prefix caching on or off.
+fn random_vllm_prefix_scenario() -> impl Strategy<Value = String> {
+    random_vllm_scenario_with(true)
+}
+
+fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
     (
         (40u64..3_000, prop_oneof![Just(16u32), Just(1), Just(7)], 1u32..64, 1u32..4096),
         (1u32..1500, 1u32..600, any::<bool>(), 0u32..3, 1u32..60),
         (any::<bool>(), any::<bool>(), any::<bool>(), prop_oneof![Just(0u32), 1u32..300]),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
         (1u32..40, any::<u64>()),
+        ((1u32..2000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4), any::<bool>()),
     )
         .prop_map(
-            |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed))| {
+            move |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed), ((p1, s1, p2, s2), caching))| {
+                // Prompts: their own part and at most the longest prefix.
+                let shared = if prefixes { p1.max(p2 + 100) } else { 0 };
+                let pmax_all = pmax + shared;
                 // The pool and the step budget hold at least one whole request.
-                let blocks = blocks.max(u64::from((pmax + 3000).div_ceil(block)) + 2);
-                let batched = if chunked { batched } else { batched.max(pmax + 3000) };
+                let blocks = blocks.max(u64::from((pmax_all + 3000).div_ceil(block)) + 2);
+                let batched = if chunked { batched } else { batched.max(pmax_all + 3000) };
+                let (caching, groups) = if prefixes {
+                    (
+                        format!("enable_prefix_caching = {caching}"),
+                        format!("prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = {{ dist = \"uniform\", min = 100, max = {} }}, share = {s2} }} }}", p2 + 100),
+                    )
+                } else {
+                    (String::new(), String::new())
+                };
                 let client = match client {
                     0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
                     1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
@@ -333,6 +354,7 @@ enable_chunked_prefill = {chunked}
 long_prefill_token_threshold = {threshold}
 scheduler_reserve_full_isl = {full}
 async_scheduling = {asynchronous}
+{caching}
 [engine.step_time]
 decode_base_ms = {db}
 decode_per_seq_ms = {ds}
@@ -344,10 +366,11 @@ prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
 output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
 max_new_tokens = 3000
 ignore_eos = {eos}
+{groups}
 [client]
 {client}
 "#,
-                    pmax + 3000,
+                    pmax_all + 3000,
                     req * 10
                 )
             },
@@ -359,6 +382,23 @@ proptest! {
 
     #[test]
     fn random_vllm_scenarios_run_identically_with_both_engines(text in random_vllm_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+}
+
+proptest! {
+    // Step by step with a block pool is the slow path of the debug build: fewer cases.
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_vllm_prefix_scenarios_run_identically_with_both_engines(text in random_vllm_prefix_scenario()) {
         let sc = crate::scenario(&text);
         let fast = outputs(&sc, Stepping::FastForward);
         let slow = outputs(&sc, Stepping::StepByStep);

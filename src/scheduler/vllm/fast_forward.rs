@@ -159,6 +159,11 @@ impl Vllm {
         if self.running.len() >= self.p.max_seqs {
             return Some(WaitingOutcome::SlotStop);
         }
+        if self.pool.is_some() {
+            // The head's cache hit may shrink as the run's blocks evict (and with it what the
+            // step would give it): step by step.
+            return None;
+        }
         let known = self.seq(head).tokens();
         let n = if self.p.threshold > 0 && known > self.p.threshold {
             self.p.threshold
@@ -192,6 +197,9 @@ impl Vllm {
         let r = self.running.len() as u64;
         let (mut events, mut prompts) = (0u64, 0u64);
         let asynchronous = self.p.depth > 1;
+        if self.pool.is_some() {
+            self.take_run_blocks(steps);
+        }
         for k in 0..self.running.len() {
             let id = self.running[k];
             let block = self.p.block;
@@ -209,18 +217,29 @@ impl Vllm {
             }
             events += u64::from(std::mem::take(&mut s.preemption_events));
         }
+        if let Some(pool) = &mut self.pool {
+            // Registered as step by step leaves them: the computed tokens no longer in flight
+            // (`allocate_slots`; under async scheduling also `update_from_output`).
+            for &id in &self.running {
+                let s = &self.seqs[id.0 as usize];
+                pool.cache(id.0 as usize, u64::from(s.computed - s.in_flight));
+            }
+            debug_assert_eq!(
+                self.used_blocks + blocks,
+                self.p.usable_blocks - pool.free_blocks()
+            );
+        }
         self.used_blocks += blocks;
-        debug_assert_eq!(
-            self.used_blocks,
-            self.running
-                .iter()
-                .map(|&id| u64::from(self.seq(id).blocks))
-                .sum::<u64>()
-                + self
-                    .waiting
-                    .iter()
-                    .map(|&id| u64::from(self.seq(id).blocks))
-                    .sum::<u64>(),
+        // Without sharing, the pool's use is the requests' blocks.
+        debug_assert!(
+            self.pool.is_some()
+                || self.used_blocks
+                    == self
+                        .running
+                        .iter()
+                        .chain(&self.waiting)
+                        .map(|&id| u64::from(self.seq(id).blocks))
+                        .sum::<u64>(),
             "invariant: the pool's use is the requests' blocks"
         );
         self.stats.on_outputs(r * steps, prompts, events);
@@ -256,5 +275,29 @@ impl Vllm {
             self.used_blocks * self.p.block,
         );
         self.stats.snapshot(running, waiting_n, self.deferred, used);
+    }
+
+    /// The blocks a run of `steps` decode steps takes off the free queue, in the order step by
+    /// step takes them (step by step, RUNNING in order; nothing is freed during a run), with the
+    /// evictions that come with them.
+    fn take_run_blocks(&mut self, steps: u64) {
+        let b = self.p.block;
+        let mut takes: Vec<(u64, usize)> = Vec::new();
+        for (k, &id) in self.running.iter().enumerate() {
+            let c0 = u64::from(self.seq(id).computed);
+            // Step j (from 1) computes token c0 + j − 1: a new block when it starts one.
+            let mut j = (b - c0 % b) % b + 1;
+            while j <= steps {
+                takes.push((j, k));
+                j += b;
+            }
+        }
+        takes.sort_unstable();
+        let pool = self.pool.as_mut().expect("invariant: called with the pool");
+        for (j, k) in takes {
+            let id = self.running[k];
+            let c0 = u64::from(self.seqs[id.0 as usize].computed);
+            pool.allocate(id.0 as usize, &[], c0 + j, 0);
+        }
     }
 }

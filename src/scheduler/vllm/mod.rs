@@ -429,11 +429,6 @@ impl Scheduler for Vllm {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        if self.pool.is_some() {
-            // Every decode step may take blocks off the free queue and register full ones:
-            // with the block pool, step by step only.
-            return None;
-        }
         self.fast_forward(now, limit, reqs, out)
     }
 

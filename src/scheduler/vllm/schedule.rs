@@ -157,6 +157,9 @@ impl Vllm {
                     self.counters.cache_hit_requests += u64::from(cached > 0);
                 }
                 r.admitted_at.get_or_insert(start);
+                if self.pool.is_some() {
+                    self.stats.lookup(known, cached, r.evictions > 0);
+                }
                 if let Some(pool) = &mut self.pool {
                     let i = id.0 as usize;
                     let mml = self.p.max_model_len;
