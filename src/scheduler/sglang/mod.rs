@@ -94,7 +94,8 @@ pub const NO_PREFIXES: &str =
     "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free";
 
 /// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
-pub const WITH_PREFIXES: &str = "prompts share only their group's prefix (one per request, the rest of each prompt unique, outputs never shared with other requests): the radix cache holds those sequences";
+pub const WITH_PREFIXES: &str =
+    "prompts share only their group's prefix (one per request; the rest of each prompt and every output unique)";
 
 /// What this model of SGLang simplifies, printed with every report so nobody mistakes the model
 /// for the engine.

@@ -37,7 +37,8 @@ pub const WORDS: Words = Words {
 pub const NO_PREFIXES: &str = "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)";
 
 /// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
-pub const WITH_PREFIXES: &str = "prompts share only their group's prefix (one per request, the rest of each prompt unique): with prefix caching on, vLLM's block pool is followed block by block (full-block hashes, LRU free queue), and runs go step by step (no fast-forward)";
+pub const WITH_PREFIXES: &str =
+    "prompts share only their group's prefix (one per request; the rest of each prompt and every output unique)";
 
 /// What this model of vLLM simplifies, printed with every report.
 pub const SIMPLIFICATIONS: &[&str] = &[
