@@ -354,6 +354,29 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         ),
     };
     d.para(&evidence);
+    if let Some(c) = &s.prefix_cache {
+        let scen = ctx.scenario_arg.as_deref().unwrap_or("SCENARIO");
+        let sweep = format!(
+            "servesim sweep {scen} --vary {}",
+            s.words.prefix_cache_sweep
+        );
+        d.para(&if c.enabled {
+            format!(
+                "What the prefix cache bought: {} of the {} prompt tokens ({}) were found cached                  when their requests were first admitted, {} of {} requests hit. Those tokens                  needed no prefill and no new KV: shorter prefill steps, a lower time to first                  token, and room in the pool for more requests at once. {} cached tokens were                  evicted to make room. Without the cache every prompt is prefilled whole; to                  compare, run: {sweep}",
+                thousands(c.cached_tokens),
+                thousands(c.prompt_tokens),
+                pct(c.token_hit_rate),
+                thousands(c.hit_requests),
+                thousands(c.requests),
+                thousands(c.evicted_tokens)
+            )
+        } else {
+            format!(
+                "The requests share prompt prefixes but the engine's prefix cache is off: each                  of the {} prompt tokens was prefilled and held once per request. To see what the                  cache would save, run: {sweep}",
+                thousands(c.prompt_tokens)
+            )
+        });
+    }
 
     // 6. What req/s × mean tokens hides.
     d.heading(6, "What \"req/s × mean tokens\" hides");

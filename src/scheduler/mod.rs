@@ -101,6 +101,8 @@ pub struct Words {
     pub memory_fraction: &'static str,
     /// Its key, with a sweep range to try.
     pub memory_fraction_sweep: &'static str,
+    /// The sweep axis that runs a workload with the engine's prefix cache on and off.
+    pub prefix_cache_sweep: &'static str,
     /// How admission decides that the next request does not fit (a sentence in parentheses).
     pub admission_rule: &'static str,
 }

@@ -131,3 +131,51 @@ fn a_slot_limit_is_named_when_it_binds() {
     assert_eq!(s.binding.constraint, Constraint::MaxRunningRequests);
     assert!(out.contains("max_running_requests = 8"));
 }
+
+/// With shared prefixes, explain says what the cache bought (or that it is off), in the engine's
+/// own keys.
+#[test]
+fn explain_tells_what_the_prefix_cache_bought() {
+    let path = root().join("scenarios/teaching/system-prompt.toml");
+    let load = |set: &[&str]| {
+        let sets: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        sc_mod::load(&Source::read(&path).unwrap(), &sets).unwrap()
+    };
+    let mut on = load(&[]);
+    on.workload.requests = 400;
+    let (text, s) = explain_of(&on, Some("sp.toml"), Format::Text);
+    let c = s.prefix_cache.expect("the workload shares prefixes");
+    assert!(c.enabled && c.cached_tokens > 0);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("What the prefix cache bought"), "{text}");
+    assert!(
+        text.contains("servesim sweep sp.toml --vary engine.disable_radix_cache=false,true"),
+        "{text}"
+    );
+    let mut off = load(&["engine.disable_radix_cache=true"]);
+    off.workload.requests = 400;
+    let (text, s) = explain_of(&off, None, Format::Text);
+    assert!(!s.prefix_cache.unwrap().enabled);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("the engine's prefix cache is off"), "{text}");
+    let mut vllm = load(&["engine.kind=\"vllm\"", "engine.enable_prefix_caching=false"]);
+    vllm.workload.requests = 400;
+    let (text, _) = explain_of(&vllm, None, Format::Text);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("engine.enable_prefix_caching=true,false"),
+        "{text}"
+    );
+}

@@ -265,6 +265,7 @@ impl Sglang {
     }
 
     /// The tokens of a request's KV row the tree owns (its pages there are not its own).
+    #[cfg(debug_assertions)]
     pub(super) fn protected(&self, id: ReqId) -> u32 {
         self.cache
             .as_ref()

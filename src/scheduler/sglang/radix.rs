@@ -179,6 +179,7 @@ impl RadixTree {
     }
 
     /// Tokens held by locks (`protected_size`).
+    #[cfg(any(debug_assertions, test))]
     pub fn protected_tokens(&self) -> u64 {
         self.protected
     }

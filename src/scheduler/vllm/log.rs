@@ -30,6 +30,7 @@ pub const WORDS: Words = Words {
     slot_limit_key: "max_num_seqs",
     memory_fraction: "gpu_memory_utilization",
     memory_fraction_sweep: "engine.gpu_memory_utilization=0.85:0.95:0.01",
+    prefix_cache_sweep: "engine.enable_prefix_caching=true,false",
     admission_rule: "(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs.)",
 };
 
