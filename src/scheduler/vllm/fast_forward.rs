@@ -159,10 +159,17 @@ impl Vllm {
         if self.running.len() >= self.p.max_seqs {
             return Some(WaitingOutcome::SlotStop);
         }
-        if self.pool.is_some() {
-            // The head's cache hit may shrink as the run's blocks evict (and with it what the
-            // step would give it): step by step.
-            return None;
+        if let Some(pool) = &self.pool {
+            // The run's blocks may evict part of the head's hit. With the whole sequence to fit
+            // (`full_sequence_must_fit`) and chunks, what the head lacks only grows as its hit
+            // shrinks (the hit blocks others use are what it saves) while the free blocks only
+            // shrink: a head that does not fit now fits in no step of the run.
+            let known = self.seq(head).tokens().min(self.p.max_model_len);
+            let hit = pool.lookup(head.0 as usize, self.seq(head).tokens());
+            let stays = self.p.full_isl
+                && self.p.chunked
+                && pool.to_allocate(head.0 as usize, known, &hit) > pool.free_blocks();
+            return stays.then_some(WaitingOutcome::MemoryStop);
         }
         let known = self.seq(head).tokens();
         let n = if self.p.threshold > 0 && known > self.p.threshold {
