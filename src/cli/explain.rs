@@ -46,5 +46,6 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         ExplainFormat::Markdown => explain::Format::Markdown,
     };
     print!("{}", explain::render(&summary, &ctx, fmt));
+    super::check::warn(&sc);
     Ok(())
 }

@@ -74,6 +74,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     } else {
         print!("{}", text::render(&summary, &source.name));
     }
+    super::check::warn(&sc);
     Ok(())
 }
 

@@ -30,7 +30,7 @@ KEYS:
 "model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Derived("the catalog model's parameters in model.weight_dtype, sharded over TP"), All, "GiB"]
     "weights resident on each GPU (the memory model only: the roofline reads the weights in model.weight_dtype)", e.g. "72.3";
 "model.weight_dtype" [OneOf(&["bf16", "fp8", "int4", "int4-experts"]), Derived("the catalog's released format"), All, ""]
-    "how the served checkpoint stores its weights: drives the weights in memory and the bytes the roofline reads", e.g. r#""fp8""#;
+    "how the served checkpoint stores its weights: drives the weights in memory and the bytes the roofline reads (fp8 also runs the matmuls at the GPU's FP8 rate)", e.g. r#""fp8""#;
 "model.context_len" [Integer(2, 1 << 31), Derived("the catalog's"), All, "tokens"]
     "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
 }

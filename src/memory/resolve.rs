@@ -121,6 +121,20 @@ pub enum PoolSettings {
 }
 
 impl PoolSettings {
+    /// The most prompt tokens one forward computes: SGLang's chunk (`max_prefill_tokens` with
+    /// chunking off), vLLM's step budget.
+    pub fn prefill_tokens_per_forward(self) -> u64 {
+        match self {
+            PoolSettings::Sglang {
+                activation_tokens, ..
+            } => activation_tokens,
+            PoolSettings::Vllm {
+                max_num_batched_tokens,
+                ..
+            } => u64::from(max_num_batched_tokens),
+        }
+    }
+
     /// The pool's unit: tokens, its name, and the key that sets it.
     fn unit(self) -> (u64, &'static str, &'static str) {
         match self {

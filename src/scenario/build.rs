@@ -90,7 +90,8 @@ fn engine(
     let memory = resolve::read(v, hardware, model, kv_cache_dtype, pool, load)?;
     let (kv_capacity_tokens, kv_source) = resolve::kv_budget(v, &memory, pool)?;
     let memory = memory.ok();
-    let step_time = StepTimeSpec::read(v, hardware, model, memory.as_ref(), workload)?;
+    let chunk = pool.prefill_tokens_per_forward();
+    let step_time = StepTimeSpec::read(v, hardware, model, memory.as_ref(), workload, chunk)?;
     let policy = PolicySpec::read(v, hardware, model, kv_capacity_tokens)?;
     let spec = EngineSpec {
         kv_capacity_tokens,

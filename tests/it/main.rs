@@ -13,6 +13,7 @@ mod outputs;
 mod queueing;
 mod scenarios;
 mod schema;
+mod step_time;
 mod trace;
 
 use std::path::PathBuf;

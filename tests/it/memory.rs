@@ -446,6 +446,47 @@ fn servesim(args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
+fn run_explain_sweep_and_check_warn_when_the_settings_are_predicted_to_run_out_of_memory() {
+    let f = "scenarios/teaching/heavy-tail.toml";
+    let high = "engine.mem_fraction_static=0.97";
+    let small = "workload.requests=200";
+    let warning = "warning: the memory settings are predicted to run out of memory: at mem_fraction_static 0.970";
+    for verb in ["run", "explain"] {
+        let (ok, _, stderr) = servesim(&[verb, f, "--set", high, "--set", small]);
+        assert!(ok, "{stderr}");
+        assert!(stderr.contains(warning), "{verb}: {stderr}");
+        assert!(stderr.contains("largest safe fraction is 0.9"), "{stderr}");
+        // At the scenario's own 0.85: no warning.
+        let (_, _, quiet) = servesim(&[verb, f, "--set", small]);
+        assert!(!quiet.contains("warning"), "{verb}: {quiet}");
+    }
+    let (ok, _, stderr) = servesim(&[
+        "sweep",
+        f,
+        "--set",
+        small,
+        "--vary",
+        "engine.mem_fraction_static=0.85,0.97",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: 1 of 2 points are predicted to run out of memory"),
+        "{stderr}"
+    );
+    let (ok, stdout, _) = servesim(&["check", f, "--set", high]);
+    assert!(ok);
+    assert!(stdout.contains("  memory: KV pool"), "{stdout}");
+    assert!(
+        stdout.contains("oom at mem_fraction_static 0.970"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(warning.trim_start_matches("warning: ")),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn memory_on_a_pinned_pool_says_the_pin_overrides_the_derivation() {
     let (ok, stdout, _) = servesim(&["memory", "scenarios/teaching/kv-bound.toml"]);
     assert!(ok);
@@ -466,4 +507,12 @@ fn memory_on_a_pinned_pool_says_the_pin_overrides_the_derivation() {
     // A derived pool has no such note.
     let (_, stdout, _) = servesim(&["memory", "scenarios/teaching/concurrency-bound.toml"]);
     assert!(!stdout.contains("pins the KV pool"), "{stdout}");
+    // `check` says it too.
+    let (_, stdout, _) = servesim(&["check", "scenarios/teaching/kv-bound.toml"]);
+    assert!(
+        stdout.contains(
+            "KV pool 40,000 tokens (given: it overrides the 412,224 derived from memory)"
+        ),
+        "{stdout}"
+    );
 }
