@@ -6,6 +6,7 @@
 
 pub mod linear;
 pub mod roofline;
+pub mod table;
 
 use crate::memory::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
 use crate::settings::{keys, Bad, Values};
@@ -17,8 +18,8 @@ keys! {
 KEYS:
 "engine.step_time" [Table, Derived("the roofline when hardware.gpu and model.name are catalog entries; otherwise the linear model with servesim's made-up defaults below, flagged in every report"), All, ""]
     "the cost of one scheduler iteration", e.g. "[engine.step_time]";
-"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""]
-    "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
+"engine.step_time.model" [OneOf(&["linear", "roofline", "table"]), Word("linear"), All, ""]
+    "linear coefficients, a roofline from the catalog's GPU and model (hardware.gpu, model.name), or a table of measured step times (written by `servesim calibrate --table`)", e.g. r#""roofline""#;
 }
 
 /// `[engine.step_time]`.
@@ -32,6 +33,8 @@ pub enum StepTimeSpec {
     LinearDefaults(linear::LinearStepTime),
     /// The roofline model, resolved against the catalog's GPU and model.
     Roofline(Box<roofline::Roofline>),
+    /// Measured step times, interpolated.
+    Table(Box<table::StepTable>),
 }
 
 /// Why the roofline predicts the step times.
@@ -60,10 +63,16 @@ impl StepTimeSpec {
     ) -> Result<Self, Bad> {
         let gpu = hardware.and_then(|h| h.gpu_entry.as_ref());
         let entry = model.and_then(|m| m.entry.as_ref());
-        let choice = match (v.has("engine.step_time")?, gpu, entry) {
-            (true, ..) if v.get::<String>("engine.step_time.model")? == "roofline" => {
-                RooflineChoice::Asked
+        let given = v.has("engine.step_time")?;
+        let model_key = match given {
+            true => v.get::<String>("engine.step_time.model")?,
+            false => String::new(),
+        };
+        let choice = match (given, gpu, entry) {
+            (true, ..) if model_key == "table" => {
+                return Ok(StepTimeSpec::Table(Box::new(table::read::read(v)?)));
             }
+            (true, ..) if model_key == "roofline" => RooflineChoice::Asked,
             (false, Some(_), Some(_)) => RooflineChoice::Default,
             (table, ..) => {
                 let l = linear::LinearStepTime::read(v)?;
@@ -114,6 +123,7 @@ impl StepTimeSpec {
         match self {
             StepTimeSpec::Linear(_) => "linear, coefficients given by the scenario",
             StepTimeSpec::LinearDefaults(_) => "linear, servesim's made-up defaults",
+            StepTimeSpec::Table(_) => "table of measured step times",
             StepTimeSpec::Roofline(r) => match (r.choice, r.calibration.is_some()) {
                 (RooflineChoice::Asked, false) => "roofline from datasheets, uncalibrated",
                 (RooflineChoice::Asked, true) => "roofline from datasheets, calibrated",
@@ -217,5 +227,6 @@ pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
             Box::new(linear::Linear::new(l.clone()))
         }
         StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
+        StepTimeSpec::Table(t) => Box::new((**t).clone()),
     }
 }

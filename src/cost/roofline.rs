@@ -70,6 +70,8 @@ KEYS:
     "the line's #running-req", e.g. "50";
 "engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Required, All, "tokens"]
     "the line's #token: KV tokens in use (or token usage × the pool)", e.g. "104000";
+"engine.step_time.calibration_table" [Text, Absent("none"), ROOFLINE, ""]
+    "scale the roofline by the one factor that best matches a table of measured step times (a CSV in the format of model = \"table\", relative to the scenario; least squares on the relative error of every point)", e.g. r#""measured.csv""#;
 }
 
 /// Default fraction of peak memory bandwidth reached.
@@ -135,8 +137,28 @@ pub struct Roofline {
     pub scale: f64,
     /// Why the roofline is used: asked for, or the default for a catalog GPU and model.
     pub choice: RooflineChoice,
-    /// The point the model was calibrated on, if any.
-    pub calibration: Option<CalibrationPoint>,
+    /// What the model was calibrated on, if anything.
+    pub calibration: Option<Calibration>,
+}
+
+/// What a roofline was scaled to match.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Calibration {
+    /// One log line.
+    Point(CalibrationPoint),
+    /// A table of measured step times.
+    Table(TableCalibration),
+}
+
+/// A table of measured step times the roofline was scaled to, and how well it then matches.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableCalibration {
+    /// The table's file.
+    pub source: String,
+    /// Points matched (decode and prefill).
+    pub points: usize,
+    /// Root-mean-square relative error of the scaled roofline over the points.
+    pub rms_relative_error: f64,
 }
 
 /// One point observed on the real server — a `Decode batch` log line — and what the workload
@@ -208,11 +230,19 @@ impl RooflineSettings {
 /// `roofline` scaled to `[engine.step_time.calibration]` if the scenario gives one, matched
 /// with the workload's mean lengths and the prefill chunk.
 pub fn calibration(
-    v: &dyn Values,
+    v: &mut dyn Values,
     workload: Option<&WorkloadSpec>,
     prefill_chunk_tokens: Option<u64>,
     roofline: Roofline,
 ) -> Result<Roofline, Bad> {
+    if let Some(file) = v.opt::<String>("engine.step_time.calibration_table")? {
+        if v.has("engine.step_time.calibration")? {
+            let msg = "a roofline is calibrated on one log line or on a table, not both";
+            return Err(v.bad("engine.step_time.calibration_table", msg, "remove calibration or calibration_table"));
+        }
+        let table = super::table::read::load_for(v, "engine.step_time.calibration_table", &file)?;
+        return Ok(roofline.calibrated_to_table(&table));
+    }
     if !v.has("engine.step_time.calibration")? {
         return Ok(roofline);
     }
@@ -433,7 +463,34 @@ impl Roofline {
     pub fn calibrated(mut self, point: CalibrationPoint) -> Self {
         self.scale = 1.0;
         self.scale = self.logged_gen_tok_per_s(&point) / point.gen_tok_per_s;
-        self.calibration = Some(point);
+        self.calibration = Some(Calibration::Point(point));
+        self
+    }
+
+    /// Scale every step by the one factor `s` that best matches the table's points: with
+    /// `q` = roofline ÷ measured at each decode point (batch, KV) and prefill point (tokens, as
+    /// one request), `s = Σ q / Σ q²` minimises `Σ (s·q − 1)²`, the relative errors.
+    pub fn calibrated_to_table(mut self, table: &super::table::StepTable) -> Self {
+        self.scale = 1.0;
+        let decode = table
+            .decode_points()
+            .map(|(b, k, t)| (self.decode_breakdown(b, k).total_s, t));
+        let prefill = table
+            .prefill_points()
+            .map(|(n, t)| (self.prefill_breakdown(1, n).total_s, t));
+        let q: Vec<f64> = decode
+            .chain(prefill)
+            .filter(|&(_, t)| t > 0.0)
+            .map(|(r, t)| r / t)
+            .collect();
+        let (sum, sum_sq) = q.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
+        self.scale = if sum_sq > 0.0 { sum / sum_sq } else { 1.0 };
+        let mse = q.iter().map(|x| (self.scale * x - 1.0).powi(2)).sum::<f64>() / q.len().max(1) as f64;
+        self.calibration = Some(Calibration::Table(TableCalibration {
+            source: table.source.clone(),
+            points: q.len(),
+            rms_relative_error: mse.sqrt(),
+        }));
         self
     }
 }
@@ -463,9 +520,16 @@ impl StepTimeModel for Roofline {
     fn describe(&self) -> String {
         let cal = match &self.calibration {
             None => "uncalibrated (predicted from datasheets)".to_string(),
-            Some(p) => format!(
+            Some(Calibration::Point(p)) => format!(
                 "calibrated ×{:.3} on {} tok/s at {} running and {} KV tokens",
                 self.scale, p.gen_tok_per_s, p.running, p.kv_tokens
+            ),
+            Some(Calibration::Table(t)) => format!(
+                "calibrated ×{:.3} on the {} points of {} (RMS error {:.1} % after scaling)",
+                self.scale,
+                t.points,
+                t.source,
+                100.0 * t.rms_relative_error
             ),
         };
         let why = match self.choice {
