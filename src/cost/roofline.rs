@@ -238,7 +238,11 @@ pub fn calibration(
     if let Some(file) = v.opt::<String>("engine.step_time.calibration_table")? {
         if v.has("engine.step_time.calibration")? {
             let msg = "a roofline is calibrated on one log line or on a table, not both";
-            return Err(v.bad("engine.step_time.calibration_table", msg, "remove calibration or calibration_table"));
+            return Err(v.bad(
+                "engine.step_time.calibration_table",
+                msg,
+                "remove calibration or calibration_table",
+            ));
         }
         let table = super::table::read::load_for(v, "engine.step_time.calibration_table", &file)?;
         return Ok(roofline.calibrated_to_table(&table));
@@ -485,7 +489,11 @@ impl Roofline {
             .collect();
         let (sum, sum_sq) = q.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
         self.scale = if sum_sq > 0.0 { sum / sum_sq } else { 1.0 };
-        let mse = q.iter().map(|x| (self.scale * x - 1.0).powi(2)).sum::<f64>() / q.len().max(1) as f64;
+        let mse = q
+            .iter()
+            .map(|x| (self.scale * x - 1.0).powi(2))
+            .sum::<f64>()
+            / q.len().max(1) as f64;
         self.calibration = Some(Calibration::Table(TableCalibration {
             source: table.source.clone(),
             points: q.len(),

@@ -76,7 +76,11 @@ pub fn read(v: &mut dyn Values) -> Result<StepTable, Bad> {
         Some(file) => {
             if let Some(k) = INLINE.iter().zip(&inline).find(|(_, x)| x.is_some()) {
                 let msg = "an inline table cannot be given with a table file";
-                return Err(v.bad(&path(k.0), msg, "keep either table = \"file.csv\" or the inline arrays"));
+                return Err(v.bad(
+                    &path(k.0),
+                    msg,
+                    "keep either table = \"file.csv\" or the inline arrays",
+                ));
             }
             load_for(v, "engine.step_time.table", &file)
         }
@@ -88,7 +92,10 @@ pub fn read(v: &mut dyn Values) -> Result<StepTable, Bad> {
                 .map(|(k, _)| *k)
                 .collect();
             if !missing.is_empty() {
-                let msg = format!("model = \"table\" needs a table file or the inline arrays; missing: {}", missing.join(", "));
+                let msg = format!(
+                    "model = \"table\" needs a table file or the inline arrays; missing: {}",
+                    missing.join(", ")
+                );
                 let hint = "give table = \"file.csv\" (columns step, batch, kv_tokens, tokens, ms), or decode_batch, decode_kv_tokens, decode_ms, prefill_tokens and prefill_ms";
                 return Err(v.fail("engine.step_time.model", "engine.step_time", msg, hint));
             }
@@ -106,7 +113,10 @@ pub fn load_for(v: &mut dyn Values, key: &str, file: &str) -> Result<StepTable, 
         Err(errors) => {
             for e in errors {
                 let at = match e.at {
-                    Some(At { line, field: Some(f) }) => format!(":{line}:{f}"),
+                    Some(At {
+                        line,
+                        field: Some(f),
+                    }) => format!(":{line}:{f}"),
                     Some(At { line, .. }) => format!(":{line}"),
                     None => String::new(),
                 };
@@ -120,7 +130,11 @@ pub fn load_for(v: &mut dyn Values, key: &str, file: &str) -> Result<StepTable, 
 fn axis(v: &mut dyn Values, key: &str, xs: &[f64]) -> Result<Vec<u64>, Bad> {
     let path = format!("engine.step_time.{key}");
     if xs.iter().any(|x| x.fract() != 0.0) {
-        return Err(v.bad(&path, "must hold whole numbers", "write integers, e.g. [1, 8, 64]"));
+        return Err(v.bad(
+            &path,
+            "must hold whole numbers",
+            "write integers, e.g. [1, 8, 64]",
+        ));
     }
     let out: Vec<u64> = xs.iter().map(|&x| x as u64).collect();
     if out.len() < 2 || out.windows(2).any(|w| w[0] >= w[1]) {
@@ -153,12 +167,24 @@ fn inline_table(
             k.len(),
             b.len() * k.len()
         );
-        v.bad("engine.step_time.decode_ms", msg, "one row of KV sizes per batch size, row after row");
+        v.bad(
+            "engine.step_time.decode_ms",
+            msg,
+            "one row of KV sizes per batch size, row after row",
+        );
         bad = true;
     }
     if prefill_ms.len() != t.len() {
-        let msg = format!("has {} values for {} prefill sizes", prefill_ms.len(), t.len());
-        v.bad("engine.step_time.prefill_ms", msg, "one time per value of prefill_tokens");
+        let msg = format!(
+            "has {} values for {} prefill sizes",
+            prefill_ms.len(),
+            t.len()
+        );
+        v.bad(
+            "engine.step_time.prefill_ms",
+            msg,
+            "one time per value of prefill_tokens",
+        );
         bad = true;
     }
     if bad {
@@ -174,7 +200,12 @@ fn inline_table(
     })
 }
 
-fn bad(line: u64, field: Option<usize>, message: impl Into<String>, hint: impl Into<String>) -> DataError {
+fn bad(
+    line: u64,
+    field: Option<usize>,
+    message: impl Into<String>,
+    hint: impl Into<String>,
+) -> DataError {
     DataError {
         at: Some(At { line, field }),
         column: None,
@@ -191,7 +222,8 @@ pub fn load(path: &Path, name: &str) -> Result<StepTable, Vec<DataError>> {
             at: None,
             column: None,
             message: "is not a CSV file".into(),
-            hint: "a step-time table is CSV with the columns step, batch, kv_tokens, tokens, ms".into(),
+            hint: "a step-time table is CSV with the columns step, batch, kv_tokens, tokens, ms"
+                .into(),
         }]);
     }
     let mut errors = Vec::new();
@@ -219,7 +251,8 @@ pub fn load(path: &Path, name: &str) -> Result<StepTable, Vec<DataError>> {
     let mut failed = 0usize;
     for (at, cells) in &table.rows {
         let line = at.line;
-        let cell = |name: &str| col(name).map_or((&Cell::Empty, None), |i| (&cells[i], Some(i + 1)));
+        let cell =
+            |name: &str| col(name).map_or((&Cell::Empty, None), |i| (&cells[i], Some(i + 1)));
         let mut report = |e: DataError| {
             failed += 1;
             if errors.len() < MAX_REPORTED {
@@ -231,15 +264,30 @@ pub fn load(path: &Path, name: &str) -> Result<StepTable, Vec<DataError>> {
             Cell::Number(x) if x.is_finite() && (0.0..=MAX_MS).contains(x) => *x,
             other => {
                 let hint = "a step time in milliseconds, from 0 to 1,000,000";
-                report(bad(line, ms_field, format!("ms: {} is not a step time", other.render()), hint));
+                report(bad(
+                    line,
+                    ms_field,
+                    format!("ms: {} is not a step time", other.render()),
+                    hint,
+                ));
                 continue;
             }
         };
         let int = |name: &str, lo: u64, hi: u64| -> Result<u64, DataError> {
             let (c, field) = cell(name);
             match c {
-                Cell::Number(x) if x.fract() == 0.0 && (lo as f64..=hi as f64).contains(x) => Ok(*x as u64),
-                other => Err(bad(line, field, format!("{name}: {} is not a whole number from {lo} to {hi}", other.render()), format!("a {name} row needs its {name}"))),
+                Cell::Number(x) if x.fract() == 0.0 && (lo as f64..=hi as f64).contains(x) => {
+                    Ok(*x as u64)
+                }
+                other => Err(bad(
+                    line,
+                    field,
+                    format!(
+                        "{name}: {} is not a whole number from {lo} to {hi}",
+                        other.render()
+                    ),
+                    format!("a {name} row needs its {name}"),
+                )),
             }
         };
         let (step, step_field) = cell("step");
@@ -248,7 +296,10 @@ pub fn load(path: &Path, name: &str) -> Result<StepTable, Vec<DataError>> {
                 let (b, k) = match (int("batch", 1, MAX_BATCH), int("kv_tokens", 0, MAX_KV)) {
                     (Ok(b), Ok(k)) => (b, k),
                     (Err(e), _) | (_, Err(e)) => {
-                        report(DataError { hint: "a decode row gives batch, kv_tokens and ms".into(), ..e });
+                        report(DataError {
+                            hint: "a decode row gives batch, kv_tokens and ms".into(),
+                            ..e
+                        });
                         continue;
                     }
                 };
@@ -259,17 +310,35 @@ pub fn load(path: &Path, name: &str) -> Result<StepTable, Vec<DataError>> {
             Cell::Text(s) if s == "prefill" => match int("tokens", 1, MAX_KV) {
                 Ok(t) => {
                     if let Some((first, _)) = prefill.insert(t, (line, ps(ms))) {
-                        report(bad(line, None, format!("repeats the prefill point at {t} tokens (line {first})"), "give each point once"));
+                        report(bad(
+                            line,
+                            None,
+                            format!("repeats the prefill point at {t} tokens (line {first})"),
+                            "give each point once",
+                        ));
                     }
                 }
-                Err(e) => report(DataError { hint: "a prefill row gives tokens and ms".into(), ..e }),
+                Err(e) => report(DataError {
+                    hint: "a prefill row gives tokens and ms".into(),
+                    ..e
+                }),
             },
-            other => report(bad(line, step_field, format!("step: {} is neither decode nor prefill", other.render()), "each row is a decode point (batch, kv_tokens, ms) or a prefill point (tokens, ms)")),
+            other => report(bad(
+                line,
+                step_field,
+                format!("step: {} is neither decode nor prefill", other.render()),
+                "each row is a decode point (batch, kv_tokens, ms) or a prefill point (tokens, ms)",
+            )),
         }
     }
     if failed > errors.len() {
         let more = failed - errors.len();
-        errors.push(DataError { at: None, column: None, message: format!("and {more} more bad rows"), hint: "fix the rows above first".into() });
+        errors.push(DataError {
+            at: None,
+            column: None,
+            message: format!("and {more} more bad rows"),
+            hint: "fix the rows above first".into(),
+        });
     }
     if !errors.is_empty() {
         return Err(errors);
@@ -283,7 +352,12 @@ fn grid(
     decode: BTreeMap<(u64, u64), (u64, u64)>,
     prefill: BTreeMap<u64, (u64, u64)>,
 ) -> Result<StepTable, Vec<DataError>> {
-    let whole = |message: String, hint: &str| DataError { at: None, column: None, message, hint: hint.into() };
+    let whole = |message: String, hint: &str| DataError {
+        at: None,
+        column: None,
+        message,
+        hint: hint.into(),
+    };
     let mut batch: Vec<u64> = decode.keys().map(|k| k.0).collect();
     let mut kv: Vec<u64> = decode.keys().map(|k| k.1).collect();
     batch.dedup();
@@ -295,8 +369,14 @@ fn grid(
         errors.push(whole(msg, "measure each batch size at two KV sizes or more, e.g. batch 1 and 64 at kv_tokens 0 and 200000"));
     }
     if prefill.len() < 2 {
-        let msg = format!("has {} prefill points; the table needs at least two", prefill.len());
-        errors.push(whole(msg, "add prefill rows at two token counts or more, e.g. 512 and 8192"));
+        let msg = format!(
+            "has {} prefill points; the table needs at least two",
+            prefill.len()
+        );
+        errors.push(whole(
+            msg,
+            "add prefill rows at two token counts or more, e.g. 512 and 8192",
+        ));
     }
     let mut decode_ps = Vec::with_capacity(batch.len() * kv.len());
     for &b in &batch {
@@ -344,7 +424,10 @@ mod tests {
         .unwrap();
         assert_eq!(t.decode_batch, vec![1, 64]);
         assert_eq!(t.decode_kv_tokens, vec![0, 100]);
-        assert_eq!(t.decode_ps, vec![8_000_000_000, 8_500_000_000, 12_000_000_000, 12_500_000_000]);
+        assert_eq!(
+            t.decode_ps,
+            vec![8_000_000_000, 8_500_000_000, 12_000_000_000, 12_500_000_000]
+        );
         assert_eq!(t.prefill_tokens, vec![512, 8192]);
         assert_eq!(t.prefill_ps, vec![21_000_000_000, 240_000_000_000]);
     }
@@ -355,11 +438,29 @@ mod tests {
             "step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,x,0,,8\nprefil,,,5,1\nprefill,,,512,-1\ndecode,1,0,,9\n",
         )
         .unwrap_err();
-        let lines: Vec<(Option<u64>, &str)> = e.iter().map(|e| (e.at.map(|a| a.line), e.message.as_str())).collect();
-        assert_eq!(lines[0], (Some(3), "batch: \"x\" is not a whole number from 1 to 16777216"));
-        assert_eq!(lines[1], (Some(4), "step: \"prefil\" is neither decode nor prefill"));
+        let lines: Vec<(Option<u64>, &str)> = e
+            .iter()
+            .map(|e| (e.at.map(|a| a.line), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            lines[0],
+            (
+                Some(3),
+                "batch: \"x\" is not a whole number from 1 to 16777216"
+            )
+        );
+        assert_eq!(
+            lines[1],
+            (Some(4), "step: \"prefil\" is neither decode nor prefill")
+        );
         assert_eq!(lines[2], (Some(5), "ms: -1 is not a step time"));
-        assert_eq!(lines[3], (Some(6), "repeats the decode point at batch 1 and kv_tokens 0 (line 2)"));
+        assert_eq!(
+            lines[3],
+            (
+                Some(6),
+                "repeats the decode point at batch 1 and kv_tokens 0 (line 2)"
+            )
+        );
     }
 
     #[test]
@@ -367,9 +468,21 @@ mod tests {
         let e = load_text("step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,1,100,,8\ndecode,64,0,,12\nprefill,,,512,21\n")
             .unwrap_err();
         let msgs: Vec<&str> = e.iter().map(|e| e.message.as_str()).collect();
-        assert_eq!(msgs, vec!["has 1 prefill points; the table needs at least two", "has no decode point at batch 64 and kv_tokens 100"]);
-        let e = load_text("step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\nprefill,,,1,2\nprefill,,,2,3\n").unwrap_err();
-        assert!(e[0].message.contains("1 batch sizes and 1 KV sizes"), "{e:?}");
+        assert_eq!(
+            msgs,
+            vec![
+                "has 1 prefill points; the table needs at least two",
+                "has no decode point at batch 64 and kv_tokens 100"
+            ]
+        );
+        let e = load_text(
+            "step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\nprefill,,,1,2\nprefill,,,2,3\n",
+        )
+        .unwrap_err();
+        assert!(
+            e[0].message.contains("1 batch sizes and 1 KV sizes"),
+            "{e:?}"
+        );
     }
 
     #[test]
