@@ -14,6 +14,7 @@ mod queueing;
 mod scenarios;
 mod schema;
 mod step_time;
+mod table;
 mod trace;
 
 use std::path::PathBuf;
