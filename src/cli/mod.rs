@@ -5,13 +5,14 @@
 //! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
 //!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
-//!   `check`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
+//!   `check`, `calibrate`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
 //! * `parallel` — a parallel map with a progress bar; `output` — atomic output files and
 //!   terminal tables; [`Failure`] — `error:` / `caused by:` / `hint:` and the exit code.
 //!
 //! Adding a verb: a new file with its `Args` and `run`, one arm in `Command` and in `dispatch`.
 
 mod args;
+mod calibrate;
 mod catalog;
 mod check;
 mod explain;
@@ -64,6 +65,10 @@ enum Command {
     Catalog(catalog::Args),
     /// Validate scenario files and report every problem.
     Check(check::Args),
+    /// Fit the step times to a real server's log (SGLang or vLLM) and write a scenario
+    /// fragment: the KV pool and settings from the start-up lines, the step-time coefficients
+    /// from the periodic lines, with the fit's quality.
+    Calibrate(calibrate::Args),
 }
 
 /// Parse the arguments and run; returns the exit code.
@@ -99,5 +104,6 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Memory(a) => memory::run(a),
         Command::Catalog(a) => catalog::run(a),
         Command::Check(a) => check::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
     }
 }

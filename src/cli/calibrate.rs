@@ -1,0 +1,87 @@
+//! `servesim calibrate`: fit the step times to a real server's log, report the fit's quality
+//! and write a scenario fragment.
+
+use std::path::PathBuf;
+
+use super::output::write_outputs;
+use super::Failure;
+use crate::calibrate::{self, fragment, LogError, Options};
+use crate::scenario::EngineKind;
+
+/// `servesim calibrate`.
+#[derive(clap::Args, Debug)]
+pub(super) struct Args {
+    /// Server logs of one engine (SGLang's or vLLM's own, or servesim's server.log); runs at
+    /// several loads determine the coefficients best.
+    #[arg(required = true, value_name = "LOG")]
+    logs: Vec<PathBuf>,
+    /// The engine that wrote the logs (detected from their lines when not given).
+    #[arg(long, value_enum)]
+    engine: Option<Engine>,
+    /// SGLang's --decode-log-interval, when the log's server arguments do not say it (default 40).
+    #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
+    decode_log_interval: Option<u64>,
+    /// Write the scenario fragment to this file (else it is printed after the report).
+    #[arg(long, value_name = "FRAGMENT.toml")]
+    out: Option<PathBuf>,
+}
+
+/// The engines, as `--engine` names them.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+enum Engine {
+    Sglang,
+    Vllm,
+}
+
+impl From<LogError> for Failure {
+    fn from(e: LogError) -> Self {
+        Failure {
+            error: format!("cannot calibrate from `{}`", e.file),
+            causes: vec![(e.to_string(), Some(e.hint))],
+            hint: None,
+            code: 2,
+        }
+    }
+}
+
+pub(super) fn run(args: Args) -> Result<(), Failure> {
+    let logs = args
+        .logs
+        .iter()
+        .map(|p| calibrate::read_log(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let options = Options {
+        engine: args.engine.map(|e| match e {
+            Engine::Sglang => EngineKind::Sglang,
+            Engine::Vllm => EngineKind::Vllm,
+        }),
+        decode_log_interval: args.decode_log_interval,
+    };
+    let c = calibrate::calibrate(&logs, options)?;
+    let text = fragment::fragment(&c);
+    print!("{}", fragment::report(&c));
+    match &args.out {
+        Some(path) => {
+            let (dir, name) = match (path.parent(), path.file_name()) {
+                (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+                _ => {
+                    return Err(Failure::usage(
+                        format!("--out `{}` is not a file path", path.display()),
+                        "give a file name, e.g. --out calibrated.toml",
+                    ))
+                }
+            };
+            let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+            if !dir.is_dir() {
+                return Err(Failure::usage(
+                    format!("--out `{}`: the directory `{}` does not exist", path.display(), dir.display()),
+                    "create the directory first, or write the fragment elsewhere",
+                ));
+            }
+            write_outputs(&dir, &[(name, text.into_bytes())])?;
+            println!("wrote {}", path.display());
+        }
+        None => print!("\n{text}"),
+    }
+    Ok(())
+}
