@@ -234,19 +234,49 @@ fn quality(equations: &[Equation], terms: [Term; 5]) -> Fit {
     }
 }
 
+/// The mean decode batch of a window from the batches its lines show: `first` at its start,
+/// each prefill's `#running-req` before it and `+ #new-seq` after it, `last` at its end. The
+/// prefills are taken as evenly spread over the window's decode steps, and the batch as moving
+/// linearly between two lines.
+fn mean_batch(first: u64, prefills: &[(u64, u64)], last: u64) -> f64 {
+    let mut total = 0.0;
+    let mut start = first as f64;
+    for &(running, new) in prefills {
+        total += (start + running as f64) / 2.0;
+        start = (running + new) as f64;
+    }
+    total += (start + last as f64) / 2.0;
+    total / (prefills.len() + 1) as f64
+}
+
+/// The mean context per running request at the window's two Decode lines (`#token` over
+/// `#running-req`): the window's KV is taken as its mean batch times this.
+fn mean_context(b0: u64, k0: u64, b1: u64, k1: u64) -> f64 {
+    let per = |k: u64, b: u64| k as f64 / b.max(1) as f64;
+    (per(k0, b0) + per(k1, b1)) / 2.0
+}
+
 /// The SGLang windows of `logs` (see the module doc); `interval` is `decode_log_interval`.
-pub fn sglang_equations(logs: &[SglangLog], interval: u64) -> (Vec<Equation>, Vec<Skipped>) {
+/// With `mixed` (`--enable-mixed-chunk`) a prefill batch also computes one token for each
+/// running request (`#running-req`), which decodes inside it.
+pub fn sglang_equations(
+    logs: &[SglangLog],
+    interval: u64,
+    mixed: bool,
+) -> (Vec<Equation>, Vec<Skipped>) {
     let (mut eqs, mut skipped) = (Vec::new(), Vec::new());
     let n = interval as f64;
     for log in logs {
-        let mut previous = None;
+        let mut previous: Option<(u64, u64)> = None;
+        let mut batches: Vec<(u64, u64)> = Vec::new();
         let (mut prefills, mut tokens) = (0u64, 0u64);
         let mut spoiled: Option<&'static str> = None;
         for ev in &log.events {
             match ev {
                 Event::Prefill(p) => {
                     prefills += 1;
-                    tokens += p.new_tokens;
+                    batches.push((p.running, p.new_seqs));
+                    tokens += p.new_tokens + if mixed { p.running } else { 0 };
                     if p.running == 0 {
                         spoiled = spoiled.or(Some("the server may have been idle inside the window (a Prefill batch with #running-req: 0)"));
                     }
@@ -259,12 +289,15 @@ pub fn sglang_equations(logs: &[SglangLog], interval: u64) -> (Vec<Equation>, Ve
                         }
                         (_, Some(r)) => Some(r),
                         _ if d.gen_tok_per_s <= 0.0 => Some("gen throughput 0"),
+                        (Some((b0, _)), _) if b0.abs_diff(d.running) > 1u64.max(d.running.max(b0) / 10) => Some(
+                            "the batch changed by more than a tenth between the two Decode lines: the window's decode tokens are not known",
+                        ),
                         _ => None,
                     };
                     match (reason, previous) {
                         (None, Some((b0, k0))) => {
-                            let batch = (b0 + d.running) as f64 / 2.0;
-                            let kv = (k0 + d.kv_tokens) as f64 / 2.0;
+                            let batch = mean_batch(b0, &[], d.running);
+                            let kv = batch * mean_context(b0, k0, d.running, d.kv_tokens);
                             let generated = n * batch;
                             eqs.push(Equation {
                                 at: d.at,
@@ -279,6 +312,7 @@ pub fn sglang_equations(logs: &[SglangLog], interval: u64) -> (Vec<Equation>, Ve
                     }
                     previous = Some((d.running, d.kv_tokens));
                     (prefills, tokens, spoiled) = (0, 0, None);
+                    batches.clear();
                 }
             }
         }

@@ -211,6 +211,8 @@ pub struct Options {
     pub engine: Option<EngineKind>,
     /// SGLang's `decode_log_interval`; from the log's server arguments when `None`, else 40.
     pub decode_log_interval: Option<u64>,
+    /// SGLang ran with `--enable-mixed-chunk` (also read from the log's server arguments).
+    pub mixed_chunk: bool,
 }
 
 /// SGLang's default `decode_log_interval`.
@@ -252,12 +254,12 @@ pub fn calibrate(logs: &[LogText], options: Options) -> Result<Calibration, LogE
     let files: Vec<String> = logs.iter().map(|l| l.name.clone()).collect();
     let mut startup = Startup::default();
     let merge = |startup: &mut Startup, s: &Startup, name: &str| {
+        // "(line 12)" becomes "(server.log:12)".
+        let located = |words: &str| words.replace("(line ", &format!("({name}:"));
         for x in &s.settings {
-            startup.set(x.key, x.value.clone(), format!("{name}: {}", x.from));
+            startup.set(x.key, x.value.clone(), located(&x.from));
         }
-        startup
-            .notes
-            .extend(s.notes.iter().map(|n| format!("{name}: {n}")));
+        startup.notes.extend(s.notes.iter().map(|n| located(n)));
     };
     let (equations, skipped, read, ranges, method) = match engine {
         EngineKind::Sglang => {
@@ -361,7 +363,8 @@ fn sglang_inputs(
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(SGLANG_DECODE_LOG_INTERVAL);
-    let (equations, skipped) = fit::sglang_equations(parsed, interval);
+    let mixed = options.mixed_chunk || startup.get("engine.enable_mixed_chunk") == Some("true");
+    let (equations, skipped) = fit::sglang_equations(parsed, interval, mixed);
     let read = format!("{n_decode} Decode batch lines and {n_prefill} Prefill batch lines");
     let used: std::collections::BTreeSet<At> = equations.iter().map(|e| e.at).collect();
     let used_decodes = || decodes().filter(|d| used.contains(&d.at));
@@ -384,8 +387,9 @@ fn sglang_inputs(
         ),
     };
     let method = format!(
-        "non-negative least squares on the wall time of each window of {interval} decode steps and the prefill batches logged inside it; \
-         decode tokens = {interval} × the mean #running-req of the two Decode lines, time = tokens ÷ gen throughput; weighted by 1/time"
+        "non-negative least squares on the wall time of each window of {interval} decode steps and the prefill batches logged inside it{}; \
+         decode tokens = {interval} × the mean #running-req of the two Decode lines, time = tokens ÷ gen throughput; weighted by 1/time",
+        if mixed { " (mixed chunks: each prefill batch also computes one token per running request)" } else { "" }
     );
     Ok((equations, skipped, read, ranges, method))
 }

@@ -21,6 +21,9 @@ pub(super) struct Args {
     /// SGLang's --decode-log-interval, when the log's server arguments do not say it (default 40).
     #[arg(long, value_name = "STEPS", value_parser = clap::value_parser!(u64).range(1..))]
     decode_log_interval: Option<u64>,
+    /// SGLang ran with --enable-mixed-chunk (read from the log's server arguments when it has them).
+    #[arg(long)]
+    enable_mixed_chunk: bool,
     /// Write the scenario fragment to this file (else it is printed after the report).
     #[arg(long, value_name = "FRAGMENT.toml")]
     out: Option<PathBuf>,
@@ -56,6 +59,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             Engine::Vllm => EngineKind::Vllm,
         }),
         decode_log_interval: args.decode_log_interval,
+        mixed_chunk: args.enable_mixed_chunk,
     };
     let c = calibrate::calibrate(&logs, options)?;
     let text = fragment::fragment(&c);
@@ -71,10 +75,18 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
                     ))
                 }
             };
-            let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+            let dir = if dir.as_os_str().is_empty() {
+                PathBuf::from(".")
+            } else {
+                dir
+            };
             if !dir.is_dir() {
                 return Err(Failure::usage(
-                    format!("--out `{}`: the directory `{}` does not exist", path.display(), dir.display()),
+                    format!(
+                        "--out `{}`: the directory `{}` does not exist",
+                        path.display(),
+                        dir.display()
+                    ),
                     "create the directory first, or write the fragment elsewhere",
                 ));
             }

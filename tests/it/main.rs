@@ -1,5 +1,6 @@
 //! servesim's integration tests, in one binary.
 
+mod calibrate;
 mod cli;
 mod corpus;
 mod determinism;

@@ -1,0 +1,227 @@
+//! `servesim calibrate` (issue 14, item 1): logs servesim wrote calibrate back to the step
+//! times that produced them; a hand-made log in SGLang 0.5.23's format fits and reports its
+//! quality; the fragment pastes into a valid scenario.
+
+use assert_cmd::Command;
+use servesim::calibrate::{self, fit::Term, Calibration, LogText, Options};
+use servesim::engine::{self, RunOptions};
+use servesim::report::server_log;
+use servesim::scenario::StepTimeSpec;
+
+use crate::{root, scenario};
+
+/// The linear model the logs are written with, in the fragment's units.
+const TRUE: [f64; 5] = [12.0, 0.3, 60.0, 8.0, 60.0];
+const UNITS: [f64; 5] = [1e3, 1e3, 1e9, 1e3, 1e6];
+
+/// servesim's server.log of a closed loop at `concurrency` with prompts of mean `prompt`;
+/// `engine` is extra `[engine]` lines.
+fn server_log(concurrency: u32, prompt: u32, engine: &str) -> LogText {
+    let sc = scenario(&format!(
+        r#"
+name = "round trip"
+seed = {concurrency}{prompt}
+[engine]
+kv_capacity_tokens = 1000000
+{engine}
+[engine.step_time]
+decode_base_ms = {}
+decode_per_seq_ms = {}
+decode_per_kv_token_ns = {}
+prefill_base_ms = {}
+prefill_per_token_us = {}
+[workload]
+requests = 700
+prompt_tokens = {{ dist = "lognormal", mean = {prompt}, cv = 1.0 }}
+output_tokens = {{ dist = "lognormal", mean = 300, cv = 1.0 }}
+[client]
+mode = "closed"
+concurrency = {concurrency}
+"#,
+        TRUE[0], TRUE[1], TRUE[2], TRUE[3], TRUE[4]
+    ));
+    let r = engine::run(
+        &sc,
+        &RunOptions {
+            keep_log: true,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    LogText {
+        name: format!("c{concurrency}-p{prompt}.log"),
+        text: server_log::render(sc.engine.kind(), &r.log, 1),
+    }
+}
+
+fn logs(engine: &str) -> Vec<LogText> {
+    let mut out = Vec::new();
+    for c in [4, 32, 128] {
+        for p in [300, 3000] {
+            out.push(server_log(c, p, engine));
+        }
+    }
+    out
+}
+
+/// Each coefficient within `tolerance` of the truth.
+fn assert_close(c: &Calibration, tolerance: f64) {
+    for j in 0..5 {
+        let got = c.fit.terms[j].value() * UNITS[j];
+        let err = (got - TRUE[j]).abs() / TRUE[j];
+        assert!(
+            err < tolerance,
+            "{}: {got} vs {} ({:.2} %)\n{}",
+            calibrate::fit::TERMS[j],
+            TRUE[j],
+            100.0 * err,
+            calibrate::fragment::report(c)
+        );
+    }
+}
+
+#[test]
+fn sglang_logs_servesim_wrote_calibrate_back_within_two_percent() {
+    let c = calibrate::calibrate(&logs("chunked_prefill_size = 2048"), Options::default()).unwrap();
+    assert_eq!(c.engine, servesim::scenario::EngineKind::Sglang);
+    assert_close(&c, 0.02);
+    assert!(c.fit.r_squared > 0.999, "{}", c.fit.r_squared);
+    // Left out: the first window of each log, and the drain at the end, where the batch
+    // shrinks inside windows.
+    let first = c
+        .skipped
+        .iter()
+        .filter(|s| s.reason.starts_with("the first"))
+        .count();
+    assert_eq!(first, 6);
+    assert!(
+        c.skipped.len() * 20 < c.fit.used,
+        "{} skipped of {}",
+        c.skipped.len(),
+        c.fit.used
+    );
+}
+
+#[test]
+fn chunked_and_mixed_prefill_calibrate_back_within_two_percent() {
+    // Prompts of 3,000 tokens in chunks of 512: most Prefill lines are chunks.
+    let c = calibrate::calibrate(&logs("chunked_prefill_size = 512"), Options::default()).unwrap();
+    assert_close(&c, 0.02);
+    // Mixed chunks: each prefill batch also decodes the running batch.
+    let mixed = logs("chunked_prefill_size = 512\nenable_mixed_chunk = true");
+    let c = calibrate::calibrate(
+        &mixed,
+        Options {
+            mixed_chunk: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    assert_close(&c, 0.02);
+    // Read as if unmixed, the decode rows go unpriced: the fit is worse.
+    let wrong = calibrate::calibrate(&mixed, Options::default()).unwrap();
+    assert!(
+        wrong.fit.rms_relative > c.fit.rms_relative,
+        "{} vs {}",
+        wrong.fit.rms_relative,
+        c.fit.rms_relative
+    );
+}
+
+fn excerpt() -> LogText {
+    calibrate::read_log(&root().join("tests/fixtures/logs/sglang-0.5.23-excerpt.log")).unwrap()
+}
+
+#[test]
+fn a_real_format_sglang_excerpt_fits_and_reports_its_quality() {
+    let c = calibrate::calibrate(&[excerpt()], Options::default()).unwrap();
+    assert_eq!(c.startup.get("engine.kv_capacity_tokens"), Some("470997"));
+    assert_eq!(c.startup.get("engine.chunked_prefill_size"), Some("8192"));
+    assert_eq!(c.startup.get("engine.mem_fraction_static"), Some("0.836"));
+    // The generator's model (tests/fixtures/logs/make_sglang_excerpt.py), with 1.5 % noise:
+    // decode 7.2 ms + 0.085 ms per request + 21 ns per KV token; prefill 9.5 ms + 48 µs per token.
+    let truth = [7.2, 0.085, 21.0, 9.5, 48.0];
+    let got: Vec<f64> = (0..5).map(|j| c.fit.terms[j].value() * UNITS[j]).collect();
+    // The decode terms and the per-token prefill cost within 5 %; the prefill batch's fixed
+    // cost, which few windows hold enough prefills to tell apart, within 30 %.
+    for (j, tolerance) in [(0, 0.05), (1, 0.05), (2, 0.05), (3, 0.3), (4, 0.05)] {
+        assert!(
+            (got[j] - truth[j]).abs() < tolerance * truth[j],
+            "{j}: {got:?}\n{}",
+            calibrate::fragment::report(&c)
+        );
+    }
+    assert!(c.fit.r_squared > 0.999, "{}", c.fit.r_squared);
+    assert!(c.fit.rms_relative < 0.01);
+    let report = calibrate::fragment::report(&c);
+    for words in [
+        "windows: 56 used, 8 skipped (1 the first Decode batch line of its log",
+        "7 the batch changed by more than a tenth",
+        "quality: R² 0.999",
+        "ranges: batch 4–128 requests",
+    ] {
+        assert!(report.contains(words), "{words}:\n{report}");
+    }
+}
+
+#[test]
+fn the_fragment_pastes_into_a_valid_scenario() {
+    let c = calibrate::calibrate(&[excerpt()], Options::default()).unwrap();
+    let text = format!(
+        "name = \"pasted\"\n{}\n[workload]\nrequests = 10\nprompt_tokens = {{ dist = \"constant\", value = 100 }}\n\
+         output_tokens = {{ dist = \"constant\", value = 10 }}\n[client]\nconcurrency = 2\n",
+        calibrate::fragment::fragment(&c)
+    );
+    let sc = scenario(&text);
+    let StepTimeSpec::Linear(l) = &sc.engine.step_time else {
+        panic!("{:?}", sc.engine.step_time)
+    };
+    // Six significant digits in the fragment.
+    let close = |got: u64, j: usize, scale: f64| {
+        let want = c.fit.terms[j].value() * scale;
+        assert!((got as f64 - want).abs() < 1e-5 * want, "{got} vs {want}");
+    };
+    close(l.decode_base_ns, 0, 1e9);
+    close(l.decode_per_seq_ns, 1, 1e9);
+    close(l.prefill_per_token_ps, 4, 1e12);
+    assert!(matches!(c.fit.terms[0], Term::Fitted { .. }));
+}
+
+#[test]
+fn the_cli_reports_and_writes_the_fragment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("calibrated.toml");
+    let o = Command::cargo_bin("servesim")
+        .unwrap()
+        .args([
+            "calibrate",
+            root()
+                .join("tests/fixtures/logs/sglang-0.5.23-excerpt.log")
+                .to_str()
+                .unwrap(),
+        ])
+        .args(["--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.starts_with("servesim calibrate — SGLang log: "),
+        "{stdout}"
+    );
+    assert!(stdout.contains("decode_per_kv_token_ns"), "{stdout}");
+    let fragment = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        fragment.contains("[engine.step_time]\nmodel = \"linear\"\n"),
+        "{fragment}"
+    );
+    assert!(
+        fragment.contains("kv_capacity_tokens = 470997"),
+        "{fragment}"
+    );
+}
