@@ -243,7 +243,7 @@ pub fn calibrate(logs: &[LogText], options: Options) -> Result<Calibration, LogE
                 let name = |k: EngineKind| if k == EngineKind::Sglang { "SGLang" } else { "vLLM" };
                 return Err(LogError::whole(
                     &log.name,
-                    format!("is a {} log, not {}", name(k), name(want)),
+                    format!("is {} log, not {}", if k == EngineKind::Sglang { "an SGLang" } else { "a vLLM" }, name(want)),
                     "calibrate logs of one engine at a time (or drop --engine to detect it)",
                 ));
             }
