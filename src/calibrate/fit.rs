@@ -325,33 +325,40 @@ pub fn sglang_equations(
 /// taken as `G / R` steps (each running request decodes one token per step), each attending
 /// the window's KV tokens: `Δt = (G/R)·decode_base + G·decode_per_seq + P·prefill_per_token +
 /// (G/R)·KV·decode_per_kv_token` — vLLM's mixed step (`prefill_base` is not a term: a prefill
-/// shares its step with the decodes). Windows with no running request, preemptions or a server
-/// not kept busy (nothing waiting and fewer than two running) are left out.
+/// shares its step with the decodes); the running requests and the KV are the means of the
+/// window's two lines. Left out: the first and last line of each log, windows without
+/// generation, with preemptions, or whose running requests changed by more than a tenth.
 pub fn vllm_equations(logs: &[VllmLog]) -> (Vec<Equation>, Vec<Skipped>) {
     let (mut eqs, mut skipped) = (Vec::new(), Vec::new());
     for log in logs {
         let pool = log.pool_tokens.map(|p| p as f64);
+        let last = log.stats.len().saturating_sub(1);
         for (i, s) in log.stats.iter().enumerate() {
-            let reason = if i == 0 {
-                Some("the first stats line of its log: its window may include the start-up")
-            } else if s.running == 0 || s.gen_tok_per_s <= 0.0 {
-                Some("no generation in the window")
-            } else if s.preemptions > 0 {
-                Some("preemptions inside the window")
-            } else if pool.is_none() {
-                Some("the KV pool is unknown (no `GPU KV cache size` line)")
-            } else {
-                None
+            let previous = i.checked_sub(1).map(|j| &log.stats[j]);
+            let reason = match previous {
+                None => Some("the first stats line of its log: its window may include the start-up"),
+                Some(_) if i == last => Some("the last stats line of its log: the server may have gone idle inside its window"),
+                Some(_) if s.running == 0 || s.gen_tok_per_s <= 0.0 => Some("no generation in the window"),
+                Some(_) if s.preemptions > 0 => Some("preemptions inside the window"),
+                Some(p) if p.running.abs_diff(s.running) > 1u64.max(s.running.max(p.running) / 10) => {
+                    Some("the running requests changed by more than a tenth between the two stats lines")
+                }
+                Some(_) if pool.is_none() => Some("the KV pool is unknown (no `GPU KV cache size` line)"),
+                Some(_) => None,
             };
-            if let Some(reason) = reason {
-                skipped.push(Skipped { at: s.at, reason });
+            let (Some(p), None) = (previous, reason) else {
+                skipped.push(Skipped {
+                    at: s.at,
+                    reason: reason.unwrap_or("no window"),
+                });
                 continue;
-            }
+            };
             let dt = s.window_s;
             let generated = s.gen_tok_per_s * dt;
             let prompt = s.prompt_tok_per_s * dt;
-            let steps = generated / s.running as f64;
-            let kv = s.kv_usage * pool.unwrap_or(0.0);
+            let running = (p.running + s.running) as f64 / 2.0;
+            let steps = generated / running;
+            let kv = (p.kv_usage + s.kv_usage) / 2.0 * pool.unwrap_or(0.0);
             eqs.push(Equation {
                 at: s.at,
                 x: [steps, generated, steps * kv, 0.0, prompt],
