@@ -16,6 +16,9 @@ use super::{fields, At, LogError, LogText, Startup};
 /// `VLLM_LOG_STATS_INTERVAL`, seconds: the window of every stats line.
 pub const INTERVAL_S: f64 = 10.0;
 
+/// vLLM's default block size (tokens), when the log's arguments do not give one.
+const DEFAULT_BLOCK_SIZE: u64 = 16;
+
 /// The marker of a stats line.
 const STATS: &str = "Avg prompt throughput: ";
 
@@ -118,7 +121,7 @@ fn leading_number(v: &str) -> Option<f64> {
 /// Read a vLLM log. `file` is the log's index among those read.
 pub fn parse(log: &LogText, file: usize) -> Result<VllmLog, LogError> {
     let mut out = VllmLog::default();
-    let mut blocks: Option<u64> = None;
+    let (mut blocks, mut size): (Option<(u64, u64)>, Option<(u64, u64)>) = (None, None);
     for (i, line) in log.text.lines().enumerate() {
         let n = i as u64 + 1;
         if let Some(p) = line.find(STATS) {
@@ -155,16 +158,10 @@ pub fn parse(log: &LogText, file: usize) -> Result<VllmLog, LogError> {
             });
         } else if let Some(p) = line.find("KV cache size: ") {
             if let Some(tokens) = leading_number(&line[p + 15..]) {
-                out.pool_tokens = Some(tokens as u64);
-                let v = (tokens as u64).to_string();
-                out.startup.set(
-                    "engine.kv_capacity_tokens",
-                    v.clone(),
-                    format!("KV cache size: {v} tokens (line {n})"),
-                );
+                size = Some((tokens as u64, n));
             }
         } else if let Some(p) = line.find("# GPU blocks: ") {
-            blocks = leading_number(&line[p + 14..]).map(|b| b as u64);
+            blocks = leading_number(&line[p + 14..]).map(|b| (b as u64, n));
         } else if let Some(p) = line.find("non-default args: ") {
             let args = &line[p + 18..];
             for (name, key, kind) in ARGS {
@@ -185,18 +182,30 @@ pub fn parse(log: &LogText, file: usize) -> Result<VllmLog, LogError> {
                 .push(format!("{} (line {n})", line[p..].trim()));
         }
     }
-    if let (None, Some(b)) = (out.pool_tokens, blocks) {
-        let block: u64 = out
-            .startup
-            .get("engine.block_size")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(16);
-        let tokens = b.saturating_sub(1) * block;
+    // The pool servesim means: the usable blocks (all but the null block) × block size, the
+    // tokens KV cache usage is a fraction of.
+    let block: u64 = out
+        .startup
+        .get("engine.block_size")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_BLOCK_SIZE);
+    let pool = match (size, blocks) {
+        (Some((tokens, n)), _) => Some((
+            (tokens / block).saturating_sub(1) * block,
+            format!("KV cache size: {tokens} tokens, the null block included (line {n})"),
+        )),
+        (None, Some((b, n))) => Some((
+            b.saturating_sub(1) * block,
+            format!("# GPU blocks: {b}, the null block included (line {n})"),
+        )),
+        (None, None) => None,
+    };
+    if let Some((tokens, from)) = pool {
         out.pool_tokens = Some(tokens);
         out.startup.set(
             "engine.kv_capacity_tokens",
             tokens.to_string(),
-            format!("# GPU blocks: {b}, less the null block, × block size {block}"),
+            format!("{from}, × block size {block}"),
         );
     }
     Ok(out)
@@ -216,7 +225,7 @@ mod tests {
                 .into(),
         };
         let l = parse(&log, 0).unwrap();
-        assert_eq!(l.pool_tokens, Some(1_095_232));
+        assert_eq!(l.pool_tokens, Some(1_095_216));
         assert_eq!(l.startup.get("engine.max_num_seqs"), Some("128"));
         assert_eq!(l.startup.get("engine.enable_prefix_caching"), Some("false"));
         let s = &l.stats[0];
