@@ -278,3 +278,37 @@ fn the_cli_reports_and_writes_the_fragment() {
         "{fragment}"
     );
 }
+
+#[test]
+fn a_real_format_vllm_excerpt_fits_and_flags_what_it_cannot_pin_down() {
+    let log =
+        calibrate::read_log(&root().join("tests/fixtures/logs/vllm-0.33.0-excerpt.log")).unwrap();
+    let c = calibrate::calibrate(&[log], Options::default()).unwrap();
+    assert_eq!(c.engine, servesim::scenario::EngineKind::Vllm);
+    // "GPU KV cache size: 1,095,248 tokens" less the null block of 16.
+    assert_eq!(c.startup.get("engine.kv_capacity_tokens"), Some("1095232"));
+    assert_eq!(c.startup.get("engine.max_num_seqs"), Some("256"));
+    // The generator's model (tests/fixtures/logs/make_vllm_excerpt.py): 6.8 ms + 0.07 ms per
+    // decode + 45 µs per prompt token + 18 ns per KV token, 1.5 % noise per step.
+    let truth = [6.8, 0.07, 18.0, 0.0, 45.0];
+    let got: Vec<f64> = (0..5).map(|j| c.fit.terms[j].value() * UNITS[j]).collect();
+    for (j, tolerance) in [(0, 0.05), (1, 0.05), (2, 0.25), (4, 0.05)] {
+        assert!(
+            (got[j] - truth[j]).abs() < tolerance * truth[j],
+            "{j}: {got:?}"
+        );
+    }
+    // 55 ten-second windows, KV usage to one decimal: the per-KV cost is flagged.
+    assert!(c.fit.terms[2].poorly_determined());
+    let report = calibrate::fragment::report(&c);
+    assert!(
+        report.contains("warning: decode_per_kv_token_ns is poorly determined"),
+        "{report}"
+    );
+    assert!(
+        report.contains("prefill_base_ms                     —  not a term of vLLM's steps"),
+        "{report}"
+    );
+    let fragment = calibrate::fragment::fragment(&c);
+    assert!(fragment.contains("kind = \"vllm\""), "{fragment}");
+}
