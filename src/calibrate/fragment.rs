@@ -167,8 +167,9 @@ pub fn report(c: &Calibration) -> String {
     s
 }
 
-/// The scenario fragment.
-pub fn fragment(c: &Calibration) -> String {
+/// The scenario fragment; with `table`, the step times are the table in that CSV file (the
+/// linear fit kept as comments).
+pub fn fragment(c: &Calibration, table: Option<&str>) -> String {
     let f = &c.fit;
     let mut s = format!(
         "# Written by `servesim calibrate` from {} ({}).\n# {} windows used, {} skipped; R² {}, RMS residual {:.2} % of a window.\n# Ranges covered: {}.\n",
@@ -220,11 +221,25 @@ pub fn fragment(c: &Calibration) -> String {
             x.from
         );
     }
-    s += "\n[engine.step_time]\nmodel = \"linear\"\n";
+    let comment = match table {
+        Some(file) => {
+            s += &format!(
+                "\n[engine.step_time]\nmodel = \"table\"\ntable = \"{file}\"  # relative to the scenario: keep the CSV beside it\n\
+                 # The linear fit the table's prefill rows come from:\n"
+            );
+            "# "
+        }
+        None => {
+            s += "\n[engine.step_time]\nmodel = \"linear\"\n";
+            ""
+        }
+    };
     for (j, (key, unit)) in KEYS.iter().enumerate() {
         match (f.terms[j], not_fitted(c, j)) {
-            (Term::Fitted { value, .. }, _) => s += &format!("{key} = {}\n", sig(value * unit, 6)),
-            (Term::Negative(_), Some(why)) => s += &format!("{key} = 0  # {why}\n"),
+            (Term::Fitted { value, .. }, _) => {
+                s += &format!("{comment}{key} = {}\n", sig(value * unit, 6))
+            }
+            (Term::Negative(_), Some(why)) => s += &format!("{comment}{key} = 0  # {why}\n"),
             (_, Some(why)) => s += &format!("# {key}: {why}; servesim's default applies\n"),
             (_, None) => {}
         }

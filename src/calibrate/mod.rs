@@ -15,6 +15,7 @@ pub mod fit;
 pub mod fragment;
 pub mod parse_sglang;
 pub mod parse_vllm;
+pub mod table;
 
 use std::path::Path;
 
@@ -202,6 +203,11 @@ pub struct Calibration {
     pub ranges: String,
     /// How the equations were made, in words.
     pub method: String,
+    /// The windows used.
+    pub equations: Vec<fit::Equation>,
+    /// The smallest and largest prefill, tokens (SGLang: its Prefill lines; vLLM: up to its
+    /// step's token budget).
+    pub prefill_tokens: (u64, u64),
 }
 
 /// Options of [`calibrate`].
@@ -261,7 +267,7 @@ pub fn calibrate(logs: &[LogText], options: Options) -> Result<Calibration, LogE
         }
         startup.notes.extend(s.notes.iter().map(|n| located(n)));
     };
-    let (equations, skipped, read, ranges, method) = match engine {
+    let (equations, skipped, read, ranges, method, prefill_tokens) = match engine {
         EngineKind::Sglang => {
             let mut parsed = Vec::new();
             for (i, log) in logs.iter().enumerate() {
@@ -305,6 +311,8 @@ pub fn calibrate(logs: &[LogText], options: Options) -> Result<Calibration, LogE
         skipped,
         ranges,
         method,
+        equations,
+        prefill_tokens,
     })
 }
 
@@ -320,6 +328,7 @@ type Inputs = (
     String,
     String,
     String,
+    (u64, u64),
 );
 
 fn sglang_inputs(
@@ -391,7 +400,8 @@ fn sglang_inputs(
          decode tokens = {interval} × the mean #running-req of the two Decode lines, time = tokens ÷ gen throughput; weighted by 1/time",
         if mixed { " (mixed chunks: each prefill batch also computes one token per running request)" } else { "" }
     );
-    Ok((equations, skipped, read, ranges, method))
+    let prefill_tokens = if n_prefill == 0 { (1, 1) } else { pt };
+    Ok((equations, skipped, read, ranges, method, prefill_tokens))
 }
 
 fn vllm_inputs(logs: &[LogText], parsed: &[parse_vllm::VllmLog]) -> Result<Inputs, LogError> {
@@ -428,5 +438,19 @@ fn vllm_inputs(logs: &[LogText], parsed: &[parse_vllm::VllmLog]) -> Result<Input
     let method = "non-negative least squares on each 10 s stats window's busy time: generation tokens ÷ running = steps, \
                   each pricing the running requests, the window's prompt tokens and its KV; weighted by 1/time"
         .to_string();
-    Ok((equations, skipped, read, ranges, method))
+    // A step's prompt tokens: up to vLLM's token budget (8,192 by default on an H100).
+    let budget = parsed
+        .iter()
+        .rev()
+        .find_map(|p| p.startup.get("engine.max_num_batched_tokens"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8192);
+    Ok((
+        equations,
+        skipped,
+        read,
+        ranges,
+        method,
+        (64.min(budget), budget),
+    ))
 }

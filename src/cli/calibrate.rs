@@ -27,6 +27,10 @@ pub(super) struct Args {
     /// Write the scenario fragment to this file (else it is printed after the report).
     #[arg(long, value_name = "FRAGMENT.toml")]
     out: Option<PathBuf>,
+    /// Also write the step times as a table (model = "table") to this CSV file, when the logs
+    /// cover at least two batch sizes a factor 2 apart; the fragment then uses it.
+    #[arg(long, value_name = "TABLE.csv")]
+    table: Option<PathBuf>,
 }
 
 /// The engines, as `--engine` names them.
@@ -47,6 +51,35 @@ impl From<LogError> for Failure {
     }
 }
 
+/// The directory and file name of an output file path, checked before anything is written.
+fn target(path: &std::path::Path) -> Result<(PathBuf, String), Failure> {
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
+        _ => {
+            return Err(Failure::usage(
+                format!("`{}` is not a file path", path.display()),
+                "give a file name, e.g. --out calibrated.toml",
+            ))
+        }
+    };
+    let dir = if dir.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        dir
+    };
+    if !dir.is_dir() {
+        return Err(Failure::usage(
+            format!(
+                "`{}`: the directory `{}` does not exist",
+                path.display(),
+                dir.display()
+            ),
+            "create the directory first, or write the file elsewhere",
+        ));
+    }
+    Ok((dir, name))
+}
+
 pub(super) fn run(args: Args) -> Result<(), Failure> {
     let logs = args
         .logs
@@ -62,36 +95,40 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         mixed_chunk: args.enable_mixed_chunk,
     };
     let c = calibrate::calibrate(&logs, options)?;
-    let text = fragment::fragment(&c);
-    print!("{}", fragment::report(&c));
-    match &args.out {
+    let table = match &args.table {
         Some(path) => {
-            let (dir, name) = match (path.parent(), path.file_name()) {
-                (Some(d), Some(n)) => (d.to_path_buf(), n.to_string_lossy().into_owned()),
-                _ => {
-                    return Err(Failure::usage(
-                        format!("--out `{}` is not a file path", path.display()),
-                        "give a file name, e.g. --out calibrated.toml",
-                    ))
-                }
-            };
-            let dir = if dir.as_os_str().is_empty() {
-                PathBuf::from(".")
-            } else {
-                dir
-            };
-            if !dir.is_dir() {
-                return Err(Failure::usage(
-                    format!(
-                        "--out `{}`: the directory `{}` does not exist",
-                        path.display(),
-                        dir.display()
-                    ),
-                    "create the directory first, or write the fragment elsewhere",
-                ));
-            }
+            let csv = calibrate::table::csv(&c).map_err(|e| {
+                Failure::usage(
+                    format!("cannot make a step-time table from these logs: {e}"),
+                    "calibrate on logs of runs at several concurrencies, or drop --table for the linear fit",
+                )
+            })?;
+            Some((target(path)?, csv))
+        }
+        None => None,
+    };
+    let out = args.out.as_deref().map(target).transpose()?;
+    let table_name = table.as_ref().map(|((_, name), _)| name.clone());
+    let text = fragment::fragment(&c, table_name.as_deref());
+    print!("{}", fragment::report(&c));
+    if let Some(((dir, name), csv)) = table {
+        write_outputs(&dir, &[(name, csv.into_bytes())])?;
+        println!(
+            "wrote {}",
+            args.table
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string())
+        );
+    }
+    match out {
+        Some((dir, name)) => {
             write_outputs(&dir, &[(name, text.into_bytes())])?;
-            println!("wrote {}", path.display());
+            println!(
+                "wrote {}",
+                args.out
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string())
+            );
         }
         None => print!("\n{text}"),
     }

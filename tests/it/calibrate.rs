@@ -223,7 +223,7 @@ fn the_fragment_pastes_into_a_valid_scenario() {
     let text = format!(
         "name = \"pasted\"\n{}\n[workload]\nrequests = 10\nprompt_tokens = {{ dist = \"constant\", value = 100 }}\n\
          output_tokens = {{ dist = \"constant\", value = 10 }}\n[client]\nconcurrency = 2\n",
-        calibrate::fragment::fragment(&c)
+        calibrate::fragment::fragment(&c, None)
     );
     let sc = scenario(&text);
     let StepTimeSpec::Linear(l) = &sc.engine.step_time else {
@@ -309,6 +309,92 @@ fn a_real_format_vllm_excerpt_fits_and_flags_what_it_cannot_pin_down() {
         report.contains("prefill_base_ms                     —  not a term of vLLM's steps"),
         "{report}"
     );
-    let fragment = calibrate::fragment::fragment(&c);
+    let fragment = calibrate::fragment::fragment(&c, None);
     assert!(fragment.contains("kind = \"vllm\""), "{fragment}");
+}
+
+#[test]
+fn a_table_from_servesims_logs_holds_the_linear_models_step_times() {
+    use servesim::cost::StepTimeModel;
+    let c = calibrate::calibrate(&logs("chunked_prefill_size = 2048"), Options::default()).unwrap();
+    let csv = calibrate::table::csv(&c).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("steps.csv"), &csv).unwrap();
+    let table =
+        servesim::cost::table::read::load(&dir.path().join("steps.csv"), "steps.csv").unwrap();
+    // Batch sizes 1, 2, 4, … up to the largest the logs show.
+    assert_eq!(table.decode_batch[..4], [1, 2, 4, 8], "{csv}");
+    let linear = |b: u64, k: u64| 1e-3 * (TRUE[0] + TRUE[1] * b as f64) + 1e-9 * TRUE[2] * k as f64;
+    for (b, k, seconds) in table.decode_points() {
+        let err = (seconds - linear(b, k)).abs() / linear(b, k);
+        assert!(
+            err < 0.03,
+            "decode at batch {b}, KV {k}: {seconds} vs {} ({:.1} %)\n{csv}",
+            linear(b, k),
+            100.0 * err
+        );
+    }
+    for (t, seconds) in table.prefill_points() {
+        let want = 1e-3 * TRUE[3] + 1e-6 * TRUE[4] * t as f64;
+        assert!(
+            (seconds - want).abs() < 0.03 * want,
+            "prefill of {t}: {seconds} vs {want}"
+        );
+    }
+    // Between the points it is the linear model to within the same few per cent.
+    let (got, want) = (table.decode(24, 100_000).as_secs_f64(), linear(24, 100_000));
+    assert!((got - want).abs() < 0.03 * want, "{got} vs {want}");
+}
+
+#[test]
+fn the_cli_writes_a_table_and_a_fragment_that_uses_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let excerpt = root().join("tests/fixtures/logs/sglang-0.5.23-excerpt.log");
+    let o = Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(tmp.path())
+        .args([
+            "calibrate",
+            excerpt.to_str().unwrap(),
+            "--table",
+            "steps.csv",
+            "--out",
+            "calibrated.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let fragment = std::fs::read_to_string(tmp.path().join("calibrated.toml")).unwrap();
+    assert!(
+        fragment.contains("model = \"table\"\ntable = \"steps.csv\""),
+        "{fragment}"
+    );
+    // The fragment, pasted into a scenario beside the table, runs.
+    let scenario = format!(
+        "name = \"pasted\"\n{fragment}\n[workload]\nrequests = 50\nprompt_tokens = {{ dist = \"constant\", value = 500 }}\n\
+         output_tokens = {{ dist = \"constant\", value = 50 }}\n[client]\nconcurrency = 8\n"
+    );
+    std::fs::write(tmp.path().join("pasted.toml"), scenario).unwrap();
+    let o = Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(tmp.path())
+        .args(["run", "pasted.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let report = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        report.contains("step time table (steps.csv): decode at "),
+        "{report}"
+    );
 }

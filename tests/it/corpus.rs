@@ -287,6 +287,13 @@ fn bad_logs_are_refused_with_their_exact_message() {
         ),
         ("no-decode.log", prefill.repeat(5).into_bytes()),
         (
+            "one-batch.log",
+            (0..12)
+                .map(|n| format!("{prefill}{}", decode(n)))
+                .collect::<String>()
+                .into_bytes(),
+        ),
+        (
             "truncated.log",
             format!(
                 "{}{}[2026-11-20 14:03:09] Decode batch, #running-req: 8, #token: 90",
@@ -316,6 +323,10 @@ fn bad_logs_are_refused_with_their_exact_message() {
         (
             "cli-calibrate-wrong-engine",
             &["calibrate", "too-few.log", "--engine", "vllm"],
+        ),
+        (
+            "cli-calibrate-table-one-batch-size",
+            &["calibrate", "one-batch.log", "--table", "t.csv"],
         ),
     ];
     for (name, args) in cases {
