@@ -402,10 +402,10 @@ mod tests {
             })
             .collect();
         let f = solve(&eqs).unwrap();
-        for j in 0..5 {
-            let v = f.terms[j].value();
-            assert!((v - c[j]).abs() < 1e-9 * c[j].max(1e-3), "{j}: {v}");
-            assert!(!f.terms[j].poorly_determined());
+        for (j, (term, want)) in f.terms.iter().zip(c).enumerate() {
+            let v = term.value();
+            assert!((v - want).abs() < 1e-9 * want.max(1e-3), "{j}: {v}");
+            assert!(!term.poorly_determined());
         }
         assert!(f.r_squared > 0.999_999);
         assert!(f.rms_relative < 1e-9);

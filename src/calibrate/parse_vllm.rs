@@ -121,7 +121,9 @@ fn leading_number(v: &str) -> Option<f64> {
 /// Read a vLLM log. `file` is the log's index among those read.
 pub fn parse(log: &LogText, file: usize) -> Result<VllmLog, LogError> {
     let mut out = VllmLog::default();
-    let (mut blocks, mut size): (Option<(u64, u64)>, Option<(u64, u64)>) = (None, None);
+    // `(value, line)` of `# GPU blocks` and of `KV cache size`.
+    let mut blocks: Option<(u64, u64)> = None;
+    let mut size: Option<(u64, u64)> = None;
     for (i, line) in log.text.lines().enumerate() {
         let n = i as u64 + 1;
         if let Some(p) = line.find(STATS) {
