@@ -114,6 +114,14 @@ fn a_table_of_step_times_from_a_csv_runs_identically_with_both_engines() {
     ));
     let skipped = assert_same(&sc, "tests/fixtures/table/table.toml");
     assert!(skipped > 0.5, "the fast engine skipped only {skipped}");
+    // vLLM prices every step as a mixed one.
+    let sets = [
+        "workload.requests=1500".to_string(),
+        "engine.kind=\"vllm\"".to_string(),
+    ];
+    let sc = sc_mod::load(&src, &sets).unwrap();
+    let skipped = assert_same(&sc, "tests/fixtures/table/table.toml under vLLM");
+    assert!(skipped > 0.1, "the fast engine skipped only {skipped}");
 }
 
 fn random_scenario() -> impl Strategy<Value = String> {
