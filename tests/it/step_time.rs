@@ -50,9 +50,9 @@ fn steady_req_per_s(sc: &Scenario) -> f64 {
 
 #[test]
 fn a_calibration_point_from_servesims_own_run_is_a_no_op() {
-    // Uncalibrated, the run's steady state was 8.048 req/s and 2,336.4 output tok/s at 200
-    // running and 283,310 KV tokens (the point below); under SGLang's overlapped loop (main,
-    // 9ea566e) it is 8.036 req/s and 2,334.5 tok/s, so the point still describes it. Fed back as a calibration point, it used to scale every
+    // Uncalibrated, the run's steady state is 8.036 req/s (8.048 before SGLang's overlapped
+    // loop became the default); the issue's point is 2,336.4 output tok/s at 200 running and
+    // 283,310 KV tokens. Fed back as a calibration point, it used to scale every
     // step by ×3.01 (the log's gen throughput includes the prefill batches; the old
     // calibration took it for pure decode and priced prefill again on top): 2.66 req/s.
     let plain = scenario(&llama_70b("[engine.step_time]\nmodel = \"roofline\"", ""));
@@ -112,7 +112,7 @@ fn a_calibration_point_without_its_kv_tokens_is_refused() {
 #[test]
 fn a_catalog_gpu_and_model_without_step_times_run_on_the_roofline() {
     // Issue 13, item 2: without [engine.step_time] this scenario ran on the linear model's
-    // made-up defaults (35 ms + 0.3 ms per request): 3.80 req/s instead of 8.04.
+    // made-up defaults (35 ms + 0.3 ms per request): 3.80 req/s instead of 8.05.
     let default = scenario(&llama_70b("", ""));
     let asked = scenario(&llama_70b("[engine.step_time]\nmodel = \"roofline\"", ""));
     let (d, a) = (roofline(&default), roofline(&asked));
@@ -120,7 +120,8 @@ fn a_catalog_gpu_and_model_without_step_times_run_on_the_roofline() {
         d.decode_breakdown(200, 283_310),
         a.decode_breakdown(200, 283_310)
     );
-    assert!((steady_req_per_s(&default) - 8.036).abs() < 0.001);
+    let rate = steady_req_per_s(&default);
+    assert!((rate - 8.036).abs() < 0.001, "{rate}");
     assert_eq!(
         default.engine.step_time.source(),
         "roofline from datasheets, uncalibrated (the default for a catalog GPU and model)"
