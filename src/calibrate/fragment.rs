@@ -98,6 +98,26 @@ fn skipped_summary(skipped: &[Skipped]) -> String {
         .join("; ")
 }
 
+/// `head` and the items joined by `, `, wrapped before 100 columns with an indent of two.
+fn wrap(head: &str, items: &[String]) -> String {
+    let mut out = head.to_string();
+    let mut width = head.chars().count();
+    for (i, item) in items.iter().enumerate() {
+        let sep = if i + 1 < items.len() { "," } else { "" };
+        let n = item.chars().count() + sep.len();
+        if i > 0 && width + 1 + n > 99 {
+            out += "\n  ";
+            width = 2;
+        } else if i > 0 {
+            out += " ";
+            width += 1;
+        }
+        out += &format!("{item}{sep}");
+        width += n;
+    }
+    out + "\n"
+}
+
 /// The terminal report.
 pub fn report(c: &Calibration) -> String {
     let f: &Fit = &c.fit;
@@ -116,7 +136,7 @@ pub fn report(c: &Calibration) -> String {
                 .iter()
                 .map(|x| format!("{} = {}", x.key, x.value))
                 .collect();
-            s += &format!("start-up settings: {}\n", set.join(", "));
+            s += &wrap("start-up settings: ", &set);
         }
         None => s += "start-up settings: none in the log (no server-arguments or KV pool lines)\n",
     }

@@ -302,6 +302,10 @@ pub fn calibrate(logs: &[LogText], options: Options) -> Result<Calibration, LogE
             "log a longer run: each window is the stretch between two periodic lines",
         )
     })?;
+    // The KV pool first; the rest as the logs gave them.
+    startup
+        .settings
+        .sort_by_key(|x| x.key != "engine.kv_capacity_tokens");
     Ok(Calibration {
         engine,
         files,
