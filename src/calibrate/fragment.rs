@@ -281,6 +281,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn long_lists_wrap_before_a_hundred_columns() {
+        let items: Vec<String> = (0..12)
+            .map(|i| format!("engine.key_{i} = {}", i * 1000))
+            .collect();
+        let text = wrap("settings: ", &items);
+        assert!(text.lines().all(|l| l.chars().count() < 100), "{text}");
+        assert!(
+            text.lines().skip(1).all(|l| l.starts_with("  engine.")),
+            "{text}"
+        );
+        assert_eq!(text.matches("engine.key_").count(), 12);
+        assert!(text.ends_with("engine.key_11 = 11000\n"), "{text}");
+    }
+
+    #[test]
     fn significant_digits() {
         assert_eq!(sig(12.000_123_4, 6), "12.0001");
         assert_eq!(sig(0.300_004, 6), "0.300004");
