@@ -208,6 +208,31 @@ impl StepTimeModel for StepTable {
         self.decode_run_weighted(batch, kv_first, steps, 0, 0).0
     }
 
+    /// A binary search over the closed form (every step is at least 1 ns, so the runs grow
+    /// strictly with their length): O(log steps) closed-form sums.
+    fn decode_run_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+    ) -> (u64, SimDuration) {
+        let all = self.decode_run(batch, kv_first, most);
+        if all < budget {
+            return (most, all);
+        }
+        let (mut lo, mut hi) = (0u64, most);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.decode_run(batch, kv_first, mid) < budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        (lo, self.decode_run(batch, kv_first, lo))
+    }
+
     fn decode_run_weighted(
         &self,
         batch: u64,
@@ -400,6 +425,18 @@ mod tests {
             }
             prop_assert_eq!(t.decode_run_weighted(batch, kv0, steps, w0, ws), (total, weighted));
             prop_assert_eq!(t.decode_run(batch, kv0, steps), total);
+            // The longest prefix below a budget: as the one pass every model may use.
+            let budget = SimDuration::from_ns(w0 * 1000);
+            let (mut n, mut sum) = (0u64, SimDuration::ZERO);
+            while n < steps {
+                let next = sum + t.decode(batch, kv0 + batch * n);
+                if next >= budget {
+                    break;
+                }
+                sum = next;
+                n += 1;
+            }
+            prop_assert_eq!(t.decode_run_within(batch, kv0, steps, budget), (n, sum));
         }
     }
 }
