@@ -9,6 +9,7 @@
 //!   `decode_log_interval` decode steps and the prefill batches logged between them; it lasted
 //!   the decode tokens over the line's `gen throughput`. The decode tokens and the KV attended
 //!   are estimated from the two lines' `#running-req` and `#token` (their mean, per step).
+//!   Each data-parallel rank's lines make windows of their own.
 //! * **vLLM** ([`vllm_equations`]): a stats window's busy time is made of steps, each with every
 //!   running request; see that function.
 //!
@@ -266,12 +267,12 @@ pub fn sglang_equations(
 ) -> (Vec<Equation>, Vec<Skipped>) {
     let (mut eqs, mut skipped) = (Vec::new(), Vec::new());
     let n = interval as f64;
-    for log in logs {
+    for events in logs.iter().flat_map(|l| &l.ranks).map(|(_, e)| e) {
         let mut previous: Option<(u64, u64)> = None;
         let mut batches: Vec<(u64, u64)> = Vec::new();
         let (mut prefills, mut tokens) = (0u64, 0u64);
         let mut spoiled: Option<&'static str> = None;
-        for ev in &log.events {
+        for ev in events {
             match ev {
                 Event::Prefill(p) => {
                     prefills += 1;

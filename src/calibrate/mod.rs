@@ -345,7 +345,7 @@ fn sglang_inputs(
     let decodes = || {
         parsed
             .iter()
-            .flat_map(|p| &p.events)
+            .flat_map(|p| p.events())
             .filter_map(|e| match e {
                 Event::Decode(d) => Some(d),
                 _ => None,
@@ -354,7 +354,7 @@ fn sglang_inputs(
     let prefills = || {
         parsed
             .iter()
-            .flat_map(|p| &p.events)
+            .flat_map(|p| p.events())
             .filter_map(|e| match e {
                 Event::Prefill(p) => Some(p),
                 _ => None,

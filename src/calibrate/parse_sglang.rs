@@ -58,8 +58,27 @@ pub struct Decode {
 pub struct SglangLog {
     /// Start-up lines.
     pub startup: Startup,
-    /// Periodic lines, in order.
-    pub events: Vec<Event>,
+    /// Periodic lines, in order, by data-parallel rank (`[… DP1 TP8]`; rank 0 without DP):
+    /// each DP group's scheduler logs its own batches.
+    pub ranks: Vec<(u32, Vec<Event>)>,
+}
+
+impl SglangLog {
+    /// Every periodic line, rank after rank.
+    pub fn events(&self) -> impl Iterator<Item = &Event> {
+        self.ranks.iter().flat_map(|(_, e)| e)
+    }
+}
+
+/// The data-parallel rank in a line's prefix (`[2026-01-01 00:00:01 DP1 TP8] …`), 0 without.
+fn dp_rank(line: &str) -> u32 {
+    let Some(prefix) = line.strip_prefix('[').and_then(|l| l.split(']').next()) else {
+        return 0;
+    };
+    prefix
+        .split(' ')
+        .find_map(|w| w.strip_prefix("DP").and_then(|d| d.parse().ok()))
+        .unwrap_or(0)
 }
 
 /// Whether a line is one of SGLang's periodic lines.
@@ -240,12 +259,14 @@ fn number<T: std::str::FromStr>(
 /// Read an SGLang log. `file` is the log's index among those read.
 pub fn parse(log: &LogText, file: usize) -> Result<SglangLog, LogError> {
     let mut out = SglangLog::default();
+    let mut ranks: std::collections::BTreeMap<u32, Vec<Event>> = Default::default();
     for (i, line) in log.text.lines().enumerate() {
         let n = i as u64 + 1;
         let at = At { file, line: n };
+        let events = ranks.entry(dp_rank(line)).or_default();
         if let Some(rest) = marker(line, "Decode batch") {
             let f = fields(rest);
-            out.events.push(Event::Decode(Decode {
+            events.push(Event::Decode(Decode {
                 at,
                 running: number(log, n, &f, &["#running-req"], "Decode batch")?,
                 kv_tokens: number(log, n, &f, &["#token", "#full token"], "Decode batch")?,
@@ -253,18 +274,19 @@ pub fn parse(log: &LogText, file: usize) -> Result<SglangLog, LogError> {
             }));
         } else if let Some(rest) = marker(line, "Prefill batch") {
             let f = fields(rest);
-            out.events.push(Event::Prefill(Prefill {
+            events.push(Event::Prefill(Prefill {
                 at,
                 new_seqs: number(log, n, &f, &["#new-seq"], "Prefill batch")?,
                 new_tokens: number(log, n, &f, &["#new-token"], "Prefill batch")?,
                 running: number(log, n, &f, &["#running-req"], "Prefill batch")?,
             }));
         } else if line.contains("KV cache pool is full. Retract requests.") {
-            out.events.push(Event::Retract(at));
+            events.push(Event::Retract(at));
         } else {
             startup_line(&mut out.startup, line, n);
         }
     }
+    out.ranks = ranks.into_iter().filter(|(_, e)| !e.is_empty()).collect();
     Ok(out)
 }
 
@@ -342,9 +364,10 @@ mod tests {
             0,
         )
         .unwrap();
-        assert_eq!(l.events.len(), 3);
+        let events: Vec<&Event> = l.events().collect();
+        assert_eq!(events.len(), 3);
         assert_eq!(
-            l.events[0],
+            *events[0],
             Event::Prefill(Prefill {
                 at: At { file: 0, line: 1 },
                 new_seqs: 2,
@@ -353,7 +376,7 @@ mod tests {
             })
         );
         assert_eq!(
-            l.events[1],
+            *events[1],
             Event::Decode(Decode {
                 at: At { file: 0, line: 2 },
                 running: 1,
@@ -361,6 +384,23 @@ mod tests {
                 gen_tok_per_s: 65.75
             })
         );
+    }
+
+    #[test]
+    fn each_data_parallel_rank_is_a_stream_of_its_own() {
+        let line = |dp: u32, n: u32| {
+            format!(
+                "[2026-01-01 00:00:0{n} DP{dp} TP{}] Decode batch, #running-req: {}, #token: 9, gen throughput (token/s): 1.00\n",
+                dp * 4,
+                10 + dp
+            )
+        };
+        let text = [line(0, 1), line(1, 1), line(0, 2), line(1, 2), line(1, 3)].concat();
+        let l = parse(&log(&text), 0).unwrap();
+        let sizes: Vec<(u32, usize)> = l.ranks.iter().map(|(r, e)| (*r, e.len())).collect();
+        assert_eq!(sizes, vec![(0, 2), (1, 3)]);
+        assert_eq!(dp_rank("[2026-01-01 00:00:01 TP3] Decode batch"), 0);
+        assert_eq!(dp_rank("Decode batch, #running-req: 1"), 0);
     }
 
     #[test]
