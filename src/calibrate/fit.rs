@@ -290,7 +290,7 @@ pub fn sglang_equations(
                         }
                         (_, Some(r)) => Some(r),
                         _ if d.gen_tok_per_s <= 0.0 => Some("gen throughput 0"),
-                        (Some((b0, _)), _) if b0.abs_diff(d.running) > 1u64.max(d.running.max(b0) / 10) => Some(
+                        (Some((b0, _)), _) if 10 * b0.abs_diff(d.running) > d.running.max(b0) => Some(
                             "the batch changed by more than a tenth between the two Decode lines: the window's decode tokens are not known",
                         ),
                         _ => None,
@@ -328,7 +328,8 @@ pub fn sglang_equations(
 /// (G/R)·KV·decode_per_kv_token` — vLLM's mixed step (`prefill_base` is not a term: a prefill
 /// shares its step with the decodes); the running requests and the KV are the means of the
 /// window's two lines. Left out: the first and last line of each log, windows without
-/// generation, with preemptions, or whose running requests changed by more than a tenth.
+/// generation, with preemptions, or whose running requests changed by more than a tenth (and
+/// more than one: at a few running requests one more or less is the usual jitter).
 pub fn vllm_equations(logs: &[VllmLog]) -> (Vec<Equation>, Vec<Skipped>) {
     let (mut eqs, mut skipped) = (Vec::new(), Vec::new());
     for log in logs {
@@ -342,7 +343,7 @@ pub fn vllm_equations(logs: &[VllmLog]) -> (Vec<Equation>, Vec<Skipped>) {
                 Some(_) if s.running == 0 || s.gen_tok_per_s <= 0.0 => Some("no generation in the window"),
                 Some(_) if s.preemptions > 0 => Some("preemptions inside the window"),
                 Some(p) if p.running.abs_diff(s.running) > 1u64.max(s.running.max(p.running) / 10) => {
-                    Some("the running requests changed by more than a tenth between the two stats lines")
+                    Some("the running requests changed by more than a tenth (and more than one) between the two stats lines")
                 }
                 Some(_) if pool.is_none() => Some("the KV pool is unknown (no `GPU KV cache size` line)"),
                 Some(_) => None,
