@@ -112,6 +112,15 @@ fn sglang_logs_servesim_wrote_calibrate_back_within_two_percent() {
 }
 
 #[test]
+fn the_non_overlapped_loop_calibrates_back_within_two_percent() {
+    let logs = logs("chunked_prefill_size = 2048\ndisable_overlap_schedule = true");
+    assert_close(
+        &calibrate::calibrate(&logs, Options::default()).unwrap(),
+        0.02,
+    );
+}
+
+#[test]
 fn chunked_and_mixed_prefill_calibrate_back_within_two_percent() {
     // Prompts of 3,000 tokens in chunks of 512: most Prefill lines are chunks.
     let c = calibrate::calibrate(&logs("chunked_prefill_size = 512"), Options::default()).unwrap();
