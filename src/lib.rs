@@ -32,6 +32,7 @@ pub mod analysis;
 pub mod calibrate;
 pub mod catalog;
 pub mod cli;
+pub mod compare;
 pub mod cost;
 pub mod csv_rows;
 pub mod diagnostic;

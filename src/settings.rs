@@ -80,8 +80,8 @@ pub enum When {
     Engine(&'static [&'static str], &'static str),
     /// When the key at the path holds one of the values.
     If(&'static str, &'static [&'static str]),
-    /// When the key at the path is absent.
-    Without(&'static str),
+    /// When none of the keys at these paths is given.
+    Without(&'static [&'static str]),
 }
 
 /// One declared key.
@@ -421,12 +421,13 @@ impl When {
             When::All => "all".into(),
             When::Engine(_, name) => name.into(),
             When::If(key, values) => format!("{key} = {}", quoted(values).replace(", ", " or ")),
-            When::Without(key) => format!("without {key}"),
+            When::Without(keys) => format!("without {}", keys.join(" or ")),
         }
     }
 
     /// The message and hint for the key at `path` given where it does not apply, the setting
     /// it depends on holding `actual` (or, for [`When::Without`], being given).
+    /// For [`When::Without`], `actual` is the key given.
     pub fn mismatch(self, path: &str, actual: &str) -> (String, String) {
         let leaf = path.rsplit('.').next().unwrap_or(path);
         match self {
@@ -440,9 +441,9 @@ impl When {
                 );
                 (msg, "remove it, or change engine.kind".into())
             }
-            When::Without(other) => (
-                format!("does not apply with {other}"),
-                format!("{leaf} is for scenarios without {other}; remove one of them"),
+            When::Without(_) => (
+                format!("does not apply with {actual}"),
+                format!("{leaf} is for scenarios without {actual}; remove one of them"),
             ),
             When::If(setting, _) => (
                 format!("does not apply to {setting} = \"{actual}\""),

@@ -5,7 +5,7 @@
 //! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
 //!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
-//!   `check`, `calibrate`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
+//!   `check`, `compare`, `calibrate`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
 //! * `parallel` — a parallel map with a progress bar; `output` — atomic output files and
 //!   terminal tables; [`Failure`] — `error:` / `caused by:` / `hint:` and the exit code.
 //!
@@ -15,6 +15,7 @@ mod args;
 mod calibrate;
 mod catalog;
 mod check;
+mod compare;
 mod explain;
 mod failure;
 mod memory;
@@ -65,6 +66,11 @@ enum Command {
     Catalog(catalog::Args),
     /// Validate scenario files and report every problem.
     Check(check::Args),
+    /// Replay a bench_serving / vllm bench serve result file through a scenario and set the
+    /// measured and simulated metrics side by side.
+    ///
+    /// --out writes compare.json and the figure of the CDFs.
+    Compare(compare::Args),
     /// Fit the step times to a real server's log (SGLang or vLLM) and write a scenario
     /// fragment: the KV pool and settings from the start-up lines, the step-time coefficients
     /// from the periodic lines, with the fit's quality.
@@ -104,6 +110,7 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Memory(a) => memory::run(a),
         Command::Catalog(a) => catalog::run(a),
         Command::Check(a) => check::run(a),
+        Command::Compare(a) => compare::run(a),
         Command::Calibrate(a) => calibrate::run(a),
     }
 }

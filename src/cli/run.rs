@@ -8,6 +8,7 @@ use super::output::{prepare_out_dir, write_outputs};
 use super::parallel::interruptible;
 use super::Failure;
 use crate::analysis::{self, Analysis};
+use crate::compare::{self, bench_json::BenchJson};
 use crate::csv_rows;
 use crate::engine::{self, RunOptions, Stepping};
 use crate::metrics::{RequestRecord, RunResult};
@@ -28,6 +29,18 @@ pub(super) struct Args {
     /// Stream one row per answered request to this CSV file (memory stays constant).
     #[arg(long, value_name = "FILE")]
     requests_csv: Option<PathBuf>,
+    /// What to print: the text report, the summary JSON (as --json), or `bench-json`: one line
+    /// with the keys of SGLang's bench_serving result file and its per-request details (the
+    /// run goes step by step and keeps every request).
+    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
+    format: RunFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RunFormat {
+    Text,
+    Json,
+    BenchJson,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
@@ -43,6 +56,8 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         } else {
             Stepping::FastForward
         },
+        keep_requests: args.format == RunFormat::BenchJson,
+        keep_token_times: args.format == RunFormat::BenchJson,
         ..interruptible()
     };
     let result = match &args.requests_csv {
@@ -69,7 +84,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         write_outputs(dir, &files)?;
         eprintln!("wrote {} files to {}", files.len(), dir.display());
     }
-    if args.output.json() {
+    if args.format == RunFormat::BenchJson {
+        let (samples, duration_s) = compare::simulated(&sc, &result);
+        print!("{}", BenchJson::new(&sc, &samples, duration_s).to_line());
+    } else if args.output.json() || args.format == RunFormat::Json {
         print!("{json}");
     } else {
         print!("{}", text::render(&summary, &source.name));

@@ -6,18 +6,20 @@
 
 pub mod events;
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::cost;
 use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
-use crate::request::{Phase, Request, Requests};
-use crate::rng::{Seeds, Stream, StreamName};
+use crate::request::{Phase, ReqId, Request, Requests};
+use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
 use crate::scheduler::{self, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
-use crate::workload::Lengths;
+use crate::workload::overhead::Overhead;
+use crate::workload::{LengthStreams, Lengths};
 use events::{EventKind, EventQueue};
 
 /// A run that could not finish.
@@ -60,14 +62,23 @@ struct Simulator<'s> {
     scheduler: Box<dyn Scheduler>,
     requests: Requests,
     recorder: Recorder<'s>,
-    prompt_rng: Stream,
-    output_rng: Stream,
+    lengths_rng: LengthStreams,
     busy: bool,
     outbox: Outbox,
     stepping: Stepping,
     max_sim: Option<SimTime>,
     max_batches: u64,
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Off-GPU time on the way to the engine and back.
+    overhead: Overhead,
+    /// Requests sent and not yet in the engine's queue, in send order (they all travel for the
+    /// same time, so they arrive in that order).
+    in_transit: VecDeque<ReqId>,
+    /// Responses on their way back to the client, by the sequence number of their delivery
+    /// event.
+    returning: BTreeMap<u64, Request>,
+    /// Note when each decode round ends (for per-token times).
+    keep_token_times: bool,
 }
 
 /// Simulate a scenario.
@@ -99,6 +110,7 @@ pub fn run_with_sink<'s>(
         opts.keep_log,
     );
     recorder.keep_requests(opts.keep_requests);
+    recorder.set_overhead(scenario.overhead);
     if let Some(sink) = sink {
         recorder.stream_requests(sink);
     }
@@ -127,14 +139,22 @@ pub fn run_with_sink<'s>(
         scheduler,
         requests: Requests::default(),
         recorder,
-        prompt_rng: seeds.stream(StreamName::PromptTokens),
-        output_rng: seeds.stream(StreamName::OutputTokens),
+        lengths_rng: LengthStreams::new(&seeds),
         busy: false,
         outbox: Outbox::default(),
-        stepping: opts.stepping,
+        // Per-token times need every decode round's end: no fast-forward then.
+        stepping: if opts.keep_token_times {
+            Stepping::StepByStep
+        } else {
+            opts.stepping
+        },
         max_sim: scenario.run.max_sim.map(|d| SimTime::ZERO + d),
         max_batches: scenario.run.max_events,
         interrupt: opts.interrupt.clone(),
+        overhead: scenario.overhead,
+        in_transit: VecDeque::new(),
+        returning: BTreeMap::new(),
+        keep_token_times: opts.keep_token_times,
     };
     sim.run_loop()
 }
@@ -172,8 +192,16 @@ impl Simulator<'_> {
                 let ev = self.events.pop().expect("invariant: peeked event exists");
                 match ev.kind {
                     EventKind::StepEnd => self.end_batch(&mut actions),
+                    EventKind::Delivery => self.deliver(ev.seq, &mut actions),
                     EventKind::ClientWake => self.client.on_wake(&mut actions),
                     EventKind::Arrival => self.client.on_arrival(self.now, &mut actions),
+                    EventKind::ServerArrival => {
+                        let id = self
+                            .in_transit
+                            .pop_front()
+                            .expect("invariant: a server arrival has a request in transit");
+                        self.reach_server(id, &mut actions);
+                    }
                 }
                 self.handle_actions(&mut actions);
             }
@@ -292,6 +320,9 @@ impl Simulator<'_> {
         self.scheduler
             .finish_current(self.now, &mut self.requests, &mut self.outbox);
         self.recorder.on_generated(self.outbox.generated_tokens);
+        if self.keep_token_times && self.outbox.decode_rounds > 0 {
+            self.recorder.on_decode_round(self.now);
+        }
         self.drain_outbox_logs();
         self.answer_finished(actions);
     }
@@ -307,14 +338,40 @@ impl Simulator<'_> {
         let finished = std::mem::take(&mut self.outbox.finished);
         for &id in &finished {
             let r = self.requests.remove(id);
-            match r.phase {
-                Phase::Finished => self.recorder.on_completion(self.now, &r),
-                _ => self.recorder.on_rejection(self.now, &r),
-            }
-            self.client.on_response(self.now, actions);
+            self.respond(r, actions);
         }
         self.outbox.finished = finished;
         self.outbox.finished.clear();
+    }
+
+    /// The engine is done with a request (finished, refused or aborted): the response reaches
+    /// the client now, or after its way back.
+    fn respond(&mut self, r: Request, actions: &mut Vec<ClientAction>) {
+        if self.overhead.is_zero() {
+            self.receive(&r, actions);
+        } else {
+            let at = self.overhead.seen_at(self.now, r.out_tokens);
+            let seq = self.events.push(at, EventKind::Delivery);
+            self.returning.insert(seq, r);
+        }
+    }
+
+    /// The response of the delivery event `seq` reaches the client.
+    fn deliver(&mut self, seq: u64, actions: &mut Vec<ClientAction>) {
+        let r = self
+            .returning
+            .remove(&seq)
+            .expect("invariant: a delivery event has its response");
+        self.receive(&r, actions);
+    }
+
+    /// The client has the whole response: it is counted, and its slot is free.
+    fn receive(&mut self, r: &Request, actions: &mut Vec<ClientAction>) {
+        match r.phase {
+            Phase::Finished => self.recorder.on_completion(self.now, r),
+            _ => self.recorder.on_rejection(self.now, r),
+        }
+        self.client.on_response(self.now, actions);
     }
 
     fn handle_actions(&mut self, actions: &mut Vec<ClientAction>) {
@@ -323,8 +380,8 @@ impl Simulator<'_> {
         while i < actions.len() {
             match actions[i] {
                 ClientAction::Send { seq, ready_at } => self.send(seq, ready_at, actions),
-                ClientAction::WakeAt(t) => self.events.push(t, EventKind::ClientWake),
-                ClientAction::ArriveAt(t) => self.events.push(t, EventKind::Arrival),
+                ClientAction::WakeAt(t) => _ = self.events.push(t, EventKind::ClientWake),
+                ClientAction::ArriveAt(t) => _ = self.events.push(t, EventKind::Arrival),
             }
             i += 1;
         }
@@ -332,10 +389,8 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let d = self
-            .scenario
-            .workload
-            .draw(seq, &mut self.prompt_rng, &mut self.output_rng);
+        let d = self.scenario.workload.draw(seq, &mut self.lengths_rng);
+        let arrived_at = self.now + self.overhead.to_server();
         let id = self.requests.insert(Request {
             seq,
             prompt_tokens: d.prompt_tokens,
@@ -344,6 +399,7 @@ impl Simulator<'_> {
             ignore_eos: d.ignore_eos,
             ready_at,
             sent_at: self.now,
+            arrived_at,
             admitted_at: None,
             first_token_at: None,
             out_tokens: 0,
@@ -351,14 +407,23 @@ impl Simulator<'_> {
             phase: Phase::Waiting,
         });
         self.recorder.on_send(self.now);
+        if arrived_at == self.now {
+            self.reach_server(id, actions);
+        } else {
+            self.in_transit.push_back(id);
+            self.events.push(arrived_at, EventKind::ServerArrival);
+        }
+    }
+
+    /// A request reaches the engine's queue.
+    fn reach_server(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
         if self
             .scheduler
             .arrive(self.now, id, &mut self.requests)
             .is_err()
         {
             let r = self.requests.remove(id);
-            self.recorder.on_rejection(self.now, &r);
-            self.client.on_response(self.now, actions);
+            self.respond(r, actions);
         }
     }
 }

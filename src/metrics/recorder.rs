@@ -9,12 +9,14 @@
 use std::collections::VecDeque;
 
 use super::{
-    DecodeLogStats, Latencies, RequestRecord, RunResult, Sample, StopReason, TimeAverages, Totals,
+    DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StopReason,
+    TimeAverages, Totals,
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
+use crate::workload::overhead::Overhead;
 
 /// Default time-series point budget.
 pub const DEFAULT_MAX_POINTS: usize = 4096;
@@ -81,6 +83,11 @@ pub struct Recorder<'a> {
     latency: Latencies,
     output_dist: Distribution,
     prompt_dist: Distribution,
+
+    // Off-GPU time, and the latencies at the engine when there is any.
+    overhead: Overhead,
+    engine_latency: Option<EngineLatencies>,
+    decode_round_ns: Vec<u64>,
 }
 
 impl<'a> Recorder<'a> {
@@ -149,7 +156,22 @@ impl<'a> Recorder<'a> {
             latency: Latencies::default(),
             output_dist: Distribution::plain(),
             prompt_dist: Distribution::plain(),
+            overhead: Overhead::default(),
+            engine_latency: None,
+            decode_round_ns: Vec::new(),
         }
+    }
+
+    /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
+    /// engine sees them apart.
+    pub fn set_overhead(&mut self, overhead: Overhead) {
+        self.overhead = overhead;
+        self.engine_latency = (!overhead.is_zero()).then(EngineLatencies::default);
+    }
+
+    /// A decode round (every running request got a token) was processed at `now`.
+    pub fn on_decode_round(&mut self, now: SimTime) {
+        self.decode_round_ns.push(now.as_ns());
     }
 
     /// Keep a record of every answered request.
@@ -172,8 +194,11 @@ impl<'a> Recorder<'a> {
             output_tokens: r.out_tokens,
             ready_ns: r.ready_at.as_ns(),
             sent_ns: r.sent_at.as_ns(),
+            arrived_ns: r.arrived_at.as_ns(),
             admitted_ns: r.admitted_at.map(SimTime::as_ns),
-            first_token_ns: r.first_token_at.map(SimTime::as_ns),
+            first_token_ns: r
+                .first_token_at
+                .map(|t| self.overhead.seen_at(t, 1).as_ns()),
             done_ns: now.as_ns(),
             retractions: r.evictions,
             completed,
@@ -356,7 +381,8 @@ impl<'a> Recorder<'a> {
         self.generated_tokens += tokens;
     }
 
-    /// A request's full response reached the client at `now`.
+    /// A request's full response reached the client at `now`. Its first token reached the
+    /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
         self.record(now, r, true);
         self.completed += 1;
@@ -372,7 +398,12 @@ impl<'a> Recorder<'a> {
         let first = r
             .first_token_at
             .expect("invariant: a completed request has a first token");
-        let ttft = first - r.sent_at;
+        if let Some(engine) = self.engine_latency.as_mut() {
+            let done = now.as_ns() - self.overhead.to_client(r.out_tokens).as_ns();
+            engine.ttft_ms.add((first - r.arrived_at).as_ns() as f64);
+            engine.e2e_ms.add((done - r.arrived_at.as_ns()) as f64);
+        }
+        let ttft = self.overhead.seen_at(first, 1) - r.sent_at;
         self.latency.ttft_ms.add(ttft.as_ns() as f64);
         self.latency.e2e_ms.add(e2e.as_ns() as f64);
         if r.out_tokens > 1 {
@@ -385,7 +416,7 @@ impl<'a> Recorder<'a> {
             .expect("invariant: a completed request was admitted");
         self.latency
             .queue_ms
-            .add((admitted - r.sent_at).as_ns() as f64);
+            .add((admitted - r.arrived_at).as_ns() as f64);
         self.latency
             .client_wait_ms
             .add((r.sent_at - r.ready_at).as_ns() as f64);
@@ -500,6 +531,8 @@ impl<'a> Recorder<'a> {
             log: self.log,
             window_s: self.window.as_secs_f64(),
             requests: self.requests,
+            engine_latency: self.engine_latency,
+            decode_round_ns: self.decode_round_ns,
             // Configuration facts, filled in by the simulator.
             max_running_requests: 0,
             client_concurrency: None,

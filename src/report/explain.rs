@@ -273,6 +273,23 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         ttft,
         (e2e - ttft).max(0.0)
     ));
+    if let Some(o) = &s.overhead {
+        d.para(&format!(
+            "Not all of that is the server's: {:.0} ms of every time to first token is spent off \
+             the GPU (a network round trip of {:.1} ms, {:.1} ms of HTTP handling and tokenizer, \
+             {:.2} ms to stream a token), and each later token reaches the client {:.2} ms after \
+             the one before it on top of the engine's step — {:.1} s of each response on \
+             average. The engine itself sees {:.2} s to the first token and {:.1} s to the last.",
+            o.ttft_added_ms,
+            o.network_rtt_ms,
+            o.request_overhead_ms,
+            o.per_token_overhead_ms,
+            o.per_token_overhead_ms,
+            o.e2e_added_ms_mean / 1000.0,
+            o.engine_ttft_ms.mean / 1000.0,
+            o.engine_e2e_ms.mean / 1000.0
+        ));
+    }
 
     // 5. What binds the batch.
     let b = &s.binding;

@@ -50,6 +50,9 @@ pub struct Summary {
     pub last_send_s: Option<f64>,
     /// Latency statistics, milliseconds.
     pub latency: LatencyOut,
+    /// Off-GPU time and the latencies at the engine (only when the scenario gives overheads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<OverheadOut>,
     /// For the roofline model: one decode step at the steady state's mean batch and KV, term
     /// by term.
     pub roofline_step: Option<RooflineStep>,
@@ -281,6 +284,45 @@ pub struct LatencyOut {
     pub client_wait_ms: Stats,
 }
 
+/// `overhead`: what the off-GPU time adds to the client's latencies, and the latencies at the
+/// engine (from the request reaching its queue to its first and last token leaving it).
+#[derive(Clone, Debug, Serialize)]
+pub struct OverheadOut {
+    /// `client.network_rtt_ms`.
+    pub network_rtt_ms: f64,
+    /// `client.request_overhead_ms`.
+    pub request_overhead_ms: f64,
+    /// `client.per_token_overhead_ms`.
+    pub per_token_overhead_ms: f64,
+    /// Added to every TTFT: round trip + request overhead + one token's streaming.
+    pub ttft_added_ms: f64,
+    /// Added to every TPOT and inter-token gap.
+    pub tpot_added_ms: f64,
+    /// Added to E2E, on average: round trip + request overhead + mean output × per token.
+    pub e2e_added_ms_mean: f64,
+    /// TTFT at the engine.
+    pub engine_ttft_ms: Stats,
+    /// E2E at the engine.
+    pub engine_e2e_ms: Stats,
+}
+
+fn overhead(sc: &Scenario, r: &RunResult) -> Option<OverheadOut> {
+    let o = &sc.overhead;
+    let engine = r.engine_latency.as_ref()?;
+    let per_token_ms = o.per_token.as_ms_f64();
+    let fixed_ms = o.network_rtt.as_ms_f64() + o.request.as_ms_f64();
+    Some(OverheadOut {
+        network_rtt_ms: o.network_rtt.as_ms_f64(),
+        request_overhead_ms: o.request.as_ms_f64(),
+        per_token_overhead_ms: per_token_ms,
+        ttft_added_ms: o.ttft_added().as_ms_f64(),
+        tpot_added_ms: per_token_ms,
+        e2e_added_ms_mean: fixed_ms + per_token_ms * r.output_tokens.mean(),
+        engine_ttft_ms: engine.ttft_ms.stats(),
+        engine_e2e_ms: engine.e2e_ms.stats(),
+    })
+}
+
 fn observation(s: &Sample, mean_out: f64) -> Observation {
     Observation {
         t_s: s.t_s,
@@ -382,7 +424,16 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             queue_ms: r.latency.queue_ms.stats(),
             client_wait_ms: r.latency.client_wait_ms.stats(),
         },
-        simplifications: scheduler::simplifications(e.kind()).to_vec(),
+        overhead: overhead(sc, r),
+        simplifications: scheduler::simplifications(e.kind())
+            .iter()
+            .map(|&x| match x {
+                scheduler::NO_OFF_GPU_TIME if !sc.overhead.is_zero() => {
+                    scheduler::FIXED_OFF_GPU_TIME
+                }
+                x => x,
+            })
+            .collect(),
         words: scheduler::words(e.kind()),
         roofline_step: match &sc.engine.step_time {
             crate::scenario::StepTimeSpec::Roofline(model) => {

@@ -38,6 +38,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let model = ModelSpec::read(v, catalog);
     let workload = WorkloadSpec::read(v);
     let client = ClientSpec::read(v, workload.as_ref().ok());
+    let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
     let load = match (&workload, &client) {
         (Ok(w), Ok(c)) => Some(ClientLoad {
@@ -71,6 +72,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
         engine,
         workload,
         client: client?,
+        overhead: overhead?,
         memory,
     })
 }

@@ -24,6 +24,7 @@ pub use crate::memory::{HardwareSpec, KvSource, MemoryDerivation, MemoryModel, M
 pub use crate::run::RunSpec;
 pub use crate::scheduler::{EngineKind, EngineSpec, PolicySpec};
 pub use crate::workload::client::ClientSpec;
+pub use crate::workload::overhead::Overhead;
 pub use crate::workload::WorkloadSpec;
 
 /// The built-in case-study scenario (B2), the default of `servesim run`.
@@ -52,6 +53,8 @@ pub struct Scenario {
     pub workload: WorkloadSpec,
     /// How the client sends it.
     pub client: ClientSpec,
+    /// Time off the GPU: network, HTTP and tokenizer, streaming (all zero by default).
+    pub overhead: Overhead,
     /// The memory model, when the scenario has its inputs (hardware and model).
     pub memory: Option<MemoryModel>,
 }

@@ -236,7 +236,7 @@ impl<'s> Reader<'s> {
     /// Whether `key` applies to this scenario (yes when the setting it depends on is bad).
     fn applies(&self, key: &Key) -> bool {
         match (key.when, key.when.condition()) {
-            (When::Without(other), _) => !self.slots.contains_key(other),
+            (When::Without(others), _) => !others.iter().any(|o| self.slots.contains_key(*o)),
             (_, None) => true,
             (_, Some((setting, allowed))) => self
                 .setting(setting)
@@ -375,11 +375,13 @@ impl<'s> Reader<'s> {
             }
             // `Some(the setting's value)` when the key does not apply.
             let conflict = match (key.when, key.when.condition()) {
-                (When::Without(other), _) => match self.slots.get(other) {
-                    None => None,
-                    Some(Slot { val: None, .. }) => continue, // a problem of its own
-                    Some(_) => Some(String::new()),
-                },
+                (When::Without(others), _) => {
+                    match others.iter().find_map(|o| Some((*o, self.slots.get(*o)?))) {
+                        None => None,
+                        Some((_, Slot { val: None, .. })) => continue, // a problem of its own
+                        Some((o, _)) => Some(o.to_string()),
+                    }
+                }
                 (_, None) => None,
                 (_, Some((setting, allowed))) => match self.setting(setting) {
                     None => continue, // the setting has a problem of its own

@@ -129,6 +129,70 @@ pub fn read(path: &Path) -> Result<Table, DataError> {
     }
 }
 
+impl Table {
+    /// Where a cell is, for messages: `line 3, column "x"` (CSV) or `line 3, key "x"`.
+    pub fn locate(&self, at: At, column: &str) -> String {
+        match self.format {
+            Format::Csv => format!("line {}, column \"{column}\"", at.line),
+            Format::JsonLines => format!("line {}, key \"{column}\"", at.line),
+        }
+    }
+
+    /// The index of `column`, or an error that lists the columns and the nearest name.
+    pub fn index_of(&self, column: &str) -> Result<usize, DataError> {
+        self.column(column).ok_or_else(|| {
+            let names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+            let guess = crate::diagnostic::did_you_mean(column, &names)
+                .map(|g| format!("did you mean \"{g}\"? "))
+                .unwrap_or_default();
+            err(
+                None,
+                format!("has no column \"{column}\" (it has {})", names.join(", ")),
+                format!("{guess}name one of its columns"),
+            )
+        })
+    }
+}
+
+/// The token counts in `column` of a JSON Lines file (rows without the key are skipped), as for
+/// a CSV column of an empirical distribution: positive numbers, at most `max_values`.
+pub fn json_lines_column(
+    path: &Path,
+    column: &str,
+    max_values: usize,
+) -> Result<Vec<f64>, DataError> {
+    let t = read(path)?;
+    let i = t.index_of(column)?;
+    let mut out = Vec::new();
+    for (at, cells) in &t.rows {
+        match &cells[i] {
+            Cell::Empty => {}
+            Cell::Number(x) if x.is_finite() && *x > 0.0 => out.push(*x),
+            c => {
+                let msg = format!(
+                    "{}: {} is not a positive token count",
+                    t.locate(*at, column),
+                    c.render()
+                );
+                return Err(err(None, msg, "a positive number of tokens"));
+            }
+        }
+    }
+    match out.len() {
+        0 => Err(err(
+            None,
+            format!("has no value under \"{column}\""),
+            "give at least one row with it",
+        )),
+        n if n > max_values => Err(err(
+            None,
+            format!("has {n} values, more than {max_values}"),
+            "take a sample of its rows",
+        )),
+        _ => Ok(out),
+    }
+}
+
 fn cell_from_text(s: &str) -> Cell {
     let t = s.trim();
     if t.is_empty() {

@@ -29,7 +29,7 @@ dists! {
 "lognormal" ["mean", "cv"] ["min", "max"] "" "mean and cv of the result, not of the underlying normal";
 "gamma" ["mean", "cv"] ["min", "max"] "" "shape 1/cv², scale mean × cv²";
 "exponential" ["mean"] ["min", "max"] "" "rate 1/mean";
-"empirical" [] ["values", "file", "column", "min", "max"] "`values`, or `file` and `column`" "resamples `values`, or the CSV `column` of `file`";
+"empirical" [] ["values", "file", "column", "min", "max"] "`values`, or `file` and `column`" "resamples `values`, or the `column` of `file` (CSV with a header row, or JSON Lines: .jsonl, .ndjson)";
 }
 
 const MAX: u64 = MAX_TOKENS_PER_REQUEST as u64;
@@ -323,7 +323,13 @@ impl LengthDist {
     }
 }
 
-/// `values = [...]`, or `file` and `column` of a CSV file.
+/// Whether a file name says JSON Lines.
+fn is_json_lines(file: &str) -> bool {
+    let ext = Path::new(file).extension().and_then(|e| e.to_str());
+    ext.is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"))
+}
+
+/// `values = [...]`, or `file` and `column` of a CSV or JSON Lines file.
 fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
     let p = |name: &str| format!("{path}.{name}");
     let values: Option<Arc<[f64]>> = v.opt(&p("values"))?;
@@ -339,6 +345,16 @@ fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
             Err(v.bad(&p("values"), msg, hint))
         }
         (Some(values), None, None) => Ok(values),
+        (None, Some(file), Some(column)) if is_json_lines(&file) => {
+            match super::datafile::json_lines_column(
+                &v.base_dir().join(&file),
+                &column,
+                MAX_EMPIRICAL_VALUES,
+            ) {
+                Ok(values) => Ok(values.into()),
+                Err(e) => Err(v.bad(&p("file"), format!("{file} {}", e.message), e.hint)),
+            }
+        }
         (None, Some(file), Some(column)) => {
             match read_csv_column(&v.base_dir().join(&file), &column) {
                 Ok(values) => Ok(values.into()),

@@ -365,3 +365,44 @@ fn a_run_that_cannot_progress_stops_with_a_diagnosis() {
     );
     check_failure("runtime-max-events", code, 1, &stderr);
 }
+
+#[test]
+fn bad_benchmark_result_files_are_refused_with_the_key_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good =
+        std::fs::read_to_string(root().join("tests/fixtures/bench/vllm-0.33.0.json")).unwrap();
+    let scenario = root().join("scenarios/case-study-b2.toml");
+    let scenario = scenario.to_str().unwrap();
+    let cases: &[(&str, String)] = &[
+        ("compare-not-json", "bench_serving finished\n".to_string()),
+        (
+            "compare-no-details",
+            good.replace("\"itls\"", "\"itl_list\""),
+        ),
+        (
+            "compare-lengths-differ",
+            good.replace(
+                "\"output_lens\": [4, 3, 1, 5, 0, 2]",
+                "\"output_lens\": [4, 3, 1, 5, 0]",
+            ),
+        ),
+        (
+            "compare-negative-ttft",
+            good.replace("\"ttfts\": [0.05,", "\"ttfts\": [-0.05,"),
+        ),
+    ];
+    for (name, text) in cases {
+        assert_ne!(text, &good, "{name}: the fixture did not change");
+        let f = tmp.path().join("result.json");
+        std::fs::write(&f, text).unwrap();
+        let (code, stderr, stdout) = servesim(
+            tmp.path(),
+            &["compare", "result.json", "--scenario", scenario],
+        );
+        assert!(stdout.is_empty(), "{name}: {stdout}");
+        check_failure(name, code, 2, &stderr);
+    }
+    std::fs::write(tmp.path().join("result.json"), &good).unwrap();
+    let (code, stderr, _) = servesim(tmp.path(), &["compare", "result.json"]);
+    check_failure("compare-without-scenario", code, 2, &stderr);
+}

@@ -2,6 +2,7 @@
 
 mod calibrate;
 mod cli;
+mod compare;
 mod corpus;
 mod determinism;
 mod differential;
@@ -10,11 +11,14 @@ mod explain;
 mod golden;
 mod hand;
 mod invariants;
+mod lengths_file;
 mod memory;
 mod outputs;
+mod overhead;
 mod queueing;
 mod scenarios;
 mod schema;
+mod scorecard;
 mod step_time;
 mod table;
 mod trace;
