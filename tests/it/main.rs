@@ -1,5 +1,6 @@
 //! servesim's integration tests, in one binary.
 
+mod calibrate;
 mod cli;
 mod compare;
 mod corpus;
@@ -19,6 +20,8 @@ mod queueing;
 mod scenarios;
 mod schema;
 mod scorecard;
+mod step_time;
+mod table;
 mod trace;
 
 use std::path::PathBuf;
