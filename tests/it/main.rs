@@ -10,6 +10,7 @@ mod hand;
 mod invariants;
 mod memory;
 mod outputs;
+mod plan;
 mod queueing;
 mod scenarios;
 mod schema;
