@@ -239,6 +239,7 @@ fn write_slo(args: &Args, base: &Scenario, rows: &[SloRow], slo: &Slo) -> Result
             "KV tokens",
             "full req/s",
             "SLO req/s",
+            "misses at",
             "gen tok/s",
             "TTFT p99",
             "TPOT p99",
@@ -248,7 +249,7 @@ fn write_slo(args: &Args, base: &Scenario, rows: &[SloRow], slo: &Slo) -> Result
         ],
         1,
     );
-    if let Some(last) = t.column_mut(12) {
+    if let Some(last) = t.column_mut(13) {
         last.set_cell_alignment(comfy_table::CellAlignment::Left);
     }
     for r in rows {
@@ -262,20 +263,23 @@ fn write_slo(args: &Args, base: &Scenario, rows: &[SloRow], slo: &Slo) -> Result
         match &r.outcome {
             SloOutcome::NotFound { reason } => {
                 cells.push("—".into());
-                cells.extend(std::iter::repeat_n(String::new(), 7));
+                cells.extend(std::iter::repeat_n(String::new(), 8));
                 cells.push(format!("no rate: {reason}"));
             }
             SloOutcome::Found(m) => cells.extend([
                 m.kv_capacity_tokens.to_string(),
                 format!("{:.2}", m.saturated_req_per_s),
                 format!("{:.2}", m.slo_req_per_s),
+                m.missed_req_per_s
+                    .map_or("—".to_string(), |x| format!("{x:.2}")),
                 format!("{:.0}", m.gen_tok_per_s),
                 format!("{:.2}s", m.ttft_p99_ms / 1000.0),
                 format!("{:.0}ms", m.tpot_p99_ms),
                 format!("{:.2}", m.usd_per_hour),
                 format!("{:.2}", m.usd_per_m_output_tokens),
-                match m.meets_target {
-                    Some(false) => "below the target rate".into(),
+                match (m.meets_target, m.missed_req_per_s) {
+                    (Some(false), _) => "below the target rate".into(),
+                    (_, None) => "the SLO holds even full: the hardware binds".into(),
                     _ => String::new(),
                 },
             ]),
@@ -285,8 +289,8 @@ fn write_slo(args: &Args, base: &Scenario, rows: &[SloRow], slo: &Slo) -> Result
     o.push_str(&render(&t));
     o.push_str(
         "\n\"full req/s\" is every server kept full (the most the hardware completes); \"SLO req/s\" the highest \
-         Poisson rate found within the bounds, all servers together (probes bracket it from 1/64 of full upwards, then \
-         bisect).\n",
+         Poisson rate found within the bounds, all servers together, and \"misses at\" the lowest rate probed above it \
+         that missed them (probes bisect between 1/64 of full and full, to 1/128 of full).\n",
     );
     print!("{o}");
     Ok(())

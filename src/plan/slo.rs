@@ -7,12 +7,13 @@
 //! [`SATURATION_ROUNDS`] times as many requests as a server keeps in flight, so that it has a
 //! steady state) gives the rate the hardware completes at all, `λ_sat`; then open-loop probes of
 //! [`PROBE_REQUESTS`] requests per server (fewer when the job is smaller) bracket the highest
-//! rate within the SLO — starting from `λ_sat / 64` and `λ_sat`, growing the upper end by a
-//! quarter while it still passes — and bisect the bracket [`BISECTIONS`] times. A probe meets
-//! the SLO when every request is answered and both p99s (over the whole probe, as
-//! `bench_serving` reports them) are within their bounds; far above `λ_sat` an open loop is
-//! unstable — its queue grows through the probe — so the bracket closes there. The rates
-//! reported are the sum over the servers.
+//! rate within the SLO: `λ_sat / 64` must pass (else the candidate misses the SLO even lightly
+//! loaded); when `λ_sat` itself passes the SLO does not bind and `λ_sat` is the answer (no
+//! higher rate is sustained, however a finite probe fares); otherwise the bracket
+//! `[λ_sat / 64, λ_sat]` is bisected [`BISECTIONS`] times, to within `λ_sat / 128`. A probe
+//! meets the SLO when every request is answered and both p99s (over the whole probe, as
+//! `bench_serving` reports them) are within their bounds. The rates reported are the sum over
+//! the servers.
 
 use serde::Serialize;
 
@@ -30,8 +31,6 @@ pub const PROBE_REQUESTS: u64 = 2000;
 pub const BISECTIONS: u32 = 7;
 /// The saturation run sends at least this many times the requests a server keeps in flight.
 pub const SATURATION_ROUNDS: u64 = 4;
-/// Most times the bracket's upper end grows by a quarter.
-const GROWTHS: u32 = 8;
 
 /// The bounds: p99 TTFT and p99 TPOT (either may be absent).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -74,8 +73,12 @@ pub struct SloMetrics {
     pub oom_verdict: Option<Verdict>,
     /// The completion rate with every server full: the most the hardware completes at all.
     pub saturated_req_per_s: f64,
-    /// The highest arrival rate found within the SLO.
+    /// The highest arrival rate found within the SLO (`saturated_req_per_s` when the bounds
+    /// hold even there: the hardware binds, not the SLO).
     pub slo_req_per_s: f64,
+    /// The lowest rate probed that missed the SLO (`None` when none did): the true limit lies
+    /// between the two.
+    pub missed_req_per_s: Option<f64>,
     /// Output tokens per second at that rate.
     pub gen_tok_per_s: f64,
     /// p99 TTFT at that rate.
@@ -213,6 +216,8 @@ pub fn search(
             Err(reason) => Err(reason),
         })
     };
+    // The bracket [λ_sat / 64, λ_sat]: no rate above what the hardware completes is sustained,
+    // whatever a finite probe says.
     let (mut lo, mut hi) = (saturated / 64.0, saturated);
     let mut best = match probe(lo)? {
         Ok(r) => (lo, r),
@@ -223,33 +228,25 @@ pub fn search(
             ))
         }
     };
-    // The bracket: the upper end grows while it still passes.
-    let mut closed = false;
-    for _ in 0..=GROWTHS {
-        match probe(hi)? {
-            Ok(r) => {
-                best = (hi, r);
-                lo = hi;
-                hi *= 1.25;
-            }
-            Err(_) => {
-                closed = true;
-                break;
-            }
+    let missed = match probe(hi)? {
+        Ok(r) => {
+            best = (hi, r);
+            None
         }
-    }
-    if closed {
-        for _ in 0..BISECTIONS {
-            let mid = 0.5 * (lo + hi);
-            match probe(mid)? {
-                Ok(r) => {
-                    best = (mid, r);
-                    lo = mid;
+        Err(_) => {
+            for _ in 0..BISECTIONS {
+                let mid = 0.5 * (lo + hi);
+                match probe(mid)? {
+                    Ok(r) => {
+                        best = (mid, r);
+                        lo = mid;
+                    }
+                    Err(_) => hi = mid,
                 }
-                Err(_) => hi = mid,
             }
+            Some(hi)
         }
-    }
+    };
     let (rate, r) = best;
     let a = analysis::analyse(&r);
     let usd_per_hour = f64::from(c.num_gpus) * price;
@@ -263,6 +260,7 @@ pub fn search(
             oom_verdict: full.memory.as_ref().and_then(|m| m.verdict()),
             saturated_req_per_s: saturated * replicas,
             slo_req_per_s,
+            missed_req_per_s: missed.map(|m| m * replicas),
             gen_tok_per_s: tok_per_s,
             ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
             tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
@@ -320,6 +318,7 @@ struct CsvRow<'a> {
     oom_verdict: Option<&'static str>,
     saturated_req_per_s: Option<Fixed<4>>,
     slo_req_per_s: Option<Fixed<4>>,
+    missed_req_per_s: Option<Fixed<4>>,
     gen_tok_per_s: Option<Fixed<3>>,
     ttft_p99_ms: Option<Fixed<3>>,
     tpot_p99_ms: Option<Fixed<3>>,
@@ -347,6 +346,7 @@ pub fn to_csv(rows: &[SloRow]) -> Vec<u8> {
             oom_verdict: m.and_then(|m| m.oom_verdict).map(Verdict::as_str),
             saturated_req_per_s: m.map(|m| Fixed(m.saturated_req_per_s)),
             slo_req_per_s: m.map(|m| Fixed(m.slo_req_per_s)),
+            missed_req_per_s: m.and_then(|m| m.missed_req_per_s).map(Fixed),
             gen_tok_per_s: m.map(|m| Fixed(m.gen_tok_per_s)),
             ttft_p99_ms: m.map(|m| Fixed(m.ttft_p99_ms)),
             tpot_p99_ms: m.map(|m| Fixed(m.tpot_p99_ms)),
@@ -377,6 +377,7 @@ mod tests {
                 oom_verdict: None,
                 saturated_req_per_s: 2.0 * r,
                 slo_req_per_s: r,
+                missed_req_per_s: Some(1.5 * r),
                 gen_tok_per_s: 1.0,
                 ttft_p99_ms: 1.0,
                 tpot_p99_ms: 1.0,
@@ -427,9 +428,9 @@ mod tests {
         let csv = String::from_utf8(to_csv(&rows)).unwrap();
         assert_eq!(
             csv,
-            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,saturated_req_per_s,slo_req_per_s,gen_tok_per_s,ttft_p99_ms,tpot_p99_ms,price_usd_per_gpu_hour,usd_per_hour,usd_per_m_output_tokens,meets_target\n\
-             h100,2,1,2,true,,1,,25.0000,12.5000,1.000,1.000,1.000,1.0000,2.0000,1.0000,true\n\
-             l40s,1,1,1,false,no,,,,,,,,1.0000,,,\n"
+            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,saturated_req_per_s,slo_req_per_s,missed_req_per_s,gen_tok_per_s,ttft_p99_ms,tpot_p99_ms,price_usd_per_gpu_hour,usd_per_hour,usd_per_m_output_tokens,meets_target\n\
+             h100,2,1,2,true,,1,,25.0000,12.5000,18.7500,1.000,1.000,1.000,1.0000,2.0000,1.0000,true\n\
+             l40s,1,1,1,false,no,,,,,,,,,1.0000,,,\n"
         );
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(json[0]["gpu"], "h100");
