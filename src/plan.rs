@@ -343,7 +343,8 @@ pub fn prepare(
     };
     let mut sc = load_with(&sets)?;
     if load == Load::Saturate {
-        let cap = saturating_concurrency(&sc);
+        // No more than the server's share: a job that small is one burst.
+        let cap = saturating_concurrency(&sc).min(sc.workload.requests.max(1));
         sets.push(format!(
             "client={{ mode = \"closed\", concurrency = {cap} }}"
         ));
@@ -427,6 +428,23 @@ pub fn client_bound(rows: &[PlanRow]) -> usize {
     rows.iter()
         .filter_map(PlanRow::metrics)
         .filter(|m| m.binding == Constraint::ClientConcurrency)
+        .count()
+}
+
+/// The feasible rows whose server's share of the job is all in flight at once (a closed loop
+/// with at least as many slots as requests): one burst, no steady state, so their rates are
+/// the burst's averages.
+pub fn single_bursts(base: &Scenario, rows: &[PlanRow]) -> usize {
+    rows.iter()
+        .filter(|r| {
+            let share = base
+                .workload
+                .requests
+                .div_ceil(u64::from(r.replicas.max(1)));
+            r.metrics()
+                .and_then(|m| m.concurrency_per_server)
+                .is_some_and(|c| c >= share)
+        })
         .count()
 }
 

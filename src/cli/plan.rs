@@ -199,6 +199,15 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             rows.iter().filter(|r| r.metrics().is_some()).count()
         );
     }
+    let bursts = plan::single_bursts(&base, &rows);
+    if bursts > 0 {
+        eprintln!(
+            "warning: {bursts} candidate(s) keep their whole share of the {} requests in flight at once: each server runs one \
+             burst with no steady state, so its req/s and tok/s are the burst's averages, not what it sustains; compare them \
+             by time to finish and cost, or give the workload more requests",
+            thousands(base.workload.requests)
+        );
+    }
     Ok(())
 }
 

@@ -82,16 +82,17 @@ fn saturating_each_candidate_ranks_the_hardware_not_the_clients_concurrency() {
     assert_eq!(binding(&s64, "client_concurrency"), 0);
     assert_eq!(binding(&s64, "kv_budget"), 9);
     assert_eq!(order(&s64), order(&s256));
-    assert!(!quiet.contains("warning"), "{quiet}");
+    assert!(!quiet.contains("concurrency binds"), "{quiet}");
     for r in &s64 {
         // In flight: max_running_requests (SGLang's clamp(pool / 131,072 × 512, 2048, 4096)
         // for a 128K context) or the 600-token prompts the pool holds, the fewer: 402,912 / 601
-        // = 670 on an H100 at TP 4.
+        // = 670 on an H100 at TP 4; never more than the server's share of the 2,000 requests.
         let kv = r["kv_capacity_tokens"].as_u64().unwrap();
         let max_running = (kv * 512 / 131_072).clamp(2048, 4096);
+        let share = 2000 / r["replicas"].as_u64().unwrap();
         assert_eq!(
             r["concurrency_per_server"].as_u64().unwrap(),
-            (kv / 601).min(max_running),
+            (kv / 601).min(max_running).min(share),
             "{r}"
         );
         let scenario = c64
@@ -191,4 +192,195 @@ fn the_slo_flags_are_checked_before_anything_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--target-rate needs an SLO"));
     let out = run(&["--slo-ttft-p99-s", "2", "--deadline-h", "24"]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+/// `servesim run` of the plan scenario on one server of `gpu` × `tp` with 2,000 requests (or
+/// `requests`) and the given client: its summary JSON.
+fn direct(gpu: &str, tp: u32, requests: u64, client: &str) -> Value {
+    let out = Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "0")
+        .args([
+            "run",
+            "scenarios/plan-llama-3.1-70b.toml",
+            "--json",
+            "--set",
+        ])
+        .arg(format!("hardware.gpu=\"{gpu}\""))
+        .arg("--set")
+        .arg(format!("hardware.num_gpus={tp}"))
+        .arg("--set")
+        .arg(format!("hardware.tensor_parallel={tp}"))
+        .arg("--set")
+        .arg(format!("workload.requests={requests}"))
+        .arg("--set")
+        .arg(format!("client={client}"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_candidates_saturating_concurrency_is_where_its_throughput_stops_growing() {
+    // Four L40S at TP 4 hold 35,923 KV tokens: 59 of the 600-token prompts (35,923 / 601),
+    // far below SGLang's 2,048 slots, so `--load saturate` keeps 59 requests in flight.
+    let (rows, _) = plan(
+        &["--gpus", "l40s", "--counts", "4"],
+        &["--load", "saturate"],
+    );
+    let kv = rows[0]["kv_capacity_tokens"].as_u64().unwrap();
+    assert_eq!(kv, 35_923);
+    let sat = rows[0]["concurrency_per_server"].as_u64().unwrap();
+    assert_eq!(sat, 59);
+    assert_eq!(rows[0]["binding"], "kv_budget");
+    // Direct runs: at 59 and at twice that the queue never empties, the KV budget binds and
+    // the server runs the very same batches — the same completion rate to the last digit; a
+    // quarter of it (15) leaves the server short of work, and the client binds.
+    let at = |c: u64| {
+        direct(
+            "l40s",
+            4,
+            1000,
+            &format!("{{ mode = \"closed\", concurrency = {c} }}"),
+        )
+    };
+    let (full, double, quarter) = (at(sat), at(2 * sat), at(sat / 4));
+    for r in [&full, &double] {
+        assert_eq!(r["binding"]["constraint"], "kv_budget", "{}", r["binding"]);
+        assert_eq!(r["binding"]["queue_busy_fraction"], 1.0);
+    }
+    let rate = |r: &Value| r["lifetime"]["req_per_s"].as_f64().unwrap();
+    assert_eq!(rate(&full), rate(&double));
+    assert_eq!(quarter["binding"]["constraint"], "client_concurrency");
+    assert!(
+        rate(&quarter) < 0.8 * rate(&full),
+        "{} vs {}",
+        rate(&quarter),
+        rate(&full)
+    );
+}
+
+#[test]
+fn the_slo_rate_holds_in_a_direct_run_the_rate_above_it_does_not_and_looser_bounds_allow_more() {
+    let one = ["--gpus", "h100", "--counts", "4"];
+    let search = |tpot_ms: &str| {
+        let (rows, _) = plan(
+            &one,
+            &["--slo-ttft-p99-s", "2", "--slo-tpot-p99-ms", tpot_ms],
+        );
+        assert_eq!(rows.len(), 1);
+        rows[0].clone()
+    };
+    let r = search("60");
+    let found = r["slo_req_per_s"].as_f64().unwrap();
+    let missed = r["missed_req_per_s"].as_f64().unwrap();
+    let full = r["saturated_req_per_s"].as_f64().unwrap();
+    // Bisected between full / 64 and full, to full / 128.
+    assert!(found < missed && missed <= full, "{r}");
+    assert!(missed - found <= full / 128.0, "{r}");
+    // One server: its rate is the candidate's. A direct run at the rate found (2,000 requests,
+    // as the probes) meets both bounds with the very p99s reported; at the rate above, not.
+    let poisson = |rate: f64| {
+        direct(
+            "h100",
+            4,
+            2000,
+            &format!("{{ mode = \"poisson\", rate_per_s = {rate} }}"),
+        )
+    };
+    let p99 = |run: &Value, what: &str| run["latency"][what]["p99"].as_f64().unwrap();
+    let at = poisson(found);
+    assert_eq!(p99(&at, "ttft_ms"), r["ttft_p99_ms"].as_f64().unwrap());
+    assert_eq!(p99(&at, "tpot_ms"), r["tpot_p99_ms"].as_f64().unwrap());
+    assert!(p99(&at, "ttft_ms") <= 2000.0 && p99(&at, "tpot_ms") <= 60.0);
+    let above = poisson(missed);
+    assert!(
+        p99(&above, "ttft_ms") > 2000.0 || p99(&above, "tpot_ms") > 60.0,
+        "{}",
+        above["latency"]
+    );
+    // Monotone in the bounds: a tighter TPOT bound allows no more, a looser one no less.
+    let tight = search("50")["slo_req_per_s"].as_f64().unwrap();
+    let loose = search("80")["slo_req_per_s"].as_f64().unwrap();
+    assert!(tight <= found && found <= loose, "{tight} {found} {loose}");
+    assert!(tight < loose);
+}
+
+#[test]
+fn the_tables_say_the_load_and_an_slo_search_writes_its_csv_and_json() {
+    let run = |args: &[&str]| {
+        let out = Command::cargo_bin("servesim")
+            .unwrap()
+            .current_dir(root())
+            .env("RUST_BACKTRACE", "0")
+            .args([
+                "plan",
+                "scenarios/plan-llama-3.1-70b.toml",
+                "--set",
+                "workload.requests=500",
+                "--gpus",
+                "h100",
+                "--counts",
+                "4",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        (
+            String::from_utf8(out.stdout).unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let (table, warning) = run(&["--set", "client.concurrency=64"]);
+    assert!(table.contains("load: the scenario's client"), "{table}");
+    assert!(table.contains(" in flight  TTFT p99  TPOT p99 "), "{table}");
+    assert!(
+        warning.contains("warning: the client's concurrency binds 1 of 1 feasible candidates"),
+        "{warning}"
+    );
+    let (table, quiet) = run(&["--set", "workload.requests=2000", "--load", "saturate"]);
+    assert!(table.contains("load: every server kept full"), "{table}");
+    assert!(table.contains(" 670 "), "{table}");
+    assert!(table.contains("the KV budget"), "{table}");
+    assert!(!quiet.contains("warning"), "{quiet}");
+    // 500 requests on a server keeping 670 in flight: all at once, one burst, said so.
+    let (table, burst) = run(&["--load", "saturate"]);
+    assert!(table.contains(" 500 "), "{table}");
+    assert!(
+        burst.contains(
+            "warning: 1 candidate(s) keep their whole share of the 500 requests in flight at once"
+        ),
+        "{burst}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().to_str().unwrap();
+    let (table, _) = run(&["--slo-tpot-p99-ms", "60", "--out", out]);
+    assert!(
+        table.contains("the highest Poisson arrival rate with p99 TPOT ≤ 60 ms"),
+        "{table}"
+    );
+    assert!(
+        table.contains(" full req/s  SLO req/s  misses at  gen tok/s "),
+        "{table}"
+    );
+    let csv = std::fs::read_to_string(dir.path().join("plan.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let row: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cell = |k: &str| row[header.iter().position(|h| *h == k).unwrap()];
+    assert_eq!(cell("gpu"), "h100");
+    assert_eq!(cell("feasible"), "true");
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("plan.json")).unwrap())
+            .unwrap();
+    let rate = json[0]["slo_req_per_s"].as_f64().unwrap();
+    assert_eq!(cell("slo_req_per_s"), format!("{rate:.4}"));
+    assert!(table.contains(&format!(" {rate:.2} ")), "{table}");
 }
