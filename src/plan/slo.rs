@@ -79,7 +79,8 @@ pub struct SloMetrics {
     /// The lowest rate probed that missed the SLO (`None` when none did): the true limit lies
     /// between the two.
     pub missed_req_per_s: Option<f64>,
-    /// Output tokens per second at that rate.
+    /// Output tokens per second at that rate: the rate times the probe's mean output per
+    /// request.
     pub gen_tok_per_s: f64,
     /// p99 TTFT at that rate.
     pub ttft_p99_ms: f64,
@@ -248,9 +249,11 @@ pub fn search(
         }
     };
     let (rate, r) = best;
-    let a = analysis::analyse(&r);
     let usd_per_hour = f64::from(c.num_gpus) * price;
-    let tok_per_s = a.steady.output_tok_per_s * replicas;
+    // Sustained at that rate: every request's mean output, `rate` times a second.
+    let tok_per_request =
+        r.totals.output_tokens as f64 / (r.totals.requests_completed.max(1) as f64);
+    let tok_per_s = rate * tok_per_request * replicas;
     let slo_req_per_s = rate * replicas;
     Ok(SloRow::new(
         c,

@@ -299,6 +299,15 @@ fn the_slo_rate_holds_in_a_direct_run_the_rate_above_it_does_not_and_looser_boun
     assert_eq!(p99(&at, "ttft_ms"), r["ttft_p99_ms"].as_f64().unwrap());
     assert_eq!(p99(&at, "tpot_ms"), r["tpot_p99_ms"].as_f64().unwrap());
     assert!(p99(&at, "ttft_ms") <= 2000.0 && p99(&at, "tpot_ms") <= 60.0);
+    // Tokens per second at that rate: the rate times the run's mean output per request.
+    let totals = &at["totals"];
+    let per_request =
+        totals["output_tokens"].as_f64().unwrap() / totals["requests_completed"].as_f64().unwrap();
+    let tok_per_s = r["gen_tok_per_s"].as_f64().unwrap();
+    assert!(
+        (tok_per_s - found * per_request).abs() < 1e-9 * tok_per_s,
+        "{r}"
+    );
     let above = poisson(missed);
     assert!(
         p99(&above, "ttft_ms") > 2000.0 || p99(&above, "tpot_ms") > 60.0,
