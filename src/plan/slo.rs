@@ -278,8 +278,8 @@ pub fn search(
     ))
 }
 
-/// Order: with a target, those reaching it by fewest GPUs, then $/hour; then the others by
-/// highest rate; the candidates without a rate last.
+/// Order: with a target, those reaching it by fewest GPUs, then $/hour, then highest rate;
+/// then the others by highest rate; the candidates without a rate last.
 pub fn sort(rows: &mut [SloRow]) {
     rows.sort_by(|a, b| {
         let rank = |r: &SloRow| match r.metrics().map(|m| m.meets_target) {
@@ -294,7 +294,8 @@ pub fn sort(rows: &mut [SloRow]) {
                     .candidate
                     .num_gpus
                     .cmp(&b.candidate.num_gpus)
-                    .then(x.usd_per_hour.total_cmp(&y.usd_per_hour)),
+                    .then(x.usd_per_hour.total_cmp(&y.usd_per_hour))
+                    .then(y.slo_req_per_s.total_cmp(&x.slo_req_per_s)),
                 (Some(x), Some(y), _) => y.slo_req_per_s.total_cmp(&x.slo_req_per_s),
                 _ => std::cmp::Ordering::Equal,
             })
@@ -407,8 +408,9 @@ mod tests {
             row("c", 1, Some(5.0), t),
             row("d", 4, None, t),
             row("e", 4, Some(30.0), t),
+            row("b", 4, Some(31.0), t),
         ];
-        assert_eq!(order(&mut rows), ["b2", "e4", "a8", "c1", "d4"]);
+        assert_eq!(order(&mut rows), ["b2", "b4", "e4", "a8", "c1", "d4"]);
         let mut rows = vec![
             row("a", 8, Some(40.0), None),
             row("b", 2, Some(12.0), None),
