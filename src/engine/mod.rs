@@ -23,9 +23,6 @@ use events::{EventKind, EventQueue};
 /// A run that could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The scenario asks for an engine whose scheduler is not modelled.
-    #[error(transparent)]
-    Unsupported(#[from] scheduler::Unsupported),
     /// The server is idle with requests waiting that it can never admit.
     #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
     Stuck {
@@ -45,8 +42,10 @@ pub enum SimError {
         at_s: f64,
         /// Requests not yet answered.
         left: u64,
-        /// Retractions so far (a high count means the batch thrashes).
+        /// Evictions so far (a high count means the batch thrashes).
         retractions: u64,
+        /// The engine (whose words name them).
+        engine: scheduler::EngineKind,
     },
     /// The user interrupted the run.
     #[error("interrupted")]
@@ -90,7 +89,7 @@ pub fn run_with_sink<'s>(
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log,
-    )?;
+    );
     let mut recorder = Recorder::new(
         scenario.run.window,
         scenario.run.timeseries_interval,
@@ -158,6 +157,7 @@ impl Simulator<'_> {
             let Some(next) = self.events.peek_time() else {
                 break StopReason::AllAnswered;
             };
+            self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
             if let Some(limit) = max_sim {
                 if next > limit {
                     self.recorder.advance_to(limit);
@@ -191,7 +191,8 @@ impl Simulator<'_> {
             });
         }
         let counters = self.scheduler.counters();
-        let mut r = self.recorder.finish(self.now, stop, counters);
+        let words = scheduler::words(self.scenario.engine.kind());
+        let mut r = self.recorder.finish(self.now, stop, counters, words);
         r.max_running_requests = u64::from(self.scenario.engine.policy.max_running_requests());
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         Ok(r)
@@ -213,19 +214,37 @@ impl Simulator<'_> {
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
                 retractions: c.evictions,
+                engine: self.scenario.engine.kind(),
             });
         }
         Ok(())
     }
 
+    /// The lines the engine prints on its own clock (vLLM's stats every 10 s) strictly before
+    /// `until` (the next event), or at it when it is `max_sim_s`: each sees every event before it.
+    fn log_on_engine_clock(&mut self, until: SimTime) {
+        while let Some(t) = self.scheduler.next_log_at() {
+            let due = t < until || (Some(until) == self.max_sim && t == until);
+            if !due {
+                break;
+            }
+            self.recorder.advance_to(t);
+            self.now = t;
+            self.outbox.clear();
+            self.scheduler.log_at(t, &mut self.outbox);
+            self.drain_outbox_logs();
+        }
+    }
+
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation or `max_sim_s`.
+    /// event, time-series point, observation, engine log line or `max_sim_s`.
     fn fast_forward(&mut self) {
         let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::MAX)
             .min(self.recorder.next_snapshot_at())
+            .min(self.scheduler.next_log_at().unwrap_or(SimTime::MAX))
             .min(self.max_sim.unwrap_or(SimTime::MAX));
         self.sync_state();
         self.outbox.clear();

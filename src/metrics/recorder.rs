@@ -13,7 +13,7 @@ use super::{
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{LogRecord, SchedulerCounters, ServerState};
+use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 
 /// Default time-series point budget.
@@ -399,7 +399,7 @@ impl<'a> Recorder<'a> {
 
     /// The engine printed a log line. Its periodic statistics lines carry the server's view.
     pub fn on_log(&mut self, rec: &LogRecord) {
-        if let LogRecord::Stats(s) = rec {
+        if let LogRecord::Stats(s) | LogRecord::Interval(IntervalStats { sample: s, .. }) = rec {
             self.decode_lines += 1;
             self.sum_gen_tok_per_s += s.gen_tok_per_s;
             self.last_gen_tok_per_s = s.gen_tok_per_s;
@@ -415,12 +415,14 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// The run ended at `end`: emit the remaining points and build the result.
+    /// The run ended at `end`: emit the remaining points and build the result, for an engine
+    /// spoken of in `words`.
     pub fn finish(
         mut self,
         end: SimTime,
         stop: StopReason,
         counters: SchedulerCounters,
+        words: Words,
     ) -> RunResult {
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
@@ -501,6 +503,7 @@ impl<'a> Recorder<'a> {
             // Configuration facts, filled in by the simulator.
             max_running_requests: 0,
             client_concurrency: None,
+            words,
         }
     }
 }

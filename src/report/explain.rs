@@ -142,12 +142,13 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
     for o in &obs {
         d.para(&format!(
             "At t = {:.0} s the server logs {:.0} tok/s with {} requests running and {} queued \
-             (token usage {:.2}). The client's progress line — completions since the start ÷ time \
+             ({} {:.2}). The client's progress line — completions since the start ÷ time \
              since the start — shows {:.3} req/s; counting only the last {:.0} s it is {:.3} req/s.",
             o.t_s,
             o.gen_tok_per_s,
             o.running,
             o.queued,
+            s.words.kv_usage,
             o.token_usage,
             o.lifetime_req_per_s,
             s.client.window_s.min(o.t_s),
@@ -282,50 +283,54 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
     let evidence = match b.constraint {
         Constraint::KvBudget => format!(
             "Requests waited in the server's queue {} of the steady window, yet only {:.1} ran on \
-             average — far below the slot limit of {} — with token usage at {:.2}. Admission \
-             stopped {} times because the next request did not fit in the KV budget{}. (SGLang \
-             admits a request only if the free KV, minus a reservation for the running requests' \
-             future tokens, also holds the new request's prompt and clipped max_new_tokens: \
-             memory binds before the pool is full.)",
+             average — far below the slot limit of {} — with {} at {:.2}. Admission \
+             stopped {} times because the next request did not fit in the KV budget{}. {}",
             pct(b.queue_busy_fraction),
             b.mean_running,
             thousands(b.max_running_requests),
+            s.words.kv_usage,
             b.mean_token_usage,
             thousands(b.memory_stops),
             if b.retractions == 0 {
                 String::new()
             } else {
                 format!(
-                    ", and {} requests were retracted when the running ones outgrew it",
-                    thousands(b.retractions)
+                    ", and {} requests were {} when the running ones outgrew it",
+                    thousands(b.retractions),
+                    s.words.evicted
                 )
-            }
+            },
+            s.words.admission_rule
         ),
         Constraint::MaxRunningRequests => format!(
             "Requests waited in the server's queue {} of the steady window while {:.1} ran on \
-             average, at the slot limit max_running_requests = {} (token usage {:.2}; admission \
+             average, at the slot limit {} = {} ({} {:.2}; admission \
              stopped at the limit {} times).",
             pct(b.queue_busy_fraction),
             b.mean_running,
+            s.words.slot_limit_key,
             thousands(b.max_running_requests),
+            s.words.kv_usage,
             b.mean_token_usage,
             thousands(b.slot_stops)
         ),
         Constraint::ClientConcurrency => format!(
-            "The server's queue was empty {} of the steady window and token usage averaged \
+            "The server's queue was empty {} of the steady window and {} averaged \
              {:.2}: the server admits what it gets. The client kept {:.1} requests in flight \
              against its limit of {}, so the batch is as large as the client lets it be.",
             pct(1.0 - b.queue_busy_fraction),
+            s.words.kv_usage,
             b.mean_token_usage,
             b.mean_in_flight,
             b.client_concurrency.unwrap_or(0)
         ),
         Constraint::StepTime => format!(
-            "The server's queue was empty {} of the steady window, token usage averaged {:.2} \
+            "The server's queue was empty {} of the steady window, {} averaged {:.2} \
              and the client was not at a concurrency limit ({:.1} in flight): every request is \
              admitted on arrival, and the batch ({:.1} running on average) is the arrival rate \
              times the time each request spends in service — which the step time sets.",
             pct(1.0 - b.queue_busy_fraction),
+            s.words.kv_usage,
             b.mean_token_usage,
             b.mean_in_flight,
             b.mean_running
@@ -375,8 +380,14 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         .unwrap_or_else(|| "scenarios/case-study-b2.toml".to_string());
     let (why, cmd) = match b.constraint {
         Constraint::KvBudget if ctx.has_memory_model => (
-            "The KV budget binds: see what a larger static fraction buys, and where it runs out of memory.".to_string(),
-            format!("servesim sweep {scen} --vary engine.mem_fraction_static=0.80:0.95:0.01"),
+            format!(
+                "The KV budget binds: see what a larger {} buys, and where it runs out of memory.",
+                s.words.memory_fraction
+            ),
+            format!(
+                "servesim sweep {scen} --vary {}",
+                s.words.memory_fraction_sweep
+            ),
         ),
         Constraint::KvBudget => {
             let kv = ctx.kv_capacity_tokens;
@@ -393,7 +404,8 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         Constraint::MaxRunningRequests => (
             "The slot limit binds: raise it.".to_string(),
             format!(
-                "servesim sweep {scen} --vary engine.max_running_requests={},{},{}",
+                "servesim sweep {scen} --vary engine.{}={},{},{}",
+                s.words.slot_limit_key,
                 b.max_running_requests,
                 b.max_running_requests * 2,
                 b.max_running_requests * 4
@@ -409,7 +421,8 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         Constraint::StepTime => {
             let r = ctx.rate_per_s.unwrap_or(rate);
             (
-                "The server keeps up: raise the arrival rate to find where it saturates.".to_string(),
+                "The server keeps up: raise the arrival rate to find where it saturates."
+                    .to_string(),
                 format!(
                     "servesim sweep {scen} --vary client.rate_per_s={:.3},{:.3},{:.3}",
                     r,

@@ -37,11 +37,11 @@ fn stats_row(out: &mut String, name: &str, s: &Stats) {
     );
 }
 
-fn views_table(w: &mut String, rows: &[super::summary::Observation]) {
+fn views_table(w: &mut String, rows: &[super::summary::Observation], usage_word: &str) {
     let _ = writeln!(
         w,
         "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
-        "", "server", "", "token", "gen", "client", "client", "effective"
+        "", "server", "", usage_word, "gen", "client", "client", "effective"
     );
     let _ = writeln!(
         w,
@@ -109,7 +109,7 @@ pub fn render(s: &Summary, source_name: &str) -> String {
             "  (no observation times: set run.observe_at_s = [ … ] to snapshot the views)"
         );
     } else {
-        views_table(w, &s.observations);
+        views_table(w, &s.observations, s.words.kv_usage_column);
     }
     let _ = writeln!(
         w,
@@ -127,7 +127,7 @@ pub fn render(s: &Summary, source_name: &str) -> String {
             "How the views move in the first {} minutes",
             s.first_minutes.len()
         );
-        views_table(w, &s.first_minutes);
+        views_table(w, &s.first_minutes, s.words.kv_usage_column);
     }
 
     let st = &s.steady_state;
@@ -154,8 +154,8 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     );
     let _ = writeln!(
         w,
-        "  server in the window: {:.1} running, {:.1} queued, token usage {:.2}",
-        st.mean_running, st.mean_queued, st.mean_token_usage
+        "  server in the window: {:.1} running, {:.1} queued, {} {:.2}",
+        st.mean_running, st.mean_queued, s.words.kv_usage, st.mean_token_usage
     );
     if let Some(n) = &st.note {
         let _ = writeln!(w, "  note: {n}");
@@ -218,13 +218,16 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(w);
     let _ = writeln!(
         w,
-        "Server over the whole run: {:.1} running, {:.1} queued, token usage {:.2}, \
-         mean gen throughput {:.1} tok/s ({} Decode lines)",
+        "Server over the whole run: {:.1} running, {:.1} queued, {} {:.2}, \
+         mean {} {:.1} tok/s ({} {})",
         s.server.mean_running,
         s.server.mean_queued,
+        s.words.kv_usage,
         s.server.mean_token_usage,
+        s.words.gen_throughput,
         s.server.gen_tok_per_s_mean,
-        s.server.decode_log_lines
+        s.server.decode_log_lines,
+        s.words.stats_lines
     );
 
     let _ = writeln!(w);
@@ -240,8 +243,9 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     stats_row(w, "client slot wait", &s.latency.client_wait_ms);
     let _ = writeln!(
         w,
-        "  TTFT, TPOT and E2E count from the send, after the client slot (as bench_serving); \
-         slot wait is apart"
+        "  TTFT, TPOT and E2E count from the send, after the client slot (as {}); \
+         slot wait is apart",
+        s.words.bench_client
     );
 
     let t = &s.totals.totals;
@@ -253,15 +257,18 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(
         w,
         "Totals: {} completed, {} rejected, {} output tokens in {} ({stop}); \
-         {} retractions in {} events; {} prefill batches, {} decode steps",
+         {} {} in {} events; {} {}, {} {}",
         thousands(t.requests_completed),
         thousands(t.requests_rejected),
         thousands(t.output_tokens),
         secs(t.sim_duration_s),
         thousands(t.retractions),
+        s.words.evictions,
         thousands(t.retraction_events),
         thousands(t.prefill_batches),
-        thousands(t.decode_steps)
+        s.words.prefill_steps,
+        thousands(t.decode_steps),
+        s.words.decode_steps
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "Simplified (see the README):");

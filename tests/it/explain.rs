@@ -75,7 +75,9 @@ fn b2_is_explained_as_about_half_with_its_reasons() {
         "The first response arrived only at t = {:.0} s",
         s.first_completion_s.unwrap()
     )));
-    assert!(text.contains("1 − d/T"));
+    // (The text is wrapped: compare with its words joined by single spaces.)
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(flat.contains("1 − d/T"));
     assert!(text.contains(&format!(
         "20 × d = {}",
         thousands(s.convergence.estimated_s.round() as u64)

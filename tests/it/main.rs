@@ -6,6 +6,7 @@ mod determinism;
 mod differential;
 mod engines;
 mod explain;
+mod golden;
 mod hand;
 mod invariants;
 mod memory;

@@ -12,7 +12,25 @@ pub const WORDS: Words = Words {
     engine: "SGLang",
     eviction: "retraction",
     evictions: "retractions",
+    evicted: "retracted",
+    evicts: "retracts",
     latest_stats_line: "SGLang's last Decode log line",
+    stats_line_in_figure: "SGLang's latest Decode log line",
+    stats_lines: "Decode lines",
+    kv_usage: "token usage",
+    kv_usage_column: "token",
+    kv_usage_axis: "KV token usage (fraction)",
+    kv_usage_source: "SGLang's #token / max_total_num_tokens",
+    gen_throughput: "gen throughput",
+    running_at_server: "running at the server (decode batch + prefill)",
+    prefill_steps: "prefill batches",
+    decode_steps: "decode steps",
+    bench_client: "bench_serving",
+    bench_client_in_figure: "sglang.bench_serving",
+    slot_limit_key: "max_running_requests",
+    memory_fraction: "static fraction",
+    memory_fraction_sweep: "engine.mem_fraction_static=0.80:0.95:0.01",
+    admission_rule: "(SGLang admits a request only if the free KV, minus a reservation for the running requests' future tokens, also holds the new request's prompt and clipped max_new_tokens: memory binds before the pool is full.)",
 };
 
 /// One record as SGLang prints it: `[YYYY-MM-DD HH:MM:SS TP0] message` (`utils/common.py:
@@ -64,6 +82,8 @@ fn message(rec: &LogRecord) -> String {
              #new_token_ratio: {:.4} -> {:.4}",
             e.requests, e.tokens_freed, e.ratio_before, e.ratio_after
         ),
+        // Records SGLang's model does not produce.
+        LogRecord::Interval(_) | LogRecord::KvCache(_) => String::new(),
     }
 }
 
@@ -76,6 +96,31 @@ fn python_bool(b: bool) -> &'static str {
 }
 
 impl Sglang {
+    /// Print the `Prefill batch` line of a batch whose result is processed now
+    /// (`report_prefill_stats`): the token usage after its allocation and releases, and the
+    /// input throughput since the previous prefill line (the first since the start).
+    pub(super) fn log_prefill(
+        &mut self,
+        now: SimTime,
+        log: Option<Box<ServerSample>>,
+        out: &mut crate::scheduler::Outbox,
+    ) {
+        let Some(mut s) = log else {
+            return;
+        };
+        let dt = now.saturating_since(self.last_prefill_log_at).as_secs_f64();
+        s.at = now;
+        s.queued = self.queue_at_launch;
+        s.kv_used_tokens = self.kv.used_tokens();
+        s.input_tok_per_s = if dt > 0.0 {
+            s.new_tokens as f64 / dt
+        } else {
+            0.0
+        };
+        self.last_prefill_log_at = now;
+        out.log.push(LogRecord::Batch(*s));
+    }
+
     /// Append a `Decode batch` record for the decode step that ends at `at` with `batch` running
     /// requests and `kv_used_tokens` in use, and restart the throughput window: `gen throughput`
     /// is the decode tokens since the previous Decode line over the time since it
@@ -92,7 +137,7 @@ impl Sglang {
             at,
             kind: StepKind::Decode,
             running: batch,
-            queued: self.waiting.len() as u64,
+            queued: self.queue_at_launch,
             kv_used_tokens,
             kv_capacity_tokens: self.kv.capacity_tokens(),
             new_seqs: 0,
