@@ -14,6 +14,7 @@
 //! candidate is ranked by what its hardware can do. [`slo`] searches, per candidate, the
 //! highest arrival rate that keeps p99 TTFT and p99 TPOT under given bounds.
 
+pub mod saturate;
 pub mod slo;
 
 use serde::{Serialize, Serializer};
@@ -22,7 +23,7 @@ use crate::analysis::{self, Constraint};
 use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
 use crate::memory::Verdict;
-use crate::metrics::StopReason;
+use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{self, ClientSpec, Scenario, Source, StepTimeSpec};
 
 /// One candidate layout.
@@ -73,10 +74,10 @@ pub enum Outcome {
 pub enum Load {
     /// The scenario's client, its concurrency (or arrival rate) split evenly over the servers.
     Scenario,
-    /// Each server kept full: a closed-loop client with as many requests in flight per server as
-    /// the engine could run at once ([`saturating_concurrency`]), so the hardware binds — the
-    /// KV budget or the slot limit — and never the client. An open-loop scenario becomes a batch
-    /// job of its requests.
+    /// Each server kept full: a closed-loop client with the concurrency that finishes the
+    /// server's share soonest, searched ([`saturate`]) from the most the server could run at
+    /// once down, so that the hardware binds — the KV budget or the slot limit — and not the
+    /// client. An open-loop scenario becomes a batch job of its requests.
     Saturate,
 }
 
@@ -88,7 +89,7 @@ impl Load {
                 "load: the scenario's client, its concurrency (or rate) split evenly over the servers"
             }
             Load::Saturate => {
-                "load: every server kept full (in flight per server: its max_running_requests, or the prompts its KV pool holds): the hardware binds, not the client"
+                "load: every server kept full (in flight per server: the concurrency that finishes its share soonest): the hardware binds, not the client"
             }
         }
     }
@@ -295,16 +296,6 @@ fn candidate_sets(base: &Scenario, c: &Candidate) -> Vec<String> {
     sets
 }
 
-/// Requests in flight that keep one server of `sc` full: as many as it could run at once — its
-/// slot limit (`max_running_requests`), or as many of the workload's prompts as its KV pool
-/// holds, whichever is smaller. Admission also reserves room for the outputs, so the batch
-/// stays below this and the server's queue never empties.
-pub fn saturating_concurrency(sc: &Scenario) -> u64 {
-    let (prompt, _) = sc.workload.mean_lengths();
-    let fits = (sc.engine.kv_capacity_tokens as f64 / (prompt.max(0.0) + 1.0)) as u64;
-    u64::from(sc.engine.policy.max_running_requests()).min(fits.max(1))
-}
-
 /// The candidate's scenario — one replica's share, at `load` — or why the candidate cannot
 /// work. `extra` are overrides applied last (a probe's client and requests).
 pub fn prepare(
@@ -343,8 +334,7 @@ pub fn prepare(
     };
     let mut sc = load_with(&sets)?;
     if load == Load::Saturate {
-        // No more than the server's share: a job that small is one burst.
-        let cap = saturating_concurrency(&sc).min(sc.workload.requests.max(1));
+        let cap = saturate::upper_bound(&sc);
         sets.push(format!(
             "client={{ mode = \"closed\", concurrency = {cap} }}"
         ));
@@ -381,12 +371,31 @@ pub fn evaluate(
         Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
     };
     let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
-    let r = match engine::run(&sc, opts) {
-        Ok(r) => r,
-        Err(SimError::Stuck { reason, .. }) => {
-            return Ok(PlanRow::infeasible(c, price, reason));
+    let (r, in_flight) = match load {
+        Load::Scenario => match engine::run(&sc, opts) {
+            Ok(r) => (r, sc.client.concurrency().map(u64::from)),
+            Err(SimError::Stuck { reason, .. }) => {
+                return Ok(PlanRow::infeasible(c, price, reason));
+            }
+            Err(e) => return Err(e),
+        },
+        // The concurrency that finishes the server's share soonest, searched down from the
+        // most it could run at once.
+        Load::Saturate => {
+            let upper = sc.client.concurrency().map_or(1, u64::from);
+            let at = |n: u64| {
+                let closed = [format!("client={{ mode = \"closed\", concurrency = {n} }}")];
+                prepare(source, base_sets, base, c, Load::Scenario, &closed)
+            };
+            let sooner = |r: &RunResult| match r.stop {
+                StopReason::AllAnswered => 1.0 / r.totals.sim_duration_s,
+                _ => 0.0,
+            };
+            match saturate::search(upper, at, sooner, opts)? {
+                Ok(s) => (s.result, Some(s.concurrency)),
+                Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
+            }
         }
-        Err(e) => return Err(e),
     };
     if r.stop != StopReason::AllAnswered {
         return Ok(PlanRow::infeasible(
@@ -402,7 +411,7 @@ pub fn evaluate(
     let tokens = r.totals.output_tokens as f64 * replicas;
     let metrics = PlanMetrics {
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        concurrency_per_server: sc.client.concurrency().map(u64::from),
+        concurrency_per_server: in_flight,
         oom_verdict: verdict,
         gen_tok_per_s: a.steady.output_tok_per_s * replicas,
         steady_req_per_s: a.steady.req_per_s * replicas,
@@ -416,7 +425,19 @@ pub fn evaluate(
         ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
         tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
         e2e_p99_ms: r.latency.e2e_ms.quantile(0.99),
-        binding: a.binding.constraint,
+        binding: match (load, a.binding.constraint, in_flight) {
+            // Kept full, the client binds only where more in flight finishes no sooner: the
+            // slot limit when the concurrency reaches it, else the KV pool (vLLM preempts
+            // when it overfills).
+            (Load::Saturate, Constraint::ClientConcurrency, Some(n)) => {
+                if n >= u64::from(sc.engine.policy.max_running_requests()) {
+                    Constraint::MaxRunningRequests
+                } else {
+                    Constraint::KvBudget
+                }
+            }
+            (_, b, _) => b,
+        },
         meets_deadline: deadline_s.map(|d| time <= d),
     };
     Ok(PlanRow::new(c, price, Outcome::Feasible(metrics)))

@@ -393,8 +393,9 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>, load: 
         }
         Load::Saturate => {
             "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
-             gets an equal share of the requests and keeps \"in flight\" of them sent: its max_running_requests, or the \
-             prompts its KV pool holds if fewer.\n"
+             gets an equal share of the requests and keeps \"in flight\" of them sent: the concurrency that finishes its \
+             share soonest, searched from the most it could run at once (its max_running_requests, or the mean prompts its \
+             KV pool holds if fewer) down by factors of √2.\n"
         }
     });
     o

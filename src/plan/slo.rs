@@ -3,9 +3,10 @@
 //! interactively?" — and, given a rate to reach, the candidates that reach it with the fewest
 //! GPUs.
 //!
-//! Per candidate: one run with every server full ([`super::Load::Saturate`], at least
-//! [`SATURATION_ROUNDS`] times as many requests as a server keeps in flight, so that it has a
-//! steady state) gives the rate the hardware completes at all, `λ_sat`; then open-loop probes of
+//! Per candidate: the most its servers complete at all, `λ_sat`, is the highest steady rate of
+//! closed-loop runs at the ladder of concurrencies [`saturate::search`] tries (each of at least
+//! [`SATURATION_ROUNDS`] times as many requests as a server could run at once, so that it has a
+//! steady state); then open-loop probes of
 //! [`PROBE_REQUESTS`] requests per server (fewer when the job is smaller) bracket the highest
 //! rate within the SLO: `λ_sat / 64` must pass (else the candidate misses the SLO even lightly
 //! loaded); when `λ_sat` itself passes the SLO does not bind and `λ_sat` is the answer (no
@@ -17,7 +18,7 @@
 
 use serde::Serialize;
 
-use super::{prepare, Candidate, Load};
+use super::{prepare, saturate, Candidate, Load};
 use crate::analysis;
 use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
@@ -175,22 +176,23 @@ pub fn search(
         Err(reason) => return not_found(reason),
     };
     let in_flight = full.client.concurrency().map_or(1, u64::from);
-    let long = [format!(
-        "workload.requests={}",
-        share.max(SATURATION_ROUNDS * in_flight)
-    )];
-    let full = match prepare(source, base_sets, base, c, Load::Saturate, &long) {
-        Ok(sc) => sc,
-        Err(reason) => return not_found(reason),
+    let long = share.max(SATURATION_ROUNDS * in_flight);
+    let at = |n: u64| {
+        let closed = [
+            format!("client={{ mode = \"closed\", concurrency = {n} }}"),
+            format!("workload.requests={long}"),
+        ];
+        prepare(source, base_sets, base, c, Load::Scenario, &closed)
     };
-    let saturated = match run(&full, opts)? {
-        Ok(r) => {
-            let steady = analysis::analyse(&r).steady.req_per_s;
-            match steady.is_finite() && steady > 0.0 {
-                true => steady,
-                false => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
-            }
+    let rate = |r: &RunResult| {
+        let steady = analysis::analyse(r).steady.req_per_s;
+        match steady.is_finite() && steady > 0.0 {
+            true => steady,
+            false => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
         }
+    };
+    let saturated = match saturate::search(in_flight, at, rate, opts)? {
+        Ok(s) => s.tried.iter().map(|t| t.1).fold(0.0, f64::max),
         Err(reason) => return not_found(reason),
     };
     if !saturated.is_finite() || saturated <= 0.0 {
