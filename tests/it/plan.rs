@@ -104,7 +104,7 @@ fn saturating_each_candidate_ranks_the_hardware_not_the_clients_concurrency() {
         assert!(in_flight > 32, "{r}");
         let scenario = c64
             .iter()
-            .find(|x| order(&[(*x).clone()]) == order(&[r.clone()]))
+            .find(|x| order(std::slice::from_ref(*x)) == order(std::slice::from_ref(r)))
             .unwrap();
         // Full servers finish the job sooner than servers the client starves.
         assert!(
