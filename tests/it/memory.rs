@@ -421,9 +421,10 @@ fn no_shipped_scenario_is_predicted_to_run_out_of_memory() {
                 continue;
             }
             let sc = sc_mod::load(&Source::read(&p).unwrap(), &[]).unwrap();
-            if let Some(m) = &sc.memory {
+            // vLLM gives no verdict (its memory model says whether it starts).
+            if let Some(v) = sc.memory.as_ref().and_then(|m| m.verdict()) {
                 seen += 1;
-                assert_eq!(m.verdict(), Some(Verdict::Safe), "{}", p.display());
+                assert_eq!(v, Verdict::Safe, "{}", p.display());
             }
         }
     }
