@@ -24,15 +24,18 @@ pub const GIVE_UP_BELOW: f64 = 0.8;
 
 /// The most requests a server of `sc` could run at once: its slot limit (SGLang's
 /// `max_running_requests`, vLLM's `max_num_seqs`), or as many of the workload's mean prompts as
-/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`), whichever is smaller, and
-/// never more than its requests.
-pub fn upper_bound(sc: &Scenario) -> u64 {
+/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`), whichever is smaller.
+pub fn at_once(sc: &Scenario) -> u64 {
     let (prompt, _) = sc.workload.mean_lengths();
     let fits = (sc.engine.kv_capacity_tokens as f64 / (prompt.max(0.0) + 1.0)) as u64;
     u64::from(sc.engine.policy.max_running_requests())
         .min(fits)
-        .min(sc.workload.requests)
         .max(1)
+}
+
+/// Where the search starts: [`at_once`], but never more than the server's requests.
+pub fn upper_bound(sc: &Scenario) -> u64 {
+    at_once(sc).min(sc.workload.requests).max(1)
 }
 
 /// The concurrencies of the ladder below `upper`: each `⌈previous / √2⌉` (and at least one

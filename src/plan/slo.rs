@@ -4,9 +4,9 @@
 //! GPUs.
 //!
 //! Per candidate: the most its servers complete at all, `λ_sat`, is the highest steady rate of
-//! closed-loop runs at the ladder of concurrencies [`saturate::search`] tries (each of at least
+//! closed-loop runs at the ladder of concurrencies [`saturate::search`] tries (each of
 //! [`SATURATION_ROUNDS`] times as many requests as a server could run at once, so that it has a
-//! steady state); then open-loop probes of
+//! steady state, and at least [`PROBE_REQUESTS`]); then open-loop probes of
 //! [`PROBE_REQUESTS`] requests per server (fewer when the job is smaller) bracket the highest
 //! rate within the SLO: `λ_sat / 64` must pass (else the candidate misses the SLO even lightly
 //! loaded); when `λ_sat` itself passes the SLO does not bind and `λ_sat` is the answer (no
@@ -175,8 +175,8 @@ pub fn search(
         Ok(sc) => sc,
         Err(reason) => return not_found(reason),
     };
-    let in_flight = full.client.concurrency().map_or(1, u64::from);
-    let long = share.max(SATURATION_ROUNDS * in_flight);
+    let in_flight = saturate::at_once(&full);
+    let long = (SATURATION_ROUNDS * in_flight).max(PROBE_REQUESTS);
     let at = |n: u64| {
         let closed = [
             format!("client={{ mode = \"closed\", concurrency = {n} }}"),
