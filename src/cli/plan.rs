@@ -37,8 +37,9 @@ pub(super) struct Args {
     #[arg(long = "price", value_name = "GPU=USD", value_parser = values::gpu_price)]
     prices: Vec<GpuPrice>,
     /// The load each candidate is simulated at: `scenario` (the scenario's client, its
-    /// concurrency split over the servers) or `saturate` (every server kept full, so the
-    /// hardware binds, not the client).
+    /// concurrency split over the servers) or `saturate` (every server kept full — the
+    /// concurrency that finishes its share soonest, searched — so the hardware binds, not the
+    /// client).
     #[arg(long, value_enum, default_value_t = LoadArg::Scenario)]
     load: LoadArg,
     /// SLO search: the highest arrival rate each candidate sustains with p99 TTFT within this
