@@ -25,6 +25,7 @@ use crate::engine::{self, RunOptions, SimError};
 use crate::memory::Verdict;
 use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{Scenario, Source};
+use crate::workload::Lengths;
 
 /// Requests per server in one probe (at most).
 pub const PROBE_REQUESTS: u64 = 2000;
@@ -176,7 +177,14 @@ pub fn search(
         Err(reason) => return not_found(reason),
     };
     let in_flight = saturate::at_once(&full);
-    let long = (SATURATION_ROUNDS * in_flight).max(PROBE_REQUESTS);
+    // A trace has only its rows.
+    let rows = match &full.workload.lengths {
+        Lengths::Trace { rows, .. } => rows.len() as u64,
+        Lengths::Sampled { .. } => u64::MAX,
+    };
+    let long = (SATURATION_ROUNDS * in_flight)
+        .max(PROBE_REQUESTS)
+        .min(rows);
     let at = |n: u64| {
         let closed = [
             format!("client={{ mode = \"closed\", concurrency = {n} }}"),
