@@ -124,6 +124,19 @@ pub struct PlanMetrics {
     pub binding: Constraint,
     /// Whether it finishes by the deadline (when one is given).
     pub meets_deadline: Option<bool>,
+    /// With [`Load::Saturate`]: the concurrencies the search tried, in order, each with the
+    /// time its server took to finish its share (JSON only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saturation_search: Option<Vec<SaturationStep>>,
+}
+
+/// One run of the saturation search.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SaturationStep {
+    /// Requests in flight per server.
+    pub concurrency: u64,
+    /// The time the server took to finish its share.
+    pub time_to_finish_s: f64,
 }
 
 #[cfg(test)]
@@ -144,6 +157,7 @@ impl PlanMetrics {
             e2e_p99_ms: 20.0,
             binding: Constraint::KvBudget,
             meets_deadline: None,
+            saturation_search: None,
         }
     }
 }
@@ -371,9 +385,9 @@ pub fn evaluate(
         Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
     };
     let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
-    let (r, in_flight) = match load {
+    let (r, in_flight, saturation_search) = match load {
         Load::Scenario => match engine::run(&sc, opts) {
-            Ok(r) => (r, sc.client.concurrency().map(u64::from)),
+            Ok(r) => (r, sc.client.concurrency().map(u64::from), None),
             Err(SimError::Stuck { reason, .. }) => {
                 return Ok(PlanRow::infeasible(c, price, reason));
             }
@@ -392,7 +406,17 @@ pub fn evaluate(
                 _ => 0.0,
             };
             match saturate::search(upper, at, sooner, opts)? {
-                Ok(s) => (s.result, Some(s.concurrency)),
+                Ok(s) => {
+                    let steps = s
+                        .tried
+                        .iter()
+                        .map(|&(concurrency, _, time_to_finish_s)| SaturationStep {
+                            concurrency,
+                            time_to_finish_s,
+                        })
+                        .collect();
+                    (s.result, Some(s.concurrency), Some(steps))
+                }
                 Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
             }
         }
@@ -439,6 +463,7 @@ pub fn evaluate(
             (_, b, _) => b,
         },
         meets_deadline: deadline_s.map(|d| time <= d),
+        saturation_search,
     };
     Ok(PlanRow::new(c, price, Outcome::Feasible(metrics)))
 }

@@ -20,7 +20,7 @@ pub const MAX_STEPS: usize = 10;
 pub const TOLERANCE: f64 = 0.002;
 /// The ladder stops once a score falls below this fraction of the best seen: the server is
 /// short of work there, and smaller concurrencies only do worse.
-pub const GIVE_UP_BELOW: f64 = 0.8;
+pub const GIVE_UP_BELOW: f64 = 0.9;
 
 /// The most requests a server of `sc` could run at once: its slot limit (SGLang's
 /// `max_running_requests`, vLLM's `max_num_seqs`), or as many of the workload's mean prompts as
@@ -51,8 +51,8 @@ pub struct Saturation {
     pub concurrency: u64,
     /// Its run.
     pub result: RunResult,
-    /// Every concurrency tried and its score, in the order tried.
-    pub tried: Vec<(u64, f64)>,
+    /// Every concurrency tried, its score and the time its run took, in the order tried.
+    pub tried: Vec<(u64, f64, f64)>,
 }
 
 /// Search from `upper` down: `scenario_at(c)` is the scenario with `c` in flight (or why it
@@ -97,7 +97,10 @@ pub fn search(
     let Some(best) = runs.iter().map(|r| r.1).reduce(f64::max) else {
         return Ok(Err(first_failure.unwrap_or_else(|| "nothing ran".into())));
     };
-    let tried = runs.iter().map(|(c, s, _)| (*c, *s)).collect();
+    let tried = runs
+        .iter()
+        .map(|(c, s, r)| (*c, *s, r.totals.sim_duration_s))
+        .collect();
     let (concurrency, _, result) = runs
         .into_iter()
         .filter(|r| r.1 >= best * (1.0 - TOLERANCE))

@@ -247,6 +247,26 @@ fn a_candidates_saturating_concurrency_is_the_smallest_that_finishes_soonest() {
     assert_eq!(r["kv_capacity_tokens"], 35_923);
     assert_eq!(r["concurrency_per_server"], 30);
     assert_eq!(r["binding"], "kv_budget");
+    // The search's runs, as the JSON lists them: down by √2 until a run takes a tenth longer
+    // than the soonest.
+    let steps = r["saturation_search"].as_array().unwrap();
+    let tried: Vec<u64> = steps
+        .iter()
+        .map(|s| s["concurrency"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tried[..4], [59, 42, 30, 22]);
+    let times: Vec<f64> = steps
+        .iter()
+        .map(|s| s["time_to_finish_s"].as_f64().unwrap())
+        .collect();
+    let soonest = r["time_to_finish_s"].as_f64().unwrap();
+    assert!(times[..3].iter().all(|&t| t == soonest), "{times:?}");
+    assert!(times[3..].iter().all(|&t| t > 1.002 * soonest), "{times:?}");
+    assert!(*times.last().unwrap() > soonest / 0.9, "{times:?}");
+    assert!(
+        times[..times.len() - 1].iter().all(|&t| t <= soonest / 0.9),
+        "{times:?}"
+    );
     // Direct runs: the plan's time is the run's at 30; twice as many in flight run the very
     // same batches; at 22 the client binds and the job takes longer.
     let closed = |c: u64| {
