@@ -65,8 +65,11 @@ enum Command {
     /// first (roofline step times from the catalog's datasheet figures).
     ///
     /// The scenario gives the model, the workload and the client; it must not pin the KV
-    /// budget or the weights, which each candidate derives from its GPU. --out writes
-    /// plan.csv, plan.json and the cost-versus-time figure.
+    /// budget or the weights, which each candidate derives from its GPU. --load saturate
+    /// replaces the client's concurrency by the one that keeps each server full (searched);
+    /// --slo-ttft-p99-s / --slo-tpot-p99-ms search instead the highest rate each candidate
+    /// sustains within the bounds. --out writes plan.csv, plan.json and (without an SLO) the
+    /// cost-versus-time figure.
     Plan(plan::Args),
     /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
     Memory(memory::Args),

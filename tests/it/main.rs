@@ -16,6 +16,7 @@ mod lengths_file;
 mod memory;
 mod outputs;
 mod overhead;
+mod plan;
 mod queueing;
 mod scenarios;
 mod schema;
