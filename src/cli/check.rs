@@ -90,7 +90,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         match loaded {
             Ok(sc) => {
                 let mut text = format!("ok: {} ({})\n", p.display(), sc.name);
-                text.push_str(&format!("  step times: {}\n", sc.engine.step_time.describe()));
+                text.push_str(&format!(
+                    "  step times: {}\n",
+                    sc.engine.step_time.describe()
+                ));
                 if let Some(m) = &sc.memory {
                     text.push_str(&format!("  memory: {}\n", memory_line(&sc, m)));
                 }
