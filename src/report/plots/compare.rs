@@ -25,8 +25,10 @@ pub fn compare_cdf(
 
 struct Compare<'a>(&'a LatencyCdfs, &'a LatencyCdfs);
 
-/// Each panel's axis description and its curve.
-const METRICS: [(&str, fn(&LatencyCdfs) -> &[(f64, f64)]); 3] = [
+/// A panel's axis description and its curve.
+type Metric = (&'static str, fn(&LatencyCdfs) -> &[(f64, f64)]);
+
+const METRICS: [Metric; 3] = [
     ("TTFT (s)", |c| &c.ttft),
     ("TPOT (s)", |c| &c.tpot),
     ("E2E (s)", |c| &c.e2e),
