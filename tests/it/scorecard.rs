@@ -294,6 +294,46 @@ const CASES: &[Case] = &[
             },
         ],
     },
+    Case {
+        file: "deepseek-r1-8xb200-sglang.toml",
+        title: "DeepSeek-R1 FP8, SGLang 0.5.6.post1, 8× B200 TP 8, random 1000/1000",
+        source: "https://lmsysorg.mintlify.app/cookbook/autoregressive/DeepSeek/DeepSeek-R1",
+        points: &[
+            Point {
+                label: "conc 1",
+                sets: &["client.concurrency=1", "workload.requests=10"],
+                calibration: true,
+                figures: &[
+                    (Metric::Out, 105.24, 2.0),
+                    (Metric::MeanTtftMs, 153.0, -1.3),
+                    (Metric::MeanTpotMs, 9.16, -1.1),
+                    (Metric::MeanE2eMs, 3998.4, 31.1),
+                ],
+            },
+            Point {
+                label: "conc 16",
+                sets: &["client.concurrency=16", "workload.requests=80"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 795.3, -12.4),
+                    (Metric::MeanTtftMs, 273.51, -27.1),
+                    (Metric::MeanTpotMs, 17.56, 19.2),
+                    (Metric::MeanE2eMs, 8918.33, 22.3),
+                ],
+            },
+            Point {
+                label: "conc 100",
+                sets: &["client.concurrency=100", "workload.requests=500"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 2282.9, -14.5),
+                    (Metric::MeanTtftMs, 563.14, -44.0),
+                    (Metric::MeanTpotMs, 40.11, 15.5),
+                    (Metric::MeanE2eMs, 20380.71, 10.7),
+                ],
+            },
+        ],
+    },
 ];
 
 /// Run a published scenario with overrides; bench_serving's metrics of it.
