@@ -78,6 +78,9 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
+    if let Some(w) = compare::model_mismatch(&file, &base) {
+        term::note(&format!("warning: {w}"));
+    }
     let c = compare::compare(&base, &file, &name)?;
     interrupt::check()?;
     let json = serde_json::to_string_pretty(&c).expect("invariant: the comparison serializes");
