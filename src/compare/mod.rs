@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use metrics::{BenchMetrics, Sample, Spread};
+pub use metrics::{BenchMetrics, LatencyCdfs, Sample, Spread};
 pub use result_file::{Arrivals, BenchFile, ResultFileError};
 
 use crate::engine::{self, RunOptions, SimError, Stepping};
