@@ -32,6 +32,11 @@
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,
 //!   `v1/engine/input_processor.py`): a prompt of `max_model_len` tokens or more is refused;
 //!   `max_tokens` is capped at `max_model_len − prompt`.
+//! * **Prefix caching** (`enable_prefix_caching`, for workloads that declare shared prefixes;
+//!   `prefix.rs`): the block pool block by block — full blocks named by their chained hash,
+//!   the lookup of a WAITING request's leading cached blocks, admission counting the hit blocks
+//!   it takes off the free queue, LRU reuse of freed blocks that keep their hash
+//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`).
 //! * **Logs** (`v1/metrics/loggers.py: LoggingStatLogger`): the stats line every
 //!   `VLLM_LOG_STATS_INTERVAL` = 10 s, and the start-up KV lines (`log.rs`).
 //!

@@ -301,6 +301,21 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_partial_block_is_reused_before_any_cached_one() {
+        let mut p = PrefixPool::new(4, 16);
+        p.arrive(0, 0, None);
+        // 40 tokens: two full blocks registered, the third partial.
+        p.allocate(0, &[], 40, 40);
+        p.free(0);
+        p.arrive(1, 1, None);
+        // The partial block is at the front of the free queue: taking one evicts nothing.
+        p.allocate(1, &[], 1, 0);
+        assert_eq!(p.evicted, 0);
+        // Request 0 (own blocks, 41 tokens known) still finds both of its full blocks.
+        assert_eq!(p.lookup(0, 41).len(), 2);
+    }
+
+    #[test]
     fn freed_blocks_stay_hittable_until_reused_tail_first() {
         let mut p = PrefixPool::new(4, 16);
         p.arrive(0, 0, grouped(64));
