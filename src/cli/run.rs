@@ -154,7 +154,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     warn_rejections(&result);
     if let Some(f) = &files {
         outputs.write(f.summary, json.as_bytes())?;
-        outputs.write(f.timeseries, &timeseries::to_csv(&result))?;
+        outputs.write(
+            f.timeseries,
+            &timeseries::to_csv(&result, sc.workload.shares_prefixes()),
+        )?;
         for (name, bytes) in figures(&sc, &result, &analysis, &f.figures)? {
             interrupt::check()?;
             let id = f

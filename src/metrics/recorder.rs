@@ -49,6 +49,8 @@ pub struct Recorder<'a> {
     generated_tokens: u64,
     output_tokens: u64,
     prompt_tokens: u64,
+    /// Their prompt tokens found in the prefix cache at the first admission.
+    cached_tokens: u64,
     sum_e2e_ns: u128,
     first_completion: Option<SimTime>,
     last_send: Option<SimTime>,
@@ -120,6 +122,7 @@ impl<'a> Recorder<'a> {
             generated_tokens: 0,
             output_tokens: 0,
             prompt_tokens: 0,
+            cached_tokens: 0,
             sum_e2e_ns: 0,
             first_completion: None,
             last_send: None,
@@ -376,6 +379,8 @@ impl<'a> Recorder<'a> {
             kv_integral_token_s: ns_to_s(self.int_kv + dt * u128::from(self.state.kv_used_tokens)),
             queue_busy_s: ns_to_s(self.int_queue_busy + if self.state.queued > 0 { dt } else { 0 }),
             completed_output_tokens: self.output_tokens,
+            completed_prompt_tokens: self.prompt_tokens,
+            completed_cached_tokens: self.cached_tokens,
         }
     }
 
@@ -402,6 +407,7 @@ impl<'a> Recorder<'a> {
         self.sum_e2e_ns += u128::from(e2e.as_ns());
         self.output_tokens += u64::from(r.out_tokens);
         self.prompt_tokens += u64::from(r.prompt_tokens);
+        self.cached_tokens += u64::from(r.cached_tokens);
         self.output_dist.add(f64::from(r.out_tokens));
         self.prompt_dist.add(f64::from(r.prompt_tokens));
         let first = r

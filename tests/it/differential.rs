@@ -33,7 +33,7 @@ fn outputs(sc: &Scenario, stepping: Stepping) -> Outputs {
     let s = summary::summarize(sc, &r, &a);
     (
         summary::to_json(&s),
-        timeseries::to_csv(&r),
+        timeseries::to_csv(&r, sc.workload.shares_prefixes()),
         server_log::render(sc.engine.kind(), &r.log, 8),
         r.requests,
         r.counters.fast_forwarded_steps,
