@@ -148,7 +148,7 @@ impl Vllm {
                 self.running.push(id);
                 let r = &mut reqs[id];
                 r.phase = Phase::Running;
-                if r.admitted_at.is_none() && self.pool.is_some() {
+                if r.admitted_at.is_none() {
                     // `prefill_stats.num_cached_tokens`: the first admission's lookup only.
                     r.cached_tokens = cached as u32;
                     self.counters.first_admissions += 1;
