@@ -140,7 +140,7 @@ impl Sglang {
         self.length_due.push(Reverse((due, stay, id)));
         // Entries of past stays leave only when they surface: rebuild now and then so that the
         // heap stays the size of the batch.
-        if self.length_due.len() > 2 * self.running.len() + 64 {
+        if self.length_due.len() > 8 * self.running.len() + 1024 {
             let heap = std::mem::take(&mut self.length_due).into_vec();
             let current = heap
                 .into_iter()
@@ -223,6 +223,8 @@ impl Sglang {
             alloc_since,
             kv_then,
             stay,
+            reserve_bound,
+            ignore_eos,
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -253,6 +255,8 @@ impl Sglang {
                 alloc_since,
                 kv_then,
                 stay,
+                reserve_bound,
+                ignore_eos,
             },
         );
         let max_new = reqs[it.id].max_new_tokens;
