@@ -210,7 +210,12 @@ fn simulate(
     let kind = sc.engine.kind();
     let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
     let mut log = Stream::new(log_file.map(|id| BufWriter::new(outputs.take_writer(id))));
-    let header = requests::header(crate::scheduler::words(kind));
+    let mut header = requests::header(crate::scheduler::words(kind));
+    // A workload that shares prompt prefixes adds the tokens each request found cached.
+    let shares = sc.workload.shares_prefixes();
+    if shares {
+        header.push(requests::CACHED_COLUMN.to_string());
+    }
     let mut csv = Stream::new(None);
     if let Some(id) = csv_file {
         match csv_rows::writer(BufWriter::new(outputs.take_writer(id)), &header) {
@@ -223,8 +228,12 @@ fn simulate(
     };
     let mut csv_sink = |r: &RequestRecord| {
         csv.put(|w| {
-            w.serialize(requests::Row::from(r))
-                .map_err(std::io::Error::other)
+            if shares {
+                w.serialize((requests::Row::from(r), r.cached_tokens))
+            } else {
+                w.serialize(requests::Row::from(r))
+            }
+            .map_err(std::io::Error::other)
         });
     };
     let sinks = Sinks {

@@ -37,6 +37,10 @@ pub struct Row {
     pub completed: bool,
 }
 
+/// The column a workload that shares prompt prefixes adds after [`Row`]'s: the prompt tokens
+/// the request found in the prefix cache at its first admission.
+pub const CACHED_COLUMN: &str = "cached_tokens";
+
 /// The columns, in the engine's words: the evictions column is `retractions` for SGLang and
 /// `preemptions` for vLLM.
 pub fn header(words: Words) -> Vec<String> {
