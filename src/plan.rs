@@ -337,8 +337,8 @@ pub fn evaluate(
     let metrics = PlanMetrics {
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
         oom_verdict: verdict,
-        gen_tok_per_s: a.steady.output_tok_per_s * replicas,
-        steady_req_per_s: a.steady.req_per_s * replicas,
+        gen_tok_per_s: a.window.as_ref().map_or(0.0, |w| w.span.output_tok_per_s) * replicas,
+        steady_req_per_s: a.sustained_req_per_s().unwrap_or(0.0) * replicas,
         time_to_finish_s: time,
         cost_usd: cost,
         usd_per_m_output_tokens: if tokens > 0.0 {

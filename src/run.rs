@@ -84,6 +84,8 @@ pub struct RunOptions {
     pub keep_requests: bool,
     /// Set from outside (Ctrl-C) to stop the run.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Where the steady-window latencies start.
+    pub steady_from: crate::metrics::SteadyFrom,
 }
 
 impl Default for RunOptions {
@@ -94,6 +96,7 @@ impl Default for RunOptions {
             max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
             keep_requests: false,
             interrupt: None,
+            steady_from: crate::metrics::SteadyFrom::StartUpCleared,
         }
     }
 }

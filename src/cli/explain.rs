@@ -3,10 +3,10 @@
 use super::args::ScenarioArgs;
 use super::parallel::interruptible;
 use super::Failure;
+use crate::engine;
 use crate::report::explain::{self, Context};
 use crate::report::summary;
 use crate::scenario::ClientSpec;
-use crate::{analysis, engine};
 
 /// `servesim explain`.
 #[derive(clap::Args, Debug)]
@@ -26,14 +26,14 @@ enum ExplainFormat {
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
     let (_, sc) = args.scenario.load()?;
-    let result = engine::run(&sc, &interruptible())?;
-    let analysis = analysis::analyse(&result);
+    let (result, analysis) = engine::run_analysed(&sc, &interruptible())?;
     let summary = summary::summarize(&sc, &result, &analysis);
     let ctx = Context {
         scenario_arg: args.scenario.scenario.map(|p| p.display().to_string()),
+        sets: args.scenario.set.sets.clone(),
         has_memory_model: sc.memory.is_some(),
+        kv_pinned: sc.engine.kv_source.as_str() == "given",
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        mem_fraction_static: sc.memory.as_ref().and_then(|m| m.mem_fraction_static()),
         rate_per_s: match &sc.client {
             ClientSpec::Poisson { rate_per_s, .. } | ClientSpec::Gamma { rate_per_s, .. } => {
                 Some(*rate_per_s)

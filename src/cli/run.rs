@@ -45,11 +45,12 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         },
         ..interruptible()
     };
-    let result = match &args.requests_csv {
+    let mut result = match &args.requests_csv {
         None => engine::run(&sc, &opts)?,
         Some(path) => run_streaming_requests(&sc, &opts, path)?,
     };
     let analysis = analysis::analyse(&result);
+    engine::record_steady_latencies(&sc, &opts, &mut result, &analysis)?;
     let summary = summary::summarize(&sc, &result, &analysis);
     let json = summary::to_json(&summary);
     warn_rejections(&result);

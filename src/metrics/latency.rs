@@ -20,6 +20,8 @@ pub struct Distribution {
     divisor: f64,
     count: u64,
     sum: f64,
+    /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
+    sum_exact: u128,
 }
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
@@ -60,6 +62,7 @@ impl Distribution {
             divisor,
             count: 0,
             sum: 0.0,
+            sum_exact: 0,
         }
     }
 
@@ -76,6 +79,19 @@ impl Distribution {
         self.sum += x;
     }
 
+    /// Add the integer value `v` (base units) `n` times. Its share of the mean is summed in
+    /// integers, so the result does not depend on how the same values are grouped.
+    pub fn add_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.hist.record_n(v, n).is_err() {
+            self.hist.saturating_record_n(v, n);
+        }
+        self.count += n;
+        self.sum_exact += u128::from(v) * u128::from(n);
+    }
+
     /// Values added.
     pub fn count(&self) -> u64 {
         self.count
@@ -86,7 +102,7 @@ impl Distribution {
         if self.count == 0 {
             0.0
         } else {
-            self.sum / self.count as f64 / self.divisor
+            (self.sum + self.sum_exact as f64) / self.count as f64 / self.divisor
         }
     }
 
@@ -156,6 +172,24 @@ mod tests {
             assert!((got / exact - 1.0).abs() <= 1e-3, "q {q}: {got} vs {exact}");
         }
         assert!((d.mean() - 5000.5 * 1.234_567).abs() < 1e-6);
+    }
+
+    #[test]
+    fn counted_values_are_the_same_as_repeated_ones_whatever_the_grouping() {
+        let mut one_by_one = Distribution::nanos_as_ms();
+        for _ in 0..3 {
+            one_by_one.add(2_000_000.0);
+        }
+        one_by_one.add(5_000_000.0);
+        let mut grouped = Distribution::nanos_as_ms();
+        grouped.add_n(2_000_000, 2);
+        grouped.add_n(5_000_000, 1);
+        grouped.add_n(2_000_000, 1);
+        grouped.add_n(7, 0);
+        assert_eq!(grouped.stats(), one_by_one.stats());
+        assert_eq!(grouped.mean(), 2.75);
+        assert!((grouped.quantile(0.75) / 2.0 - 1.0).abs() <= 1e-3);
+        assert!((grouped.quantile(1.0) / 5.0 - 1.0).abs() <= 1e-3);
     }
 
     #[test]

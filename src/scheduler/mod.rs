@@ -204,6 +204,11 @@ pub struct Outbox {
     pub finished: Vec<ReqId>,
     /// Output tokens generated (decode steps and first tokens from prefill).
     pub generated_tokens: u64,
+    /// For every output token but a request's first: the gap since that request's previous
+    /// token, as `(gap, tokens with that gap)` — the inter-token latencies `bench_serving`
+    /// pools. Over a run, the tokens counted here and the first tokens add up to
+    /// `generated_tokens`.
+    pub token_gaps: Vec<(SimDuration, u64)>,
     /// Log lines printed.
     pub log: Vec<LogRecord>,
 }
@@ -213,7 +218,15 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
+        self.token_gaps.clear();
         self.log.clear();
+    }
+
+    /// `tokens` output tokens came `gap` after their requests' previous ones.
+    pub fn token_gap(&mut self, gap: SimDuration, tokens: u64) {
+        if tokens > 0 {
+            self.token_gaps.push((gap, tokens));
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod determinism;
 mod differential;
 mod engines;
 mod explain;
+mod explain_check;
 mod hand;
 mod invariants;
 mod memory;
@@ -13,6 +14,7 @@ mod outputs;
 mod queueing;
 mod scenarios;
 mod schema;
+mod steady;
 mod trace;
 
 use std::path::PathBuf;

@@ -55,7 +55,7 @@ fn case_study_b2_reproduces_the_observed_figures() {
         assert!((0.08..=0.12).contains(&o.lifetime_req_per_s), "{o:?}");
         // The windowed and steady rates are about twice the lifetime rate.
         let w = o.window_req_per_s / o.lifetime_req_per_s;
-        let st = s.steady_state.req_per_s / o.lifetime_req_per_s;
+        let st = s.steady_state.req_per_s.unwrap() / o.lifetime_req_per_s;
         assert!((1.5..=2.6).contains(&w), "window/lifetime {w} in {o:?}");
         assert!((1.5..=2.6).contains(&st), "steady/lifetime {st}");
     }

@@ -8,7 +8,7 @@
 
 use plotters::prelude::*;
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, NoWindow, Regime};
 use crate::metrics::{Distribution, RunResult, Sample};
 
 use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
@@ -197,20 +197,35 @@ struct Throughput<'a>(&'a RunResult, &'a Analysis, &'a [f64]);
 impl Throughput<'_> {
     fn subtitle(&self) -> String {
         let (r, a) = (self.0, self.1);
-        let s = &a.steady;
-        if s.req_per_s <= 0.0 {
-            let none = "there is no steady rate to show";
-            return format!("No request completed in the steady window: {none}.");
-        }
         let first = r.first_completion_s.map(dur);
         let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
-        let (rate, from) = (sig3(s.req_per_s), dur(s.start_s));
-        let head = format!("{first}Steady state {rate} req/s from t = {from}.");
-        let tail = match a.convergence.lifetime_within_5pct_at_s.map(dur) {
-            Some(t) => format!("stays within 5 % of it from t = {t} on."),
-            None => "never gets within 5 % of it before the drain.".into(),
-        };
-        format!("{head} The lifetime average {tail}")
+        match (&a.regime, a.steady()) {
+            (_, Some(w)) if w.span.req_per_s > 0.0 => {
+                let (rate, from) = (sig3(w.span.req_per_s), dur(w.span.start_s));
+                let head = format!("{first}Steady state {rate} req/s from t = {from}.");
+                let converged = a.convergence.as_ref();
+                let tail = match converged.and_then(|c| c.lifetime_within_5pct_at_s).map(dur) {
+                    Some(t) => format!("stays within 5 % of it from t = {t} on."),
+                    None => "is not within 5 % of it when the drain begins.".into(),
+                };
+                format!("{head} The lifetime average {tail}")
+            }
+            (Regime::Overloaded(o), _) => format!(
+                "{first}No steady state: requests arrive at {} req/s, the server completes {} \
+                 req/s, the backlog grows by {} per second.",
+                sig3(o.arrival_req_per_s),
+                sig3(o.served_req_per_s),
+                sig3(o.backlog_growth_req_per_s)
+            ),
+            (Regime::NoSteadyWindow(NoWindow::NothingCompleted), _) => {
+                "No request completed: there is no steady rate to show.".to_string()
+            }
+            (Regime::NoSteadyWindow(NoWindow::OneBatch { .. }), _) => format!(
+                "{first}No steady state: every request was sent before the first response, \
+                 so the run is one batch."
+            ),
+            _ => format!("{first}No steady state: the start-up lasts until the drain."),
+        }
     }
 }
 
@@ -218,18 +233,20 @@ impl Figure for Throughput<'_> {
     const NAME: &'static str = "throughput";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
-        let (r, steady) = (self.0, &self.1.steady);
+        let r = self.0;
+        let window = self.1.steady().map(|w| (&w.span, w.ci95()));
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
         let marks = self.2.iter().copied().filter(|&t| x.shows(t));
         let marks: Vec<f64> = marks.collect();
-        let converged = self.1.convergence.lifetime_within_5pct_at_s;
+        let converged = self.1.convergence.as_ref();
+        let converged = converged.and_then(|c| c.lifetime_within_5pct_at_s);
         let converged = converged.filter(|&t| x.shows(t));
         let on_axis = |t: f64| t.clamp(x.lo, x.hi);
-        let (s0, s1) = (on_axis(steady.start_s), on_axis(steady.end_s));
-        let has_steady = steady.req_per_s > 0.0 && s1 > s0;
+        let (s0, s1) = window.map_or((0.0, 0.0), |(w, _)| (on_axis(w.start_s), on_axis(w.end_s)));
+        let steady = window.filter(|(w, _)| w.req_per_s > 0.0 && s1 > s0);
         let level = |v: f64| vec![(s0, v), (s1, v)];
 
         // Top: the client's two rates against the steady state.
@@ -244,9 +261,8 @@ impl Figure for Throughput<'_> {
             let text = format!("lifetime average within 5 % of steady from t = {}", dur(t));
             p.add(text, Draw::Marks(vec![t], GREEN, 3));
         }
-        let [lo, hi] = steady.req_per_s_ci95;
-        if has_steady {
-            let (rate, a, b) = (sig3(steady.req_per_s), sig3(lo), sig3(hi));
+        if let Some((w, Some([lo, hi]))) = steady {
+            let (rate, a, b) = (sig3(w.req_per_s), sig3(lo), sig3(hi));
             let text = format!("steady state {rate} req/s (shaded: 95 % CI {a} to {b})");
             p.add(text, Draw::Band([(s0, lo), (s1, hi)], GREEN));
         }
@@ -254,8 +270,13 @@ impl Figure for Throughput<'_> {
         let w = dur(r.window_s);
         let text = format!("windowed rate: completions per second over the last {w}");
         p.add(text, Draw::Line(windowed, LIGHT_BLUE, 1));
-        if has_steady {
-            p.add("", Draw::Line(level(steady.req_per_s), GREEN, 3));
+        match steady {
+            Some((w, Some(_))) => p.add("", Draw::Line(level(w.req_per_s), GREEN, 3)),
+            Some((w, None)) => {
+                let text = format!("steady state {} req/s (no interval)", sig3(w.req_per_s));
+                p.add(text, Draw::Line(level(w.req_per_s), GREEN, 3));
+            }
+            None => {}
         }
         let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
         let text = "lifetime average: completed \u{f7} t (what a progress bar shows)";
@@ -268,10 +289,9 @@ impl Figure for Throughput<'_> {
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
         let text = "server gen throughput (SGLang's latest Decode log line)";
         p.add(text, Draw::Line(gen, PURPLE, 1));
-        let out = steady.output_tok_per_s;
-        if has_steady && out > 0.0 {
-            let text = format!("steady state: {} output tok/s", sig3(out));
-            p.add(text, Draw::Dashed(level(out), DARK));
+        if let Some((w, _)) = steady.filter(|(w, _)| w.output_tok_per_s > 0.0) {
+            let text = format!("steady state: {} output tok/s", sig3(w.output_tok_per_s));
+            p.add(text, Draw::Dashed(level(w.output_tok_per_s), DARK));
         }
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
@@ -455,7 +475,10 @@ pub(super) mod tests {
         assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
         assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
         let all = [a.1, b.1, c.1].concat();
-        let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
+        let steady = format!(
+            "steady state {} req/s",
+            sig3(analyse(&r).steady().unwrap().span.req_per_s)
+        );
         for text in [
             THROUGHPUT_TITLE,
             ENGINE_STATE_TITLE,

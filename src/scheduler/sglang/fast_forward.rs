@@ -6,6 +6,7 @@
 use std::cmp::Reverse;
 
 use super::Sglang;
+use crate::request::Requests;
 use crate::scheduler::{Outbox, Skip};
 use crate::time::SimTime;
 
@@ -75,11 +76,25 @@ impl Sglang {
 
     /// Apply a planned fast-forward: exactly what `steps` calls of `try_decode` +
     /// `finish_decode` would do.
-    pub(super) fn take_skip(&mut self, now: SimTime, s: SkipPlan, out: &mut Outbox) -> Skip {
+    pub(super) fn take_skip(
+        &mut self,
+        now: SimTime,
+        s: SkipPlan,
+        reqs: &Requests,
+        out: &mut Outbox,
+    ) -> Skip {
         let (b, n) = (s.batch, s.steps);
         let (total, kv_integral) =
             self.cost
                 .decode_run_weighted(b, s.attended_first, n, s.used_first, b);
+        // The token gaps: the first step's as step by step, then each step's duration.
+        self.plan_token_gaps(reqs);
+        let first = self.cost.decode(b, s.attended_first);
+        self.record_token_gaps(now + first, b, out);
+        for j in 1..n {
+            out.token_gap(self.cost.decode(b, s.attended_first + b * j), b);
+        }
+        self.last_decode_end = Some(now + total);
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;

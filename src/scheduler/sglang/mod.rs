@@ -182,6 +182,13 @@ pub struct Sglang {
     decode_tokens_since_log: u64,
     last_decode_log_at: SimTime,
     last_prefill_log_at: SimTime,
+    /// When the latest decode step ended: every request in it got a token then.
+    last_decode_end: Option<SimTime>,
+    /// Requests that joined the decode batch since the latest decode step was scheduled.
+    joined: Vec<ReqId>,
+    /// For the decode step in flight: when each request that joined since the previous step got
+    /// its latest token (the others got theirs at `last_decode_end`).
+    joiner_tokens_at: Vec<SimTime>,
 }
 
 impl Sglang {
@@ -242,6 +249,9 @@ impl Sglang {
             decode_tokens_since_log: 0,
             last_decode_log_at: SimTime::ZERO,
             last_prefill_log_at: SimTime::ZERO,
+            last_decode_end: None,
+            joined: Vec::new(),
+            joiner_tokens_at: Vec::new(),
         }
     }
 
@@ -333,6 +343,7 @@ impl Sglang {
         self.page_buckets[b] += 1;
         self.finish_heap.push(Reverse((finish_step, stay, id)));
         self.running.push(id);
+        self.joined.push(id);
     }
 
     /// Take a request out of the decode batch's accounting (the caller removes it from
@@ -391,6 +402,7 @@ impl Sglang {
                 return None;
             }
         }
+        self.plan_token_gaps(reqs);
         let pages = self.pages_needed_next_step();
         self.kv.alloc_pages(pages);
         let batch = self.running.len() as u64;
@@ -431,6 +443,13 @@ impl Sglang {
             }
             keys.remove(at);
             let victim = self.running.remove(at);
+            if let Place::Running { since_step, .. } = self.place(victim) {
+                if since_step < self.decode_step {
+                    // It decoded in the latest step; a request that joined since keeps the
+                    // time of its prefill's token.
+                    reqs[victim].last_token_at = self.last_decode_end;
+                }
+            }
             freed += self.leave_running(victim, reqs);
             retracted.push(victim);
         }
@@ -491,10 +510,15 @@ impl Sglang {
                 self.chunked = None;
             }
             self.prefilling -= 1;
-            // The forward pass over the input yields the next token.
+            // The forward pass over the input yields the next token; after a retraction it
+            // comes a long gap after the request's previous one.
+            if let (true, Some(prev)) = (r.out_tokens > 0, r.last_token_at) {
+                out.token_gap(now - prev, 1);
+            }
             r.out_tokens += 1;
             out.generated_tokens += 1;
             r.first_token_at.get_or_insert(now);
+            r.last_token_at = Some(now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
                 self.kv.free_pages(pages_for(kv, self.p.page));
@@ -510,6 +534,7 @@ impl Sglang {
     }
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
+        self.record_token_gaps(now, batch, out);
         self.decode_step += 1;
         out.generated_tokens += batch;
         self.decode_tokens_since_log += batch;
@@ -543,6 +568,44 @@ impl Sglang {
 }
 
 impl Sglang {
+    /// Before a decode step is scheduled (after any retraction): which requests of the batch
+    /// joined since the previous step, and when they got their latest token.
+    fn plan_token_gaps(&mut self, reqs: &Requests) {
+        self.joiner_tokens_at.clear();
+        for &id in &self.joined {
+            if let Place::Running { since_step, .. } = self.place(id) {
+                if since_step == self.decode_step {
+                    let at = reqs[id]
+                        .last_token_at
+                        .expect("invariant: a request joins the decode batch after a token");
+                    self.joiner_tokens_at.push(at);
+                }
+            }
+        }
+        self.joined.clear();
+    }
+
+    /// A decode step of `batch` requests ended at `now`: each request's gap since its previous
+    /// token — the previous step's end for those that were in it, their prefill's token for
+    /// those that joined since.
+    fn record_token_gaps(&mut self, now: SimTime, batch: u64, out: &mut Outbox) {
+        let joiners = self.joiner_tokens_at.len() as u64;
+        let stayed = batch - joiners;
+        if let Some(prev) = self.last_decode_end {
+            out.token_gap(now - prev, stayed);
+        } else {
+            debug_assert_eq!(
+                stayed, 0,
+                "invariant: the first decode step holds joiners only"
+            );
+        }
+        for &at in &self.joiner_tokens_at {
+            out.token_gap(now - at, 1);
+        }
+        self.joiner_tokens_at.clear();
+        self.last_decode_end = Some(now);
+    }
+
     fn start_next_inner(
         &mut self,
         now: SimTime,
@@ -633,7 +696,7 @@ impl Scheduler for Sglang {
         out: &mut Outbox,
     ) -> Option<Skip> {
         let s = self.plan_skip(now, limit)?;
-        let skip = self.take_skip(now, s, out);
+        let skip = self.take_skip(now, s, reqs, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
         Some(skip)

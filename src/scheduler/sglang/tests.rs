@@ -81,6 +81,7 @@ fn add(
         sent_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
+        last_token_at: None,
         out_tokens: 0,
         evictions: 0,
         phase: Phase::Waiting,
