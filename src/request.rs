@@ -45,10 +45,6 @@ pub struct Request {
     pub admitted_at: Option<SimTime>,
     /// First output token.
     pub first_token_at: Option<SimTime>,
-    /// Its latest output token. While the request decodes in a batch the scheduler may keep
-    /// this in its own bookkeeping and bring it up to date only when the request leaves the
-    /// batch (as `out_tokens`).
-    pub last_token_at: Option<SimTime>,
     /// Output tokens generated so far. While the request is running the scheduler may keep the
     /// count in its own bookkeeping and bring this field up to date only when the request leaves
     /// the batch.

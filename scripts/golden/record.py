@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate the golden traces in tests/fixtures/golden/ from SGLang's and vLLM's own scheduler code.
 
-    python3 scripts/golden/record.py                 # every case, from scratch (15-40 min)
+    python3 scripts/golden/record.py                 # every case, from scratch (11-40 min)
     python3 scripts/golden/record.py --only NAME,..  # some cases (engine/case or just case)
     python3 scripts/golden/record.py --list          # the cases and what each exercises
 
@@ -31,9 +31,9 @@ Other locations: set SGLANG_PY / VLLM_PY to the two interpreters. This script it
 Python 3 (it was run with 3.11.7).
 
 Cost: each oracle run spends 15-80 s importing sglang / vLLM (on a 2-core box shared with compilers,
-depending on the load) and then runs ~500-2,000 scheduler steps per wall second; the 30 cases took
-15.5 min on such a box with little other load (18-45 s per case, the case study 100 s), and would
-take ~40 min under heavy load. The per-case wall times are printed. Runs are sequential on purpose.
+depending on the load) and then runs ~500-2,000 scheduler steps per wall second; a full run took
+11-19 min on such a box with moderate other load (14-57 s per case, the case study 70-100 s), and
+would take ~40 min under heavy load. The per-case wall times are printed. Runs are sequential on purpose.
 
 Reruns are byte-identical: every fixture file depends only on the case definitions, the two oracle
 scripts and the engine versions (the oracles are deterministic, their outputs contain no wall-clock
@@ -531,6 +531,22 @@ def chk_sg_radix_retract(o):
             f"{steps_kv_max} (tree tokens included)")
 
 
+def chk_sg_clipped(o):
+    sg_common(o)
+    c = sg_counts(o)
+    clipped = [(w, r) for w, r in zip(o.rows, o.reqs) if int(r["max_new_tokens"]) < w.max_new]
+    need(clipped, "no max_new_tokens clipped")
+    pool = o.case.engine_keys["kv_capacity_tokens"]
+    need(all(int(r["max_new_tokens"]) == pool - w.prompt - 2 for w, r in clipped), "clip value")
+    length = sum(1 for r in o.reqs if r["finish_reason"] == "FINISH_LENGTH")
+    need(length > 0, "no length stop at the clipped value")
+    dec = max(int(r["batch_size"]) for r in o.steps if r["kind"] == "decode")
+    return (f"{len(clipped)} of {len(o.reqs)} requests have max_new_tokens clipped to "
+            f"pool - prompt - 2 (below the 4,096 reservation cap), {length} stop there by length; "
+            f"each new request is then charged pool - 1 tokens, so it is admitted only into an empty "
+            f"pool: decode batch at most {dec}; {c['retracted']} retractions, {c['steps']} steps")
+
+
 def chk_sg_mixed(o):
     sg_common(o)
     c = sg_counts(o)
@@ -892,6 +908,13 @@ CASES = [
        "released without inserting its output, and its re-prefill finds nothing cached. The "
        "per-request results equal retract-closed-long-b's.",
        LONG_B, 64, SG_README, chk_sg_radix_retract, disable_radix_cache=False),
+    sg("max-new-clipped-small-pool",
+       "A pool (1,500 tokens) smaller than prompt + max_new_tokens (4,096): SGLang clips "
+       "max_new_tokens at intake to min(max_new_tokens, max_req_len - prompt - 1, pool - prompt - 2), "
+       "the clipped value is what admission reserves and where a request stops by length; closed "
+       "loop of 4, natural EOS.",
+       lambda: gen(10, 30, lognormal(200, 0.5), lognormal(500, 1.0), max_new=4096),
+       4, SG_README, chk_sg_clipped, kv_capacity_tokens=1500),
     sg("mixed-chunk",
        "--enable-mixed-chunk: with decodes running, a prefill (chunk) batch is mixed with the "
        "running decodes in one forward (step time: the prefill formula over the extend tokens, "
@@ -1319,30 +1342,40 @@ def main():
         print(f"| {c.engine} | {c.name} | {r['requests']} | {r['steps']} | {r['sim']:.1f} | "
               f"{r['wall']:.0f} | {r['recorded']} |")
     print(f"\ntotal wall time {time.time() - t0:.0f} s")
+    write_index(todo)
     if failed:
         raise SystemExit(f"failed checks: {', '.join(failed)}")
-    if not names:
-        write_index(todo)
 
 
 def write_index(cases):
-    """tests/fixtures/golden/cases.md: every case with the numbers its check found (a full run
-    rewrites it; no wall-clock times, so that it is byte-identical on rerun too)."""
+    """tests/fixtures/golden/cases.md: every case with the numbers its check found. Rows of the cases
+    recorded now are rewritten, the other rows kept (no wall-clock times, so that it is
+    byte-identical on rerun)."""
+    path = os.path.join(FIXTURES, "cases.md")
+    old = {}
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                for c in CASES:
+                    if line.startswith(f"| {c.engine} | [{c.name}]("):
+                        old[c.key] = line.rstrip("\n")
     lines = ["# Golden cases", "",
-             "Written by `scripts/golden/record.py` on a full run (do not edit). Per case: the "
-             "requests in the workload (and how many the client sent before the run stopped), the "
-             "oracle's steps and simulated seconds, and what the case's check found. What each case "
-             "exercises is in its `scenario.toml`.", "",
+             "Written by `scripts/golden/record.py` (do not edit). Per case: the requests in the "
+             "workload (and how many the client sent before the run stopped), the oracle's steps and "
+             "simulated seconds, and what the case's check found. What each case exercises is in its "
+             "`scenario.toml`.", "",
              "| engine | case | requests (sent) | steps | sim s | what the oracle shows |",
              "|---|---|---|---|---|---|"]
-    for c in cases:
+    for c in CASES:
         r = c.results
-        lines.append(f"| {c.engine} | [{c.name}]({c.engine}/{c.name}/scenario.toml) | "
-                     f"{r['requests']} ({r['sent']}) | {r['steps']} | {r['sim']:.1f} | "
-                     f"{r['recorded']} |")
-    with open(os.path.join(FIXTURES, "cases.md"), "w") as f:
+        if r:
+            lines.append(f"| {c.engine} | [{c.name}]({c.engine}/{c.name}/scenario.toml) | "
+                         f"{r['requests']} ({r['sent']}) | {r['steps']} | {r['sim']:.1f} | "
+                         f"{r['recorded']} |")
+        elif c.key in old:
+            lines.append(old[c.key])
+    with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
-
 
 if __name__ == "__main__":
     main()

@@ -290,8 +290,9 @@ impl Simulator<'_> {
                 skip.kv_last,
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
-            self.recorder
-                .on_token_gaps(skip.end, &self.outbox.token_gaps);
+            for &(at, tokens) in &self.outbox.step_ends {
+                self.recorder.on_tokens(at, tokens, 0);
+            }
             self.drain_outbox_logs();
             self.now = skip.end;
         }
@@ -324,8 +325,11 @@ impl Simulator<'_> {
         self.scheduler
             .finish_current(self.now, &mut self.requests, &mut self.outbox);
         self.recorder.on_generated(self.outbox.generated_tokens);
-        self.recorder
-            .on_token_gaps(self.now, &self.outbox.token_gaps);
+        self.recorder.on_tokens(
+            self.now,
+            self.outbox.generated_tokens,
+            self.outbox.first_tokens,
+        );
         self.drain_outbox_logs();
         self.answer_finished(actions);
     }
@@ -380,7 +384,6 @@ impl Simulator<'_> {
             sent_at: self.now,
             admitted_at: None,
             first_token_at: None,
-            last_token_at: None,
             out_tokens: 0,
             evictions: 0,
             phase: Phase::Waiting,

@@ -133,6 +133,10 @@ pub struct Recorder<'a> {
     steady_start: Option<SimTime>,
     draining: bool,
     startup_sample: Option<Sample>,
+    /// The end of the latest batch that gave tokens to requests holding one already, and of the
+    /// latest that gave any (for the inter-token latencies).
+    last_decode_end: Option<SimTime>,
+    last_token_end: Option<SimTime>,
 
     // Client window.
     window: SimDuration,
@@ -210,6 +214,8 @@ impl<'a> Recorder<'a> {
             },
             draining: false,
             startup_sample: None,
+            last_decode_end: None,
+            last_token_end: None,
             window,
             window_completions: VecDeque::new(),
             last_gen_tok_per_s: 0.0,
@@ -448,15 +454,27 @@ impl<'a> Recorder<'a> {
         self.arrived += 1;
     }
 
-    /// Output tokens were generated at `at` with these gaps since each request's previous
-    /// token: `(gap, tokens)` (see [`Outbox::token_gaps`](crate::scheduler::Outbox)).
-    pub fn on_token_gaps(&mut self, at: SimTime, gaps: &[(SimDuration, u64)]) {
-        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
-        for &(gap, tokens) in gaps {
-            self.latency.itl_ms.add_n(gap.as_ns(), tokens);
-            if steady {
-                self.steady_latency.itl_ms.add_n(gap.as_ns(), tokens);
+    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens,
+    /// `first` of them requests' first ones. Every other token's gap since its request's
+    /// previous one is an inter-token latency: it is timed from the end of the previous batch
+    /// that gave such tokens (every running request gets one token per decode step), so a
+    /// prefill batch between two decode steps lengthens the gap as it does in `bench_serving`.
+    /// (A request's second token is timed from that decode step, not from its own first token a
+    /// prefill later; a retracted request's re-prefilled token from it too.)
+    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64) {
+        let later = tokens.saturating_sub(first);
+        if later > 0 {
+            if let Some(prev) = self.last_decode_end.or(self.last_token_end) {
+                let gap = (at - prev).as_ns();
+                self.latency.itl_ms.add_n(gap, later);
+                if !self.draining && self.steady_start.is_some_and(|s| at > s) {
+                    self.steady_latency.itl_ms.add_n(gap, later);
+                }
             }
+            self.last_decode_end = Some(at);
+        }
+        if tokens > 0 {
+            self.last_token_end = Some(at);
         }
     }
 

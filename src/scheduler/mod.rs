@@ -17,7 +17,7 @@ pub mod vllm;
 pub use settings::{EngineKind, EngineSpec, PolicySpec};
 
 use crate::cost::StepTimeModel;
-use crate::request::{ReqId, Requests};
+use crate::request::{ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
 
@@ -204,11 +204,11 @@ pub struct Outbox {
     pub finished: Vec<ReqId>,
     /// Output tokens generated (decode steps and first tokens from prefill).
     pub generated_tokens: u64,
-    /// For every output token but a request's first: the gap since that request's previous
-    /// token, as `(gap, tokens with that gap)` — the inter-token latencies `bench_serving`
-    /// pools. Over a run, the tokens counted here and the first tokens add up to
-    /// `generated_tokens`.
-    pub token_gaps: Vec<(SimDuration, u64)>,
+    /// Requests' first output tokens among `generated_tokens` (see [`Outbox::first_token`]).
+    pub first_tokens: u64,
+    /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
+    /// inter-token latencies by them; a single batch ends at the batch's end).
+    pub step_ends: Vec<(SimTime, u64)>,
     /// Log lines printed.
     pub log: Vec<LogRecord>,
 }
@@ -218,14 +218,16 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
-        self.token_gaps.clear();
+        self.first_tokens = 0;
+        self.step_ends.clear();
         self.log.clear();
     }
 
-    /// `tokens` output tokens came `gap` after their requests' previous ones.
-    pub fn token_gap(&mut self, gap: SimDuration, tokens: u64) {
-        if tokens > 0 {
-            self.token_gaps.push((gap, tokens));
+    /// Request `r` gets an output token at `now`: if it is its first, note when, and count it.
+    pub fn first_token(&mut self, r: &mut Request, now: SimTime) {
+        if r.first_token_at.is_none() {
+            r.first_token_at = Some(now);
+            self.first_tokens += 1;
         }
     }
 }

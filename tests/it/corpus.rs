@@ -248,11 +248,14 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
 #[test]
 fn a_run_that_cannot_progress_stops_with_a_diagnosis() {
     let tmp = tempfile::tempdir().unwrap();
-    // A page of 64 tokens and a pool of 128: each request needs 100 + min(max_new, 4096) + 64
-    // tokens to be admitted, which never fits, although the prompt itself would.
+    // The requests ask for their 5,000 tokens (ignore_eos), which SGLang caps to what the empty
+    // pool holds (here 1000 − 100 − 1 − 1 = 898), so the general admission rule always takes a
+    // request alone; but the rule
+    // for ignore_eos requests with the radix cache disabled then asks for 1000 − 101 − 898 = 1
+    // token more than 1 to spare, and never admits it: SGLang itself would hang.
     std::fs::write(
         tmp.path().join("stuck.toml"),
-        "name = \"stuck\"\n[engine]\nkv_capacity_tokens = 256\npage_size = 64\nchunked_prefill_size = 64\n[workload]\nrequests = 3\nprompt_tokens = { dist = \"constant\", value = 100 }\noutput_tokens = { dist = \"constant\", value = 50 }\n[client]\nconcurrency = 2\n",
+        "name = \"stuck\"\n[engine]\nkv_capacity_tokens = 1000\ndisable_radix_cache = true\n[workload]\nrequests = 3\nprompt_tokens = { dist = \"constant\", value = 100 }\noutput_tokens = { dist = \"constant\", value = 5000 }\nignore_eos = true\n[client]\nconcurrency = 2\n",
     )
     .unwrap();
     let (code, stderr, _) = servesim(tmp.path(), &["run", "stuck.toml", "--out", "out"]);

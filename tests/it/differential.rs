@@ -98,9 +98,9 @@ fn random_scenario() -> impl Strategy<Value = String> {
         (1_000u64..40_000, 0u32..3, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..200),
         (1u32..600, 1u32..800, any::<bool>(), 0u32..3, 1u32..48),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
-        (1u32..40, any::<u64>()),
+        (1u32..40, any::<u64>(), any::<(bool, bool, bool)>(), 0.5f64..1.5),
     )
-        .prop_map(|((kv, policy, page, conc), (pmax, omax, eos, client, dli), (db, ds, dk, rate), (req, seed))| {
+        .prop_map(|((kv, policy, page, conc), (pmax, omax, eos, client, dli), (db, ds, dk, rate), (req, seed, (no_overlap, mixed, no_radix), conservativeness))| {
             let kv = kv.max(u64::from(pmax) + 4096 + 16);
             let policy = ["fcfs", "lof", "random"][policy as usize];
             let client = match client {
@@ -121,6 +121,10 @@ kv_capacity_tokens = {kv}
 page_size = {page}
 schedule_policy = "{policy}"
 decode_log_interval = {dli}
+disable_overlap_schedule = {no_overlap}
+enable_mixed_chunk = {mixed}
+disable_radix_cache = {no_radix}
+schedule_conservativeness = {conservativeness}
 [engine.step_time]
 decode_base_ms = {db}
 decode_per_seq_ms = {ds}

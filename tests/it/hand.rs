@@ -5,13 +5,15 @@ use servesim::scheduler::LogRecord;
 use crate::{run, scenario};
 
 /// Step costs used below: decode 10 ms + 1 ms per request (+ `kv_ns` per KV token);
-/// prefill 5 ms + 10 µs per token.
+/// prefill 5 ms + 10 µs per token. SGLang's step-by-step loop (`--disable-overlap-schedule`),
+/// whose decisions follow each result; the overlapped loop has its own cases.
 fn base(kv_tokens: u64, extra: &str, kv_ns: f64) -> String {
     format!(
         r#"
 name = "hand"
 [engine]
 kv_capacity_tokens = {kv_tokens}
+disable_overlap_schedule = true
 {extra}
 [engine.step_time]
 decode_base_ms = 10.0
@@ -46,6 +48,34 @@ concurrency = 1
     assert!((tpot - (44.000410 / 4.0)).abs() < 1e-9, "tpot {tpot}");
     assert_eq!(r.totals.decode_steps, 4);
     assert_eq!(r.totals.generated_tokens, 5);
+}
+
+#[test]
+fn the_overlapped_loop_answers_at_the_same_times_with_one_more_decode_step() {
+    // SGLang's default loop decides each decode step before the previous one is processed: the
+    // request above still gets its tokens at the same times, but the step after its fifth
+    // token was decided before that token ended it (EOS cannot be foreseen) and runs for
+    // nothing.
+    let text = base(10_000, "", 1.0).replace("disable_overlap_schedule = true\n", "")
+        + r#"
+[workload]
+requests = 1
+prompt_tokens = { dist = "constant", value = 100 }
+output_tokens = { dist = "constant", value = 5 }
+[client]
+concurrency = 1
+"#;
+    let r = run(&scenario(&text));
+    let req = &r.requests[0];
+    assert_eq!(req.first_token_ns, Some(6_000_000));
+    assert_eq!(req.done_ns, 6_000_000 + 44_000_000 + 410);
+    assert_eq!(r.totals.decode_steps, 5);
+    assert_eq!(r.totals.generated_tokens, 5);
+    // The run ends when the wasted step does: a fifth decode step attending 105 KV tokens.
+    assert_eq!(
+        (r.totals.sim_duration_s * 1e9).round() as u64,
+        6_000_000 + 55_000_000 + 515
+    );
 }
 
 #[test]

@@ -7,6 +7,7 @@ mod differential;
 mod engines;
 mod explain;
 mod explain_check;
+mod golden;
 mod hand;
 mod invariants;
 mod memory;

@@ -1,6 +1,7 @@
-//! The prefill admission pass: `managers/schedule_policy.py: PrefillAdder` with its memory budget
-//! (`mem_cache/prefill_budget.py: PrefillBudget`), the policy's ordering
-//! (`SchedulePolicy.calc_priority`) and `Scheduler.get_new_batch_prefill` (`managers/scheduler.py`).
+//! The prefill admission pass: `Scheduler._get_new_batch_prefill_raw` (`managers/scheduler.py`)
+//! with `PrefillAdder` (`managers/schedule_policy.py`), its memory budget
+//! (`mem_cache/prefill_budget.py: PrefillBudget`) and the policy's ordering
+//! (`SchedulePolicy.calc_priority`).
 
 use std::cmp::Reverse;
 
@@ -10,8 +11,15 @@ use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
 use crate::kv::pages_for;
 use crate::request::{Phase, ReqId, Requests};
-use crate::scheduler::{LogRecord, Outbox, ServerSample, StepKind};
+use crate::scheduler::{ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
+
+/// The largest prefill batch, in tokens, that replays a CUDA graph by default.
+const PREFILL_GRAPH_MAX_TOKENS: u64 = 2048;
+
+/// `IGNORE_EOS_RESERVE_TOKENS` (`managers/schedule_policy.py`): the head-room per request the
+/// `ignore_eos` admission rule keeps.
+const IGNORE_EOS_RESERVE_TOKENS: f64 = 1.0;
 
 /// How an admission attempt ended (`AddReqResult`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,17 +29,31 @@ enum AddResult {
     Other,
 }
 
-/// The per-pass budget (`PrefillAdder` + `PrefillBudget`).
-struct Adder {
+/// One admission pass: `PrefillAdder`'s budgets and what it has admitted so far.
+struct Pass {
+    /// `available_size() + evictable_size()` when the pass began.
     available: f64,
+    /// `PrefillBudget.total_offset`: reservations, the running requests' future tokens included.
     total_offset: f64,
+    /// `PrefillBudget.current_offset`: this pass's immediate allocations.
     current_offset: f64,
+    /// `rem_input_tokens`.
     rem_input: i64,
+    /// `rem_chunk_tokens` (`None` without chunked prefill).
     rem_chunk: Option<i64>,
     page: u64,
+    /// `can_run_list`, in admission order.
+    items: Vec<PrefillItem>,
+    /// `new_chunked_req`.
+    new_chunked: Option<ReqId>,
+    /// Requests taken from the waiting queue (the chunked continuation is not one of them).
+    admitted: usize,
+    /// `PrefillAdder.req_states` of the `ignore_eos` rule: `(tokens left, tokens held)`, sorted
+    /// by tokens left; built at its first use in the pass.
+    req_states: Option<Vec<(f64, u64)>>,
 }
 
-impl Adder {
+impl Pass {
     fn remaining_total(&self) -> f64 {
         self.available - self.total_offset
     }
@@ -41,7 +63,7 @@ impl Adder {
     fn ceil_page(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.page) * self.page
     }
-    /// `PrefillBudget.reserve` and the input/chunk budget updates.
+    /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
     fn reserve(&mut self, extend: u64, max_new: u64) {
         let extend = self.ceil_page(extend);
         let immediate = (extend + self.page) as f64;
@@ -61,6 +83,19 @@ impl Adder {
             return AddResult::Other;
         }
         AddResult::Continue
+    }
+    /// `_commit_prefill_admission`: add `take` tokens of `id` to the batch.
+    fn commit(&mut self, id: ReqId, take: u64, max_new: u64, chunked: bool) -> AddResult {
+        self.reserve(take, max_new);
+        self.items.push(PrefillItem {
+            id,
+            take: take as u32,
+        });
+        if chunked {
+            self.new_chunked = Some(id);
+        }
+        self.admitted += 1;
+        self.state()
     }
 }
 
@@ -91,13 +126,139 @@ impl Sglang {
         }
     }
 
+    /// `PrefillAdder.add_chunked_req`: the request between chunks takes the next chunk first.
+    fn add_chunked(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) {
+        let Place::Prefilling { done, input } = self.place(id) else {
+            panic!("invariant: the chunked request is prefilling");
+        };
+        let chunk = pass.rem_chunk.expect("invariant: chunking is enabled");
+        // `available_chunk_tokens`: a continuation must make progress to release its KV.
+        let mut rem = chunk.min(pass.remaining_total() as i64);
+        if rem <= 0 {
+            rem = chunk;
+        }
+        let left = i64::from(input - done);
+        let truncated = left > rem;
+        let take = if truncated { rem } else { left } as u64;
+        let max_new = if truncated {
+            0
+        } else {
+            u64::from(reqs[id].max_new_tokens).min(self.p.clip)
+        };
+        pass.reserve(take, max_new);
+        pass.items.push(PrefillItem {
+            id,
+            take: take as u32,
+        });
+    }
+
+    /// `PrefillAdder.add_one_req` (without a prefix cache hit: the whole input is extended).
+    fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
+        let r = &reqs[id];
+        let generated = u64::from(r.out_tokens);
+        let extend = u64::from(r.prompt_tokens) + generated;
+        let max_new_left = u64::from(r.max_new_tokens)
+            .saturating_sub(generated)
+            .min(self.p.clip);
+        // `PrefillBudget.check_prefill`: strictly below what remains.
+        if ((extend + max_new_left + self.p.page) as f64) >= pass.remaining_total() {
+            return AddResult::NoToken;
+        }
+        let input_tokens = pass.ceil_page(extend);
+        // `_select_prefill_admission`: without chunking only the first request may exceed the
+        // input budget.
+        if pass.rem_chunk.is_none()
+            && !pass.items.is_empty()
+            && input_tokens as i64 >= pass.rem_input
+        {
+            return AddResult::Other;
+        }
+        let max_new = u64::from(r.max_new_tokens).min(self.p.clip);
+        match pass.rem_chunk {
+            Some(c) if input_tokens as i64 > c => {
+                let take = (c.max(0) as u64) / self.p.page * self.p.page;
+                if take == 0 {
+                    return AddResult::Other;
+                }
+                pass.commit(id, take, 0, true)
+            }
+            _ => pass.commit(id, extend, max_new, false),
+        }
+    }
+
+    /// `PrefillAdder.add_one_req_ignore_eos`, used for `ignore_eos` requests when the radix
+    /// cache is disabled: the extend must fit now, and the pool, drained request by request as
+    /// the running and admitted requests reach their `max_new_tokens` (fewest tokens left
+    /// first), must never fall to `IGNORE_EOS_RESERVE_TOKENS` per request still running.
+    fn add_one_ignore_eos(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
+        let r = &reqs[id];
+        let extend = u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
+        let paged_input = (pass.ceil_page(extend) + self.p.page) as f64;
+        // `PrefillBudget.can_allocate_prefill`.
+        if paged_input > pass.remaining_current().min(pass.remaining_total()) {
+            return AddResult::NoToken;
+        }
+        let state = |rid: ReqId| -> Option<(f64, u64)> {
+            let q = &reqs[rid];
+            let ratio = if q.ignore_eos { 1.0 } else { self.ratio };
+            let out = self.output_tokens(rid, q);
+            let left = f64::from(q.max_new_tokens) * ratio - f64::from(out);
+            (left > 0.0).then(|| (left, u64::from(q.prompt_tokens) + u64::from(out)))
+        };
+        match pass.req_states.as_mut() {
+            None => {
+                let mut states: Vec<(f64, u64)> = std::iter::once(id)
+                    .chain(self.running.iter().copied())
+                    .chain(pass.items.iter().map(|it| it.id))
+                    .filter_map(state)
+                    .collect();
+                // A stable sort, as Python's.
+                states.sort_by(|a, b| a.0.total_cmp(&b.0));
+                pass.req_states = Some(states);
+            }
+            Some(states) => {
+                if let Some(s) = state(id) {
+                    // SGLang's insertion: before the first state with at least as many tokens
+                    // left — and, when there is none, before the last one.
+                    let mut at = 0;
+                    for (i, st) in states.iter().enumerate() {
+                        at = i;
+                        if s.0 <= st.0 {
+                            break;
+                        }
+                    }
+                    states.insert(at, s);
+                }
+            }
+        }
+        let states = pass.req_states.as_ref().expect("invariant: built above");
+        let current = pass.remaining_current() - paged_input;
+        let mut freed = 0.0;
+        for (i, &(left, held)) in states.iter().enumerate() {
+            let bs = (states.len() - i) as f64;
+            if current + freed - left * bs <= IGNORE_EOS_RESERVE_TOKENS * bs {
+                return AddResult::NoToken;
+            }
+            freed += held as f64;
+        }
+        let max_new = u64::from(r.max_new_tokens).min(self.p.clip);
+        match pass.rem_chunk {
+            Some(c) if extend as i64 > c => {
+                if c <= 0 {
+                    return AddResult::Other;
+                }
+                pass.commit(id, c as u64, 0, true)
+            }
+            _ => pass.commit(id, extend, max_new, false),
+        }
+    }
+
     /// `get_new_batch_prefill`: admit what fits and start a prefill batch.
     pub(super) fn try_prefill(
         &mut self,
         now: SimTime,
         reqs: &mut Requests,
-        out: &mut Outbox,
-    ) -> Option<SimDuration> {
+    ) -> Option<(InFlight, SimDuration)> {
         if self.running.is_empty() {
             self.batch_is_full = false;
         }
@@ -105,114 +266,85 @@ impl Sglang {
             return None;
         }
         let running_bs = self.running.len() as u64;
+        // `get_num_allocatable_reqs`: the request rows left (a continuing chunk holds its own).
         let allocatable = self.p.max_running.saturating_sub(running_bs);
-        if allocatable == 0 && self.chunked.is_none() {
-            self.batch_is_full = true;
-            self.counters.slot_stops += 1;
-            return None;
-        }
         self.sort_waiting(reqs);
-        let mut adder = Adder {
+        // With mixed chunks the running requests' decode tokens come out of the pass's budgets
+        // (`num_mixed_decode_tokens`).
+        let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
+        let mut pass = Pass {
             available: self.kv.available_tokens() as f64,
-            total_offset: self.running_reservations(reqs),
-            current_offset: 0.0,
-            rem_input: self.p.max_prefill as i64,
-            rem_chunk: self.p.chunk.map(|c| c as i64),
+            total_offset: mixed as f64 + self.running_reservations(reqs),
+            current_offset: mixed as f64,
+            rem_input: self.p.max_prefill as i64 - mixed as i64,
+            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
             page: self.p.page,
+            items: Vec::new(),
+            new_chunked: None,
+            admitted: 0,
+            req_states: None,
         };
-        let mut items: Vec<PrefillItem> = Vec::new();
-
-        // The request between chunks goes first (`add_chunked_req`).
-        let mut chunk_continues = false;
         if let Some(id) = self.chunked {
-            let Place::Prefilling { done, input } = self.place(id) else {
-                panic!("invariant: the chunked request is prefilling");
-            };
-            let chunk_budget = adder.rem_chunk.expect("invariant: chunking is enabled");
-            let mut rem = chunk_budget.min(adder.remaining_total().floor() as i64);
-            if rem <= 0 {
-                rem = chunk_budget;
-            }
-            let left = i64::from(input - done);
-            let truncated = left > rem;
-            let take = if truncated { rem } else { left } as u64;
-            chunk_continues = truncated;
-            let max_new = if truncated {
-                0
-            } else {
-                u64::from(reqs[id].max_new_tokens).min(self.p.clip)
-            };
-            adder.reserve(take, max_new);
-            items.push(PrefillItem {
-                id,
-                take: take as u32,
-            });
+            self.add_chunked(&mut pass, id, reqs);
         }
-
-        let mut new_chunked: Option<ReqId> = None;
-        let mut admitted = 0usize;
+        let mut stop = None;
         for &id in self.waiting.iter() {
-            if adder.state() == AddResult::Other {
+            if pass.state() == AddResult::Other {
                 break;
             }
-            if items.len() as u64 >= allocatable {
-                self.batch_is_full = true;
-                self.counters.slot_stops += 1;
+            if pass.items.len() as u64 >= allocatable {
+                stop = Some(AddResult::Other);
                 break;
             }
-            let r = &reqs[id];
-            let generated = u64::from(r.out_tokens);
-            let extend = u64::from(r.prompt_tokens) + generated;
-            let max_new_left = u64::from(r.max_new_tokens)
-                .saturating_sub(generated)
-                .min(self.p.clip);
-            let total = (extend + max_new_left + self.p.page) as f64;
-            let result = if total >= adder.remaining_total() {
-                AddResult::NoToken
+            // A continuing chunk enters the pass even with the latch closed; nothing else does.
+            if self.batch_is_full {
+                break;
+            }
+            let result = if reqs[id].ignore_eos && !self.p.radix_cache {
+                self.add_one_ignore_eos(&mut pass, id, reqs)
             } else {
-                let input_tokens = adder.ceil_page(extend);
-                match adder.rem_chunk {
-                    None if !items.is_empty() && input_tokens as i64 >= adder.rem_input => {
-                        AddResult::Other
-                    }
-                    Some(c) if input_tokens as i64 > c => {
-                        let trunc = (c.max(0) as u64) / self.p.page * self.p.page;
-                        if trunc == 0 || new_chunked.is_some() || chunk_continues {
-                            AddResult::Other
-                        } else {
-                            adder.reserve(trunc, 0);
-                            items.push(PrefillItem {
-                                id,
-                                take: trunc as u32,
-                            });
-                            new_chunked = Some(id);
-                            admitted += 1;
-                            adder.state()
-                        }
-                    }
-                    _ => {
-                        adder.reserve(extend, u64::from(r.max_new_tokens).min(self.p.clip));
-                        items.push(PrefillItem {
-                            id,
-                            take: extend as u32,
-                        });
-                        admitted += 1;
-                        adder.state()
-                    }
-                }
+                self.add_one(&mut pass, id, reqs)
             };
             if result != AddResult::Continue {
                 if result == AddResult::NoToken {
-                    self.batch_is_full = !items.is_empty() || !self.running.is_empty();
-                    self.counters.memory_stops += 1;
+                    stop = Some(result);
                 }
                 break;
             }
         }
-        if items.is_empty() {
+        match stop {
+            // The slot limit closes the latch.
+            Some(AddResult::Other) => {
+                self.batch_is_full = true;
+                self.counters.slot_stops += 1;
+            }
+            Some(AddResult::NoToken) => {
+                self.batch_is_full = !pass.items.is_empty() || !self.running.is_empty();
+                self.counters.memory_stops += 1;
+            }
+            _ => {}
+        }
+        if pass.items.is_empty() {
             return None;
         }
+        self.start_prefill(now, pass, running_bs, reqs)
+    }
 
+    /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
+    /// start the batch.
+    fn start_prefill(
+        &mut self,
+        now: SimTime,
+        pass: Pass,
+        running_bs: u64,
+        reqs: &mut Requests,
+    ) -> Option<(InFlight, SimDuration)> {
+        let Pass {
+            items,
+            new_chunked,
+            admitted,
+            ..
+        } = pass;
         // Admitted requests are a prefix of the (sorted) waiting queue.
         for _ in 0..admitted {
             let id = self
@@ -232,7 +364,9 @@ impl Sglang {
         }
 
         let new_token: u64 = items.iter().map(|i| u64::from(i.take)).sum();
-        if self.log_enabled {
+        // The `Prefill batch` line is printed when the batch's result is processed
+        // (`report_prefill_stats`); what it says of the queue is known now.
+        let log = self.log_enabled.then(|| {
             let pending_chunk = self.chunked.map_or(0, |id| match self.place(id) {
                 Place::Prefilling { done, input } => {
                     let this = items.iter().find(|i| i.id == id).map_or(0, |i| i.take);
@@ -240,27 +374,23 @@ impl Sglang {
                 }
                 _ => 0,
             });
-            let dt = now.saturating_since(self.last_prefill_log_at).as_secs_f64();
-            out.log.push(LogRecord::Batch(ServerSample {
+            Box::new(ServerSample {
                 at: now,
                 kind: StepKind::Prefill,
                 running: running_bs,
                 queued: self.waiting.len() as u64,
-                // Read before this batch's allocation.
-                kv_used_tokens: self.kv.used_tokens(),
+                kv_used_tokens: 0,
                 kv_capacity_tokens: self.kv.capacity_tokens(),
                 new_seqs: items.len() as u64,
                 new_tokens: new_token,
                 cached_tokens: 0,
                 pending_tokens: self.waiting_tokens + pending_chunk,
                 gen_tok_per_s: 0.0,
-                input_tok_per_s: if dt > 0.0 { new_token as f64 / dt } else { 0.0 },
+                input_tok_per_s: 0.0,
                 cuda_graph: false,
-            }));
-            self.last_prefill_log_at = now;
-        }
+            })
+        });
 
-        // Allocate the KV of this batch's tokens (`prepare_for_extend`).
         for it in &items {
             let Place::Prefilling { done, .. } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -269,9 +399,41 @@ impl Sglang {
             let after = pages_for(u64::from(done + it.take), self.p.page);
             self.kv.alloc_pages(after - before);
         }
+        // Mixed-style chunked prefill: the running requests decode in the same forward pass if
+        // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
+        // this step out — a mixed step never retracts.
+        let mut decode_rows = 0;
+        if self.p.mixed_chunk && !self.running.is_empty() {
+            // Requests the batch in flight finishes by length stay out (overlapped loop).
+            if self.set_aside_finishing(reqs) {
+                self.batch_is_full = false;
+            }
+            if !self.running.is_empty() && self.next_step_fits() {
+                decode_rows = self.alloc_decode_slots();
+            }
+        }
         self.counters.prefill_batches += 1;
-        let d = self.cost.prefill(items.len() as u64, new_token);
-        self.in_flight = Some(InFlight::Prefill(items));
-        Some(d)
+        // The step costs a prefill over its extend tokens, one per decode row included (the
+        // oracle's model of a mixed batch).
+        let d = self
+            .cost
+            .prefill(items.len() as u64 + decode_rows, new_token + decode_rows);
+        // A prefill batch replays a breakable CUDA graph when its tokens fit the captured
+        // buckets (0.5.23 captures up to 2048 tokens by default on CUDA:
+        // `model_executor/cuda_graph_config.py: default_prefill_backend`,
+        // `arg_groups/cuda_graph_hook.py: generate_prefill_cuda_graph_batch_sizes`); a mixed
+        // batch does not.
+        let log = log.map(|mut sample| {
+            sample.cuda_graph = decode_rows == 0 && new_token <= PREFILL_GRAPH_MAX_TOKENS;
+            sample
+        });
+        Some((
+            InFlight::Prefill {
+                items,
+                decode_rows,
+                log,
+            },
+            d,
+        ))
     }
 }

@@ -12,15 +12,39 @@ impl Sglang {
         let mut pages = 0u64;
         let mut kv_sum = 0u64;
         let mut need = 0u64;
-        // While a decode step is in flight its slot is already allocated.
-        let extra = u64::from(matches!(self.in_flight, Some(InFlight::Decode { .. })));
+        let decode_bearing = |b: Option<&InFlight>| {
+            u64::from(matches!(
+                b,
+                Some(InFlight::Decode { .. })
+                    | Some(InFlight::Prefill {
+                        decode_rows: 1..,
+                        ..
+                    })
+            ))
+        };
+        // Decode slots scheduled and not processed: in the step-by-step loop, the batch in
+        // flight's. (The overlapped loop's running requests differ in what they hold ahead.)
+        let pending = decode_bearing(self.in_flight.as_ref());
         for &id in &self.running {
             let r = &reqs[id];
             assert!(
                 r.phase == Phase::Running && matches!(self.place(id), Place::Running { .. }),
                 "invariant: running requests are Running"
             );
-            let kv = self.running_kv(id, r) + extra;
+            let kv = self.running_kv(id);
+            let held = u64::from(r.prompt_tokens) + u64::from(self.output_tokens(id, r)) - 1;
+            if self.p.overlap {
+                assert!(
+                    (held..=held + 2).contains(&kv),
+                    "invariant: a running request holds prompt + output − 1 KV slots and at most two ahead"
+                );
+            } else {
+                assert_eq!(
+                    kv,
+                    held + pending,
+                    "invariant: a running request holds prompt + output − 1 KV slots, plus the slot of a decode in flight"
+                );
+            }
             kv_sum += kv;
             pages += pages_for(kv, p);
             if kv % p == 0 {
@@ -38,32 +62,48 @@ impl Sglang {
                 "invariant: page buckets match"
             );
         }
-        let mut prefilling = 0u64;
-        let mut seen_chunked = false;
-        let mut count_prefill = |id: ReqId| {
-            if let Place::Prefilling { done, .. } = self.place(id) {
-                prefilling += 1;
-                pages += pages_for(u64::from(done), p);
-            }
+        for &(_, kv) in &self.leaving {
+            pages += pages_for(kv, p);
+        }
+        // Requests being prefilled hold `done` tokens — and the tokens of the batches decided
+        // for them and not yet counted in `done`: in the step-by-step loop the batch in flight's,
+        // in the overlapped loop (which counts a batch when launched) the one decided ahead.
+        let ahead = if self.p.overlap {
+            self.planned.as_ref().map(|(b, _)| b)
+        } else {
+            self.in_flight.as_ref()
         };
-        if let Some(InFlight::Prefill(items)) = &self.in_flight {
+        let mut held: Vec<(ReqId, u64)> = Vec::new();
+        let mut note = |id: ReqId, extra: u64| match held.iter_mut().find(|h| h.0 == id) {
+            Some(h) => h.1 += extra,
+            None => held.push((id, extra)),
+        };
+        for b in [
+            self.in_flight.as_ref(),
+            self.planned.as_ref().map(|(b, _)| b),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            if let InFlight::Prefill { items, .. } = b {
+                for it in items {
+                    note(it.id, 0);
+                }
+            }
+        }
+        if let Some(InFlight::Prefill { items, .. }) = ahead {
             for it in items {
-                seen_chunked |= Some(it.id) == self.chunked;
-                count_prefill(it.id);
+                note(it.id, u64::from(it.take));
             }
         }
         if let Some(c) = self.chunked {
-            if !seen_chunked {
-                count_prefill(c);
-            }
+            note(c, 0);
         }
-        // Pages of a batch in flight were allocated for `done + take`, not `done`: count them.
-        if let Some(InFlight::Prefill(items)) = &self.in_flight {
-            for it in items {
-                if let Place::Prefilling { done, .. } = self.place(it.id) {
-                    pages -= pages_for(u64::from(done), p);
-                    pages += pages_for(u64::from(done + it.take), p);
-                }
+        let mut prefilling = 0u64;
+        for (id, extra) in held {
+            if let Place::Prefilling { done, .. } = self.place(id) {
+                prefilling += 1;
+                pages += pages_for(u64::from(done) + extra, p);
             }
         }
         assert_eq!(prefilling, self.prefilling, "invariant: prefilling count");

@@ -2,11 +2,15 @@
 //! KV they attend, so a run of them is taken at once — its duration and KV time-integral in
 //! closed form from the step-time model — with exactly the state, counters and log lines the
 //! step-by-step path would leave.
+//!
+//! In the overlapped loop the run starts with a decode step decided ahead (`planned`): each
+//! step of the run launches it and decides the next. The steps, their times and log lines are
+//! the same; the allocations come one step earlier, and the run ends with the next decode step
+//! decided.
 
 use std::cmp::Reverse;
 
 use super::Sglang;
-use crate::request::Requests;
 use crate::scheduler::{Outbox, Skip};
 use crate::time::SimTime;
 
@@ -29,7 +33,6 @@ impl Sglang {
         if self.p.page != 1
             || self.in_flight.is_some()
             || self.chunked.is_some()
-            || self.finished_since_filter
             || self.running.is_empty()
             || !(self.batch_is_full || self.waiting.is_empty())
         {
@@ -45,13 +48,26 @@ impl Sglang {
             self.finish_heap.pop();
         };
         let batch = self.running.len() as u64;
+        // Overlapped: the first step is the decode step decided ahead, of the whole running
+        // batch (not one that still holds a request finished since), its KV allocated.
+        let attended_first = if self.p.overlap {
+            match self.planned {
+                Some((super::InFlight::Decode { batch: b }, _))
+                    if b == batch && self.leaving.is_empty() =>
+                {
+                    self.running_kv_tokens
+                }
+                _ => return None,
+            }
+        } else {
+            self.running_kv_tokens + batch
+        };
         let by_completion = next_finish.saturating_sub(self.decode_step + 1);
         let by_memory = self.kv.available_tokens() / batch;
         let most = by_completion.min(by_memory);
         if most == 0 {
             return None;
         }
-        let attended_first = self.running_kv_tokens + batch;
         // The largest number of steps whose end is before `limit` (usually all of them).
         let budget = limit.saturating_since(now);
         let (mut lo, mut hi) = (0u64, most);
@@ -76,29 +92,17 @@ impl Sglang {
 
     /// Apply a planned fast-forward: exactly what `steps` calls of `try_decode` +
     /// `finish_decode` would do.
-    pub(super) fn take_skip(
-        &mut self,
-        now: SimTime,
-        s: SkipPlan,
-        reqs: &Requests,
-        out: &mut Outbox,
-    ) -> Skip {
+    pub(super) fn take_skip(&mut self, now: SimTime, s: SkipPlan, out: &mut Outbox) -> Skip {
         let (b, n) = (s.batch, s.steps);
+        // Each step of the run is launched with the queue as it is now.
+        self.queue_at_launch = self.waiting.len() as u64;
         let (total, kv_integral) =
             self.cost
                 .decode_run_weighted(b, s.attended_first, n, s.used_first, b);
-        // The token gaps: the first step's as step by step, then each step's duration.
-        self.plan_token_gaps(reqs);
-        let first = self.cost.decode(b, s.attended_first);
-        self.record_token_gaps(now + first, b, out);
-        for j in 1..n {
-            out.token_gap(self.cost.decode(b, s.attended_first + b * j), b);
-        }
-        self.last_decode_end = Some(now + total);
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
-        let mut j = interval - self.decode_step % interval;
+        let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
         while j <= n {
             let at = now + self.cost.decode_run(b, s.attended_first, j);
@@ -118,10 +122,24 @@ impl Sglang {
         }
         self.kv.alloc_pages(b * n);
         self.running_kv_tokens += b * n;
+        if self.p.overlap {
+            // The step after the run, decided at the launch of its last step.
+            let next = self.cost.decode(b, s.attended_first + b * n);
+            self.planned = Some((super::InFlight::Decode { batch: b }, next));
+        }
         self.decode_step += n;
+        self.alloc_step += n;
+        self.decode_batches += n;
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;
         out.generated_tokens += b * n;
+        // Each step's end, for the inter-token latencies.
+        let mut at = now;
+        for j in 0..n {
+            at = at + self.cost.decode(b, s.attended_first + b * j);
+            out.step_ends.push((at, b));
+        }
+        debug_assert_eq!(at, now + total, "invariant: a run's steps add up to its duration");
         Skip {
             steps: n,
             end: now + total,

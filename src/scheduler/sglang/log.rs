@@ -76,6 +76,31 @@ fn python_bool(b: bool) -> &'static str {
 }
 
 impl Sglang {
+    /// Print the `Prefill batch` line of a batch whose result is processed now
+    /// (`report_prefill_stats`): the token usage after its allocation and releases, and the
+    /// input throughput since the previous prefill line (the first since the start).
+    pub(super) fn log_prefill(
+        &mut self,
+        now: SimTime,
+        log: Option<Box<ServerSample>>,
+        out: &mut crate::scheduler::Outbox,
+    ) {
+        let Some(mut s) = log else {
+            return;
+        };
+        let dt = now.saturating_since(self.last_prefill_log_at).as_secs_f64();
+        s.at = now;
+        s.queued = self.queue_at_launch;
+        s.kv_used_tokens = self.kv.used_tokens();
+        s.input_tok_per_s = if dt > 0.0 {
+            s.new_tokens as f64 / dt
+        } else {
+            0.0
+        };
+        self.last_prefill_log_at = now;
+        out.log.push(LogRecord::Batch(*s));
+    }
+
     /// Append a `Decode batch` record for the decode step that ends at `at` with `batch` running
     /// requests and `kv_used_tokens` in use, and restart the throughput window: `gen throughput`
     /// is the decode tokens since the previous Decode line over the time since it
@@ -92,7 +117,7 @@ impl Sglang {
             at,
             kind: StepKind::Decode,
             running: batch,
-            queued: self.waiting.len() as u64,
+            queued: self.queue_at_launch,
             kv_used_tokens,
             kv_capacity_tokens: self.kv.capacity_tokens(),
             new_seqs: 0,

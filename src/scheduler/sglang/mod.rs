@@ -1,59 +1,67 @@
-//! SGLang's scheduler, rule by rule (`shared/spec/engine-semantics.md` §2; SGLang 0.5.23 unless
-//! a rule says otherwise). Paths below are under `python/sglang/srt/` in the SGLang source.
+//! SGLang's scheduler, rule by rule, as SGLang 0.5.23's own code decides (checked request by
+//! request against it: `tests/it/golden.rs`). Paths below are under `python/sglang/srt/`.
 //!
 //! One scheduler iteration runs **either** one prefill (extend) batch **or** one decode step for
-//! the whole running batch, never both: prefill has priority and pauses decode
-//! (`managers/scheduler.py: get_next_batch_to_run`). What is modelled:
+//! the whole running batch: prefill has priority and pauses decode
+//! (`managers/scheduler.py: get_next_batch_to_run`), unless mixed chunks put the decode rows
+//! into the prefill batch. What is modelled:
 //!
 //! * **Admission** (`managers/schedule_policy.py: PrefillAdder`, `mem_cache/prefill_budget.py`):
 //!   the budget is `available − Σ running reservations`, where a running request is charged
 //!   `min(max_new − generated, clip) × new_token_ratio` (× 1.0 for `ignore_eos` requests) and a
 //!   new one must satisfy `extend + min(max_new − generated, clip) + page < remaining`, then
 //!   reserves `ceil_page(extend) + page + min(max_new, clip)`. Strict head-of-line: the pass stops
-//!   at the first request that does not fit.
+//!   at the first request that does not fit. With the radix cache disabled, `ignore_eos`
+//!   requests take `add_one_req_ignore_eos` instead (see `admission.rs`).
 //! * **Chunked prefill**: a prompt longer than the chunk budget is split; at most one request is
 //!   mid-chunk; its chunks run back to back (decode stays paused) and it reserves decode tokens
 //!   only with its last chunk (`add_chunked_req`).
-//! * **The batch-is-full latch** (`get_new_batch_prefill`): after a pass stops for lack of memory
-//!   (with something running or admitted), or when the slot limit `max_running_requests` is
-//!   reached, no admission is attempted until the running batch shrinks. The batch is filtered
-//!   of finished requests in `update_running_batch`, i.e. at the next decode step — so a
-//!   completion frees memory at once but unlocks admission one decode step later.
+//! * **The batch-is-full latch** (`get_next_batch_to_run`, `_get_new_batch_prefill_raw`): after
+//!   a pass stops for lack of memory (with something running or admitted), or at the slot limit
+//!   `max_running_requests`, no admission is attempted until the running batch shrinks — a
+//!   request finishes or is retracted (0.5.23 filters finished requests out on every pass) — or
+//!   is replaced: a prefill batch merged into an empty running batch becomes it, with the latch
+//!   open, and so does a merged batch that shrinks as the continuing chunk is set aside.
 //! * **`new_token_ratio`** (`managers/scheduler_components/new_token_ratio_tracker.py`): starts
-//!   at `init`, decays linearly to `init × min_factor` over `decay_steps` decode steps, is
-//!   re-estimated after a retraction, and is reset to `init` only when the server is fully idle.
+//!   at `min(init × schedule_conservativeness, 1)`, decays linearly to `init × min_factor` over
+//!   `decay_steps` decode steps, is re-estimated after a retraction, and is reset to `init` only
+//!   when the server is fully idle.
 //! * **Retraction** (`managers/schedule_batch.py: retract_decode`): when the next decode step's
 //!   new pages do not fit, requests are retracted — fewest generated tokens first, ties to the
 //!   longest prompt — until it fits (at least one, never the last). Retracted requests keep their
 //!   output, go to the end of the waiting queue and later re-prefill prompt + output.
 //! * **Policies** (`SchedulePolicy.calc_priority`): `fcfs` (no reordering), `lof` (stable sort by
 //!   `max_new_tokens` descending), `random` (a fresh shuffle each pass).
-//! * **Request limits** (`managers/scheduler.py`, `managers/tp_worker.py`): `max_req_len =
-//!   min(context_len − 1, pool − 1)`; a prompt of `max_req_len − 5` tokens or more is refused;
-//!   `max_new_tokens` is capped at `max_req_len − input − 1`.
+//! * **Request limits** (`managers/scheduler.py: init_req_max_new_tokens`,
+//!   `managers/tp_worker.py`): `max_req_len = min(context_len − 1, pool − 1)`; a prompt of
+//!   `max_req_len − 5` tokens or more is refused; `max_new_tokens` is capped at
+//!   `max_req_len − input − 1` and at what the empty pool holds.
+//! * **The event loops**: SGLang's default overlapped loop (`event_loop_overlap`: each batch
+//!   decided while the previous one runs, see `overlap.rs`) and the step-by-step loop
+//!   (`event_loop_normal`, `--disable-overlap-schedule`); mixed chunks (`--enable-mixed-chunk`).
 //! * **Logs** (`managers/scheduler_components/metrics_reporter.py`): a `Prefill batch` line per
-//!   prefill batch, a `Decode batch` line every `decode_log_interval` decode steps whose
+//!   prefill batch, a `Decode batch` line every `decode_log_interval` decode batches whose
 //!   `gen throughput` is the decode tokens since the previous line over the time since it.
 //!
-//! Simplified, and said so in reports: no prefix sharing (the radix cache never hits), the
-//! non-overlapped event loop (`event_loop_normal`), no mixed chunks, no speculative decoding,
-//! no priority preemption.
+//! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no prefix sharing (the radix cache
+//! never hits), no speculative decoding, no priority preemption, and scheduling takes no time.
 //!
 //! Cost: a decode step is O(1) plus O(log B) per completion. Each running request's output count
-//! is derived from the decode-step counter, completions come from a heap keyed by the step at
-//! which each request reaches its length, and the pages the next step needs are counted per
-//! residue class of the context length modulo the page size.
+//! and KV follow from two counters, completions come from a heap keyed by the step at which each
+//! request reaches its length, and the pages the next step needs are counted per residue class
+//! of the KV held modulo the page size.
 //!
 //! Files: this one holds the state, the decode step, retraction and the [`Scheduler`] protocol;
-//! [`admission`](self::admission) the prefill admission pass (`PrefillAdder`);
+//! `admission.rs` the prefill admission pass (`PrefillAdder`); `overlap.rs` the overlapped loop;
 //! `fast_forward.rs` the exact skip over runs of identical decode steps; `log.rs` the log lines;
-//! `check.rs` the debug-build bookkeeping check.
+//! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
 
 mod admission;
 #[cfg(debug_assertions)]
 mod check;
 mod fast_forward;
 mod log;
+mod overlap;
 pub mod settings;
 #[cfg(test)]
 mod tests;
@@ -63,7 +71,8 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::EngineSpec;
 use super::{
-    Eviction, LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerState, Skip,
+    Eviction, LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerSample,
+    ServerState, Skip,
 };
 use crate::cost::StepTimeModel;
 use crate::kv::{pages_for, KvPool};
@@ -78,8 +87,8 @@ pub use log::{log_line, WORDS};
 /// for the engine.
 pub const SIMPLIFICATIONS: &[&str] = &[
     "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
-    "SGLang's non-overlapped event loop: scheduling takes no time and results are processed before the next batch",
-    "no mixed chunks, speculative decoding, priority preemption or data-parallel attention",
+    "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
+    "no speculative decoding, priority preemption or data-parallel attention",
     "the network and tokenizer take no time: a request arrives at the server the moment it is sent",
     "step times come from the scenario's step-time model, not from a GPU",
 ];
@@ -103,13 +112,29 @@ struct Params {
     graph_max_bs: u64,
     max_req_len: u64,
     max_req_input_len: u64,
+    /// The radix cache is on (`--disable-radix-cache` not given): `ignore_eos` requests are
+    /// then admitted by the general rule.
+    radix_cache: bool,
+    /// `is_mixed_chunk`: `--enable-mixed-chunk` with chunked prefill on.
+    mixed_chunk: bool,
+    /// The overlapped event loop (`--disable-overlap-schedule` not given).
+    overlap: bool,
 }
 
 /// What is in flight.
 #[derive(Debug)]
 enum InFlight {
-    Prefill(Vec<PrefillItem>),
-    Decode { batch: u64 },
+    /// A prefill (extend) batch; with `--enable-mixed-chunk` also the decode batch's
+    /// `decode_rows` requests, one token each (`ForwardMode.MIXED`).
+    Prefill {
+        items: Vec<PrefillItem>,
+        decode_rows: u64,
+        /// The `Prefill batch` line, completed when the result is processed.
+        log: Option<Box<ServerSample>>,
+    },
+    Decode {
+        batch: u64,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -134,12 +159,18 @@ enum Place {
         /// Input tokens to compute: the prompt plus any output generated before a retraction.
         input: u32,
     },
-    /// In the decode batch since decode step `since_step`, when it had `out_then` output tokens.
+    /// In the running batch. Its output count and its KV follow from two counters, so that a
+    /// decode step touches no request: it has `out_then + (decode_step − since_step)` output
+    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots.
     Running {
-        /// The decode-step counter when the request joined the batch.
+        /// [`Sglang::decode_step`] when it joined.
         since_step: u64,
-        /// Output tokens at that moment.
+        /// Output tokens then.
         out_then: u32,
+        /// [`Sglang::alloc_step`] when it joined.
+        alloc_since: u64,
+        /// KV slots it held then.
+        kv_then: u64,
         /// Unique number of this stay in the batch (guards stale completion-heap entries).
         stay: u64,
     },
@@ -160,12 +191,17 @@ pub struct Sglang {
     chunked: Option<ReqId>,
     /// Requests admitted and not yet in the decode batch (prefilling or mid-chunk).
     prefilling: u64,
+    /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
-    /// Requests finished in the last decode step, not yet filtered out of the batch.
-    finished_since_filter: bool,
     ratio: f64,
-    /// `forward_ct_decode`: decode steps run so far.
+    /// Decode tokens given to the running batch so far (by processed decode and mixed
+    /// batches): a running request's output count derives from it.
     decode_step: u64,
+    /// Decode slots allocated to the running batch so far (when decode and mixed batches are
+    /// scheduled): a running request's KV derives from it.
+    alloc_step: u64,
+    /// `forward_ct_decode`: decode batches processed so far (the `Decode batch` line's cadence).
+    decode_batches: u64,
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
@@ -174,21 +210,22 @@ pub struct Sglang {
     /// Running requests by `(context − since_step) mod page` (see the module docs).
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
+    /// Overlapped loop: the batch decided while `in_flight` runs, and its duration.
+    planned: Option<(InFlight, SimDuration)>,
+    /// Overlapped loop: requests the batch in flight finishes by length, set aside from the
+    /// running batch, with the KV slots they hold.
+    leaving: Vec<(ReqId, u64)>,
     /// Each request's place, by arena index.
     places: Vec<Place>,
     rng: Stream,
     counters: SchedulerCounters,
     log_enabled: bool,
+    /// The waiting queue when the batch in flight was launched, after the decisions made then:
+    /// what its log line reports (SGLang takes new requests in only when it decides).
+    queue_at_launch: u64,
     decode_tokens_since_log: u64,
     last_decode_log_at: SimTime,
     last_prefill_log_at: SimTime,
-    /// When the latest decode step ended: every request in it got a token then.
-    last_decode_end: Option<SimTime>,
-    /// Requests that joined the decode batch since the latest decode step was scheduled.
-    joined: Vec<ReqId>,
-    /// For the decode step in flight: when each request that joined since the previous step got
-    /// its latest token (the others got theirs at `last_decode_end`).
-    joiner_tokens_at: Vec<SimTime>,
 }
 
 impl Sglang {
@@ -202,8 +239,10 @@ impl Sglang {
         cost: Box<dyn StepTimeModel>,
         rng: Stream,
     ) -> Self {
+        // `new_token_ratio_tracker.py`: init = min(SGLANG_INIT_NEW_TOKEN_RATIO ×
+        // schedule_conservativeness, 1), floor = min(init × factor, 1).
         let r = &spec.new_token_ratio;
-        let ratio_init = r.init.min(1.0);
+        let ratio_init = (r.init * spec.schedule_conservativeness).min(1.0);
         let ratio_min = (ratio_init * r.min_factor).min(1.0);
         let pool = engine.kv_capacity_tokens;
         let max_req_len = context_len
@@ -225,6 +264,9 @@ impl Sglang {
                 graph_max_bs: u64::from(spec.cuda_graph_max_bs),
                 max_req_len,
                 max_req_input_len: max_req_len.saturating_sub(5),
+                radix_cache: !spec.disable_radix_cache,
+                mixed_chunk: spec.enable_mixed_chunk && spec.chunked_prefill_size.is_some(),
+                overlap: !spec.disable_overlap_schedule,
             },
             cost,
             kv: KvPool::new(pool, page),
@@ -234,24 +276,25 @@ impl Sglang {
             chunked: None,
             prefilling: 0,
             batch_is_full: false,
-            finished_since_filter: false,
             ratio: ratio_init,
             decode_step: 0,
+            alloc_step: 0,
+            decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
             running_kv_tokens: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
+            planned: None,
+            leaving: Vec::new(),
             places: Vec::new(),
             rng,
             counters: SchedulerCounters::default(),
             log_enabled: true,
+            queue_at_launch: 0,
             decode_tokens_since_log: 0,
             last_decode_log_at: SimTime::ZERO,
             last_prefill_log_at: SimTime::ZERO,
-            last_decode_end: None,
-            joined: Vec::new(),
-            joiner_tokens_at: Vec::new(),
         }
     }
 
@@ -291,10 +334,18 @@ impl Sglang {
         }
     }
 
-    /// KV tokens a running request holds now: prompt + generated − 1 (the newest token's KV is
-    /// written by the next decode step).
-    fn running_kv(&self, id: ReqId, r: &Request) -> u64 {
-        u64::from(r.prompt_tokens) + u64::from(self.output_tokens(id, r)) - 1
+    /// KV slots a running request holds now: prompt + generated − 1 (the newest token's KV is
+    /// written by the next decode step), plus a slot per decode step scheduled and not yet
+    /// processed.
+    fn running_kv(&self, id: ReqId) -> u64 {
+        match self.place(id) {
+            Place::Running {
+                alloc_since,
+                kv_then,
+                ..
+            } => kv_then + (self.alloc_step - alloc_since),
+            _ => panic!("invariant: running_kv of a request that is not running"),
+        }
     }
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
@@ -313,7 +364,7 @@ impl Sglang {
         if p == 1 {
             return self.running.len() as u64;
         }
-        let idx = ((p - self.decode_step % p) % p) as usize;
+        let idx = ((p - self.alloc_step % p) % p) as usize;
         self.page_buckets[idx]
     }
 
@@ -321,51 +372,73 @@ impl Sglang {
         self.pages_needed_next_step() * self.p.page <= self.kv.available_tokens()
     }
 
-    /// Put a request into the decode batch.
+    /// Put a request into the running batch, holding the KV of its input (prompt + output so
+    /// far, the newest output token excepted).
     fn join_running(&mut self, id: ReqId, reqs: &mut Requests) {
+        self.join_running_at(id, reqs, false, true);
+    }
+
+    /// [`join_running`](Self::join_running) for a request whose first token is still to come
+    /// (`first_token_pending`: it holds its whole input's KV and its output count excludes that
+    /// token); without `schedule_finish` its completion is scheduled when that token arrives.
+    fn join_running_at(
+        &mut self,
+        id: ReqId,
+        reqs: &mut Requests,
+        first_token_pending: bool,
+        schedule_finish: bool,
+    ) {
         let stay = self.next_stay;
         self.next_stay += 1;
+        let r = &mut reqs[id];
+        r.phase = Phase::Running;
+        let out = r.out_tokens;
+        let kv_then =
+            u64::from(r.prompt_tokens) + u64::from(out) + u64::from(first_token_pending) - 1;
+        let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         self.set_place(
             id,
             Place::Running {
                 since_step: self.decode_step,
-                out_then: reqs[id].out_tokens,
+                out_then: out,
+                alloc_since: self.alloc_step,
+                kv_then,
                 stay,
             },
         );
-        let r = &mut reqs[id];
-        r.phase = Phase::Running;
-        let out = r.out_tokens;
-        let kv_then = u64::from(r.prompt_tokens) + u64::from(out) - 1;
-        let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         self.running_kv_tokens += kv_then;
-        let b = self.bucket_of(kv_then, self.decode_step);
+        let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
-        self.finish_heap.push(Reverse((finish_step, stay, id)));
+        if schedule_finish {
+            self.finish_heap.push(Reverse((finish_step, stay, id)));
+        }
         self.running.push(id);
-        self.joined.push(id);
     }
 
-    /// Take a request out of the decode batch's accounting (the caller removes it from
-    /// `running`). Returns the KV tokens it held, which are released.
-    fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
-        let kv = self.running_kv(id, &reqs[id]);
+    /// Take a request out of the running batch's accounting (the caller removes it from
+    /// `running`), its KV still held.
+    fn forget_running(&mut self, id: ReqId) {
+        let kv = self.running_kv(id);
         let Place::Running {
-            since_step,
-            out_then,
+            alloc_since,
+            kv_then,
             ..
         } = self.place(id)
         else {
-            panic!("invariant: leave_running on a request that is not running");
+            panic!("invariant: forget_running on a request that is not running");
         };
-        let out = self.output_tokens(id, &reqs[id]);
-        let r = &mut reqs[id];
-        let kv_then = u64::from(r.prompt_tokens) + u64::from(out_then) - 1;
-        r.out_tokens = out;
         self.set_place(id, Place::Absent);
-        let b = self.bucket_of(kv_then, since_step);
+        let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
         self.running_kv_tokens -= kv;
+    }
+
+    /// Take a request out of the running batch (the caller removes it from `running`) and
+    /// release its KV. Returns the KV slots released.
+    fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
+        let kv = self.running_kv(id);
+        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
+        self.forget_running(id);
         self.kv.free_pages(pages_for(kv, self.p.page));
         kv
     }
@@ -384,15 +457,21 @@ impl Sglang {
         now: SimTime,
         reqs: &mut Requests,
         out: &mut Outbox,
-    ) -> Option<SimDuration> {
-        if self.finished_since_filter {
-            // `filter_batch` removes the finished requests: the batch shrank.
-            self.finished_since_filter = false;
-            self.batch_is_full = false;
-        }
+    ) -> Option<(InFlight, SimDuration)> {
+        let initial = self.running.len();
+        let finishing = self.set_aside_finishing(reqs);
         if self.running.is_empty() {
             self.batch_is_full = false;
             return None;
+        }
+        if !self.next_step_fits() && finishing {
+            // The batch in flight frees the finishing requests' KV when it ends: decode the
+            // rest at the next step instead of retracting them.
+            self.batch_is_full = false;
+            return None;
+        }
+        if self.running.len() < initial {
+            self.batch_is_full = false;
         }
         if self.next_step_fits() {
             self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
@@ -402,14 +481,21 @@ impl Sglang {
                 return None;
             }
         }
-        self.plan_token_gaps(reqs);
+        let batch = self.alloc_decode_slots();
+        self.counters.decode_steps += 1;
+        let d = self.cost.decode(batch, self.running_kv_tokens);
+        Some((InFlight::Decode { batch }, d))
+    }
+
+    /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
+    /// batch size.
+    fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
         self.kv.alloc_pages(pages);
+        self.alloc_step += 1;
         let batch = self.running.len() as u64;
         self.running_kv_tokens += batch;
-        self.counters.decode_steps += 1;
-        self.in_flight = Some(InFlight::Decode { batch });
-        Some(self.cost.decode(batch, self.running_kv_tokens))
+        batch
     }
 
     /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
@@ -443,13 +529,6 @@ impl Sglang {
             }
             keys.remove(at);
             let victim = self.running.remove(at);
-            if let Place::Running { since_step, .. } = self.place(victim) {
-                if since_step < self.decode_step {
-                    // It decoded in the latest step; a request that joined since keeps the
-                    // time of its prefill's token.
-                    reqs[victim].last_token_at = self.last_decode_end;
-                }
-            }
             freed += self.leave_running(victim, reqs);
             retracted.push(victim);
         }
@@ -493,9 +572,28 @@ impl Sglang {
         &mut self,
         now: SimTime,
         items: Vec<PrefillItem>,
+        decode_rows: u64,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) {
+        // A mixed batch gives its decode rows their token first; they stay behind the prefilled
+        // requests in batch order (`mix_with_running` appends the running batch).
+        let earlier: Vec<ReqId> = if decode_rows > 0 {
+            self.advance_decode(reqs, out);
+            // The running batch was handed to the mixed batch: what comes back is new.
+            self.batch_is_full = false;
+            std::mem::take(&mut self.running)
+        } else {
+            Vec::new()
+        };
+        // `get_next_batch_to_run` merges this batch into the running one. The latch reopens if
+        // the batch shrinks when filtered (a request finished, or the request still between
+        // chunks is set aside) or if the running batch was empty: the prefill batch then becomes
+        // the running batch, a new `ScheduleBatch` whose `batch_is_full` is false — the stop of
+        // the admission that built it is forgotten.
+        if self.running.is_empty() {
+            self.batch_is_full = false;
+        }
         for it in items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -503,6 +601,7 @@ impl Sglang {
             let done = done + it.take;
             if done < input {
                 self.set_place(it.id, Place::Prefilling { done, input });
+                self.batch_is_full = false;
                 continue;
             }
             let r = &mut reqs[it.id];
@@ -510,34 +609,29 @@ impl Sglang {
                 self.chunked = None;
             }
             self.prefilling -= 1;
-            // The forward pass over the input yields the next token; after a retraction it
-            // comes a long gap after the request's previous one.
-            if let (true, Some(prev)) = (r.out_tokens > 0, r.last_token_at) {
-                out.token_gap(now - prev, 1);
-            }
+            // The forward pass over the input yields the next token.
             r.out_tokens += 1;
             out.generated_tokens += 1;
-            r.first_token_at.get_or_insert(now);
-            r.last_token_at = Some(now);
+            out.first_token(r, now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
                 self.kv.free_pages(pages_for(kv, self.p.page));
                 r.phase = Phase::Finished;
                 self.set_place(it.id, Place::Absent);
                 out.finished.push(it.id);
-                // `filter_batch` on the merged prefill batch shrank it.
                 self.batch_is_full = false;
             } else {
                 self.join_running(it.id, reqs);
             }
         }
+        self.running.extend(earlier);
     }
 
-    fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
-        self.record_token_gaps(now, batch, out);
+    /// Every running request gets one token: the decode counter advances, and those reaching
+    /// their length finish (their KV is released). Returns whether any finished.
+    fn advance_decode(&mut self, reqs: &mut Requests, out: &mut Outbox) -> bool {
         self.decode_step += 1;
-        out.generated_tokens += batch;
-        self.decode_tokens_since_log += batch;
+        out.generated_tokens += self.running.len() as u64;
         let mut any = false;
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
@@ -557,10 +651,20 @@ impl Sglang {
             any = true;
         }
         if any {
+            // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+            // which reopens admission at once (0.5.23 filters on every pass).
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
-            self.finished_since_filter = true;
+            self.batch_is_full = false;
         }
-        if self.decode_step % self.p.log_interval == 0 {
+        any
+    }
+
+    fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
+        self.decode_tokens_since_log += batch;
+        self.advance_decode(reqs, out);
+        // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
+        self.decode_batches += 1;
+        if self.decode_batches % self.p.log_interval == 0 {
             let token = self.kv.used_tokens();
             self.log_decode(&mut out.log, now, batch, token);
         }
@@ -568,62 +672,29 @@ impl Sglang {
 }
 
 impl Sglang {
-    /// Before a decode step is scheduled (after any retraction): which requests of the batch
-    /// joined since the previous step, and when they got their latest token.
-    fn plan_token_gaps(&mut self, reqs: &Requests) {
-        self.joiner_tokens_at.clear();
-        for &id in &self.joined {
-            if let Place::Running { since_step, .. } = self.place(id) {
-                if since_step == self.decode_step {
-                    let at = reqs[id]
-                        .last_token_at
-                        .expect("invariant: a request joins the decode batch after a token");
-                    self.joiner_tokens_at.push(at);
-                }
-            }
-        }
-        self.joined.clear();
-    }
-
-    /// A decode step of `batch` requests ended at `now`: each request's gap since its previous
-    /// token — the previous step's end for those that were in it, their prefill's token for
-    /// those that joined since.
-    fn record_token_gaps(&mut self, now: SimTime, batch: u64, out: &mut Outbox) {
-        let joiners = self.joiner_tokens_at.len() as u64;
-        let stayed = batch - joiners;
-        if let Some(prev) = self.last_decode_end {
-            out.token_gap(now - prev, stayed);
-        } else {
-            debug_assert_eq!(
-                stayed, 0,
-                "invariant: the first decode step holds joiners only"
-            );
-        }
-        for &at in &self.joiner_tokens_at {
-            out.token_gap(now - at, 1);
-        }
-        self.joiner_tokens_at.clear();
-        self.last_decode_end = Some(now);
-    }
-
-    fn start_next_inner(
+    /// `get_next_batch_to_run`: the next batch and its duration, its KV allocated. With the
+    /// overlapped loop a batch may be in flight (scheduled, not processed).
+    fn decide(
         &mut self,
         now: SimTime,
         reqs: &mut Requests,
         out: &mut Outbox,
-    ) -> Option<SimDuration> {
-        debug_assert!(self.in_flight.is_none(), "invariant: one batch at a time");
-        if let Some(d) = self.try_prefill(now, reqs, out) {
-            return Some(d);
+    ) -> Option<(InFlight, SimDuration)> {
+        if let Some(b) = self.try_prefill(now, reqs) {
+            return Some(b);
         }
-        if let Some(d) = self.try_decode(now, reqs, out) {
-            return Some(d);
+        if let Some(b) = self.try_decode(now, reqs, out) {
+            return Some(b);
         }
         // A retraction may have emptied the batch into the queue: the loop spins again at once.
-        if let Some(d) = self.try_prefill(now, reqs, out) {
-            return Some(d);
+        if let Some(b) = self.try_prefill(now, reqs) {
+            return Some(b);
         }
-        if self.running.is_empty() && self.waiting.is_empty() && self.chunked.is_none() {
+        if self.in_flight.is_none()
+            && self.running.is_empty()
+            && self.waiting.is_empty()
+            && self.chunked.is_none()
+        {
             // `on_idle`: reset only when fully idle (0.5.23).
             self.ratio = self.p.ratio_init;
         }
@@ -645,7 +716,14 @@ impl Scheduler for Sglang {
                 ),
             });
         }
-        let cap = self.p.max_req_len - input - 1;
+        // `init_req_max_new_tokens` (`managers/scheduler.py`): the context's limit, then the
+        // empty pool's (`allocator.max_new_tokens_for_memory`: pool − paged input − page − 1).
+        let page = self.p.page;
+        let by_memory = self
+            .kv
+            .capacity_tokens()
+            .saturating_sub(input.div_ceil(page) * page + page + 1);
+        let cap = (self.p.max_req_len - input - 1).min(by_memory);
         let capped = u64::from(r.max_new_tokens).min(cap) as u32;
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
@@ -659,7 +737,16 @@ impl Scheduler for Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<SimDuration> {
-        let d = self.start_next_inner(now, reqs, out);
+        debug_assert!(self.in_flight.is_none(), "invariant: one batch at a time");
+        let d = if self.p.overlap {
+            self.start_overlapped(now, reqs, out)
+        } else {
+            self.decide(now, reqs, out).map(|(batch, d)| {
+                self.in_flight = Some(batch);
+                d
+            })
+        };
+        self.queue_at_launch = self.waiting.len() as u64;
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
         d
@@ -667,7 +754,15 @@ impl Scheduler for Sglang {
 
     fn finish_current(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         match self.in_flight.take() {
-            Some(InFlight::Prefill(items)) => self.finish_prefill(now, items, reqs, out),
+            Some(batch) if self.p.overlap => self.finish_overlapped(now, batch, reqs, out),
+            Some(InFlight::Prefill {
+                items,
+                decode_rows,
+                log,
+            }) => {
+                self.finish_prefill(now, items, decode_rows, reqs, out);
+                self.log_prefill(now, log, out);
+            }
             Some(InFlight::Decode { batch }) => self.finish_decode(now, batch, reqs, out),
             None => panic!("invariant: finish_current without a batch in flight"),
         }
@@ -696,7 +791,7 @@ impl Scheduler for Sglang {
         out: &mut Outbox,
     ) -> Option<Skip> {
         let s = self.plan_skip(now, limit)?;
-        let skip = self.take_skip(now, s, reqs, out);
+        let skip = self.take_skip(now, s, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
         Some(skip)
@@ -706,8 +801,24 @@ impl Scheduler for Sglang {
         let &head = self.waiting.front()?;
         let r = &reqs[head];
         let generated = u64::from(r.out_tokens);
-        let need = u64::from(r.prompt_tokens)
-            + generated
+        let input = u64::from(r.prompt_tokens) + generated;
+        let pool = self.kv.capacity_tokens();
+        if r.ignore_eos && !self.p.radix_cache {
+            // `add_one_req_ignore_eos`: alone on the server, it is admitted only if the pool
+            // after its input and a page still holds its remaining tokens with
+            // IGNORE_EOS_RESERVE_TOKENS to spare.
+            let left = u64::from(r.max_new_tokens).saturating_sub(generated);
+            return Some(format!(
+                "the request at the head of the waiting queue is ignore_eos and the radix cache is \
+                 disabled: SGLang admits it only if the pool of {pool} tokens, less its input \
+                 ({input} tokens) and a page ({}), holds its remaining {left} tokens with more than 1 \
+                 to spare — it never does, so SGLang would wait forever too (ask for at most {} \
+                 new tokens, or leave the radix cache on)",
+                self.p.page,
+                left.saturating_sub(1)
+            ));
+        }
+        let need = input
             + u64::from(r.max_new_tokens)
                 .saturating_sub(generated)
                 .min(self.p.clip)
@@ -715,12 +826,11 @@ impl Scheduler for Sglang {
         Some(format!(
             "the request at the head of the waiting queue needs {need} KV tokens to be admitted \
              (prompt {} + generated {generated} + min(max_new_tokens {}, clip {}) + one page of {}), \
-             but the pool holds only {} with nothing running",
+             but the pool holds only {pool} with nothing running",
             r.prompt_tokens,
             r.max_new_tokens,
             self.p.clip,
             self.p.page,
-            self.kv.capacity_tokens()
         ))
     }
 }

@@ -34,13 +34,13 @@ KEYS:
 "engine.cuda_graph_max_bs" [Integer(0, 1 << 20), Derived("SGLang's default for the GPU (256 without a GPU)"), SGLANG, ""]
     "largest decode batch replayed as a CUDA graph (the log's `cuda graph` field, and the memory heuristic)", e.g. "512";
 "engine.disable_radix_cache" [Bool, Flag(false), SGLANG, ""]
-    "--disable-radix-cache: turn off the prefix cache (read; not modelled yet)", e.g. "true";
+    "--disable-radix-cache: no prefix cache; ignore_eos requests are then admitted by add_one_req_ignore_eos (servesim's prompts share no prefix either way)", e.g. "true";
 "engine.disable_overlap_schedule" [Bool, Flag(false), SGLANG, ""]
-    "--disable-overlap-schedule: the non-overlapped event loop (read; not modelled yet)", e.g. "true";
+    "--disable-overlap-schedule: the step-by-step event loop, each batch decided after the previous result (by default the next batch is decided while one runs)", e.g. "true";
 "engine.enable_mixed_chunk" [Bool, Flag(false), SGLANG, ""]
-    "--enable-mixed-chunk: decode rows join prefill batches (read; not modelled yet)", e.g. "true";
+    "--enable-mixed-chunk: the running requests decode inside prefill batches", e.g. "true";
 "engine.schedule_conservativeness" [Number(Positive), Num(1.0), SGLANG, ""]
-    "--schedule-conservativeness: the first new_token_ratio is min(init_new_token_ratio × it, 1) (read; not modelled yet)", e.g. "1.3";
+    "--schedule-conservativeness: the first new_token_ratio is min(init_new_token_ratio × it, 1)", e.g. "1.3";
 }
 
 /// Values of `engine.schedule_policy` that name something servesim does not model:
@@ -104,13 +104,13 @@ pub struct SglangSettings {
     pub new_token_ratio: NewTokenRatioSpec,
     /// Largest decode batch that replays a CUDA graph (only for the log's `cuda graph` field).
     pub cuda_graph_max_bs: u32,
-    /// `--disable-radix-cache` (not modelled yet).
+    /// `--disable-radix-cache`.
     pub disable_radix_cache: bool,
-    /// `--disable-overlap-schedule` (not modelled yet).
+    /// `--disable-overlap-schedule`.
     pub disable_overlap_schedule: bool,
-    /// `--enable-mixed-chunk` (not modelled yet).
+    /// `--enable-mixed-chunk`.
     pub enable_mixed_chunk: bool,
-    /// `--schedule-conservativeness` (not modelled yet).
+    /// `--schedule-conservativeness`: scales the first `new_token_ratio`.
     pub schedule_conservativeness: f64,
 }
 

@@ -35,7 +35,8 @@ fn spec(kv: u64, policy: SchedulePolicy) -> EngineSpec {
             },
             cuda_graph_max_bs: 256,
             disable_radix_cache: false,
-            disable_overlap_schedule: false,
+            // The hand cases below follow the step-by-step loop; `overlapped` switches it on.
+            disable_overlap_schedule: true,
             enable_mixed_chunk: false,
             schedule_conservativeness: 1.0,
         }),
@@ -50,7 +51,27 @@ fn settings(e: &EngineSpec) -> &SglangSettings {
 }
 
 fn sched(kv: u64, policy: SchedulePolicy) -> Sglang {
-    let s = spec(kv, policy);
+    build(spec(kv, policy))
+}
+
+/// The overlapped loop (SGLang's default), with decode steps of 10 µs + 1 µs per request and
+/// prefill batches of 10 µs + 1 ns per token.
+fn overlapped(kv: u64) -> Sglang {
+    let mut s = spec(kv, SchedulePolicy::Fcfs);
+    if let PolicySpec::Sglang(p) = &mut s.policy {
+        p.disable_overlap_schedule = false;
+    }
+    s.step_time = StepTimeSpec::Linear(LinearStepTime {
+        decode_base_ns: 10_000,
+        decode_per_seq_ns: 1_000,
+        decode_per_kv_token_ps: 0,
+        prefill_base_ns: 10_000,
+        prefill_per_token_ps: 1_000,
+    });
+    build(s)
+}
+
+fn build(s: EngineSpec) -> Sglang {
     let StepTimeSpec::Linear(l) = s.step_time.clone() else {
         unreachable!("the test spec is linear")
     };
@@ -81,7 +102,6 @@ fn add(
         sent_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
-        last_token_at: None,
         out_tokens: 0,
         evictions: 0,
         phase: Phase::Waiting,
@@ -95,7 +115,7 @@ fn step(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime) -> Option<(bool, V
     let mut out = Outbox::default();
     let d = s.start_next(*t, reqs, &mut out)?;
     let what = match &s.in_flight {
-        Some(InFlight::Prefill(items)) => (true, items.iter().map(|i| i.id).collect()),
+        Some(InFlight::Prefill { items, .. }) => (true, items.iter().map(|i| i.id).collect()),
         _ => (false, s.running.clone()),
     };
     *t += d;
@@ -106,37 +126,108 @@ fn step(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime) -> Option<(bool, V
     Some(what)
 }
 
+/// What a launched batch is: the requests of a prefill, or the size of a decode batch.
+#[derive(Debug, PartialEq, Eq)]
+enum Launched {
+    Prefill(Vec<ReqId>),
+    Decode(u64),
+}
+
+/// Each launched batch with its start time (ns), and each finished request with its finish
+/// time (ns).
+type Timeline = (Vec<(u64, Launched)>, Vec<(ReqId, u64)>);
+
+/// The overlapped loop from `t`: launch the next batch, end it, and repeat `n` times.
+fn run_overlapped(s: &mut Sglang, reqs: &mut Requests, t: &mut SimTime, n: usize) -> Timeline {
+    let (mut launched, mut finished) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let mut out = Outbox::default();
+        let Some(d) = s.start_next(*t, reqs, &mut out) else {
+            break;
+        };
+        let what = match &s.in_flight {
+            Some(InFlight::Prefill { items, .. }) => {
+                Launched::Prefill(items.iter().map(|i| i.id).collect())
+            }
+            Some(InFlight::Decode { batch }) => Launched::Decode(*batch),
+            None => unreachable!("a batch was launched"),
+        };
+        launched.push((t.as_ns(), what));
+        *t += d;
+        s.finish_current(*t, reqs, &mut out);
+        for id in out.finished {
+            finished.push((id, t.as_ns()));
+            reqs.remove(id);
+        }
+    }
+    (launched, finished)
+}
+
 #[test]
 fn admission_is_strict_head_of_line() {
     let (mut s, mut reqs) = (sched(300, SchedulePolicy::Fcfs), Requests::default());
-    let a = add(&mut s, &mut reqs, 0, 50, 100, 2);
+    let a = add(&mut s, &mut reqs, 0, 50, 100, 10);
     let b = add(&mut s, &mut reqs, 1, 200, 100, 2);
     let c = add(&mut s, &mut reqs, 2, 10, 100, 2);
     let mut t = SimTime::ZERO;
     // a reserves 50 + 1 + 100 = 151; b needs 200 + 100 + 1 = 301 ≥ 149 left: stop there,
     // although c (10 + 100 + 1) would fit.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a])));
-    assert!(s.batch_is_full);
     assert_eq!(s.waiting.iter().copied().collect::<Vec<_>>(), vec![b, c]);
+    // The prefill batch became the running batch: the stop is forgotten and admission is tried
+    // again — b still needs 301 ≥ 300 − 50 − 99 × 0.7 = 180.7, so this is a decode step, with
+    // the latch closed.
+    assert!(!s.batch_is_full);
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a])));
+    assert!(s.batch_is_full);
 }
 
 #[test]
-fn a_completion_unlocks_admission_one_decode_step_later() {
+fn the_first_prefill_into_an_empty_batch_forgets_the_stop_and_admits_again() {
+    // The case study's shape (SGLang admits 26, then 8 more at once): the first pass reserves
+    // each new request's full max_new_tokens; the second charges the running ones only
+    // max_new × new_token_ratio.
+    let (mut s, mut reqs) = (sched(1_100, SchedulePolicy::Fcfs), Requests::default());
+    let ids: Vec<ReqId> = (0..6)
+        .map(|i| add(&mut s, &mut reqs, i, 100, 200, 50))
+        .collect();
+    let mut t = SimTime::ZERO;
+    // Each new request reserves 100 + 1 + 200 = 301: three fit (the fourth needs 301 ≥ 1100 −
+    // 903 = 197).
+    assert_eq!(
+        step(&mut s, &mut reqs, &mut t),
+        Some((true, ids[..3].to_vec()))
+    );
+    // The three running ones are now charged 199 × 0.7 each: 1100 − 300 − 417.9 = 382.1
+    // remains, and the fourth (301) is admitted in a second prefill; the fifth (301 ≥ 81.1)
+    // is not.
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![ids[3]])));
+    assert_eq!(
+        step(&mut s, &mut reqs, &mut t),
+        Some((false, ids[..4].to_vec()))
+    );
+    assert!(s.batch_is_full);
+}
+
+#[test]
+fn a_completion_reopens_admission_at_the_next_pass() {
     let (mut s, mut reqs) = (sched(500, SchedulePolicy::Fcfs), Requests::default());
     let a = add(&mut s, &mut reqs, 0, 50, 100, 3);
     let b = add(&mut s, &mut reqs, 1, 50, 100, 10);
     let c = add(&mut s, &mut reqs, 2, 200, 100, 2);
     let mut t = SimTime::ZERO;
-    // a and b reserve 151 each; c needs 301 ≥ 198 left: NO_TOKEN, the latch is set.
+    // a and b reserve 151 each; c needs 301 ≥ 198 left: NO_TOKEN. The batch becomes the
+    // running batch (the stop is forgotten); the next pass charges a and b 99 × 0.7 each and
+    // c still does not fit (301 ≥ 400 − 138.6): the latch closes and the batch decodes.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a, b])));
-    assert!(s.batch_is_full);
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a, b])));
-    // Decode step 2 gives a its third token: it finishes and frees its KV.
+    assert!(s.batch_is_full);
+    // Decode step 2 gives a its third token: it finishes, frees its KV, and the next pass
+    // filters it out of the batch, which reopens admission at once.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![a, b])));
     assert!(reqs.get(a).is_none());
-    // The latch still holds: this iteration is a decode step (which filters the batch).
-    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((false, vec![b])));
-    // Now c fits: 500 − 53 free, minus b's 96 × 0.697 reservation, leaves about 380 > 301.
+    assert!(!s.batch_is_full);
+    // c fits: 500 − 52 free, minus b's 97 × 0.698 reservation, leaves about 380 > 301.
     assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![c])));
 }
 
@@ -220,4 +311,77 @@ fn page_buckets_track_which_requests_need_a_new_page() {
     while step(&mut s, &mut reqs, &mut t).is_some() {}
     assert!(reqs.is_empty());
     assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_the_second_batch_is_decided_with_the_first_in_flight() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 1000, 3);
+    let b = add(&mut s, &mut reqs, 1, 100, 1000, 3);
+    let mut t = SimTime::ZERO;
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 10);
+    // Prefill of 200 tokens: 10.2 µs. The decode batch after it was decided at t = 0 with the
+    // prefill in flight, a and b already merged (their first tokens unknown): 12 µs each.
+    // a and b reach 3 tokens after two decode steps; the third decode step was decided before
+    // the second was processed, and — finishing by EOS, which the scheduler cannot foresee —
+    // both still take a row in it.
+    assert_eq!(
+        launched,
+        vec![
+            (0, Launched::Prefill(vec![a, b])),
+            (10_200, Launched::Decode(2)),
+            (22_200, Launched::Decode(2)),
+            (34_200, Launched::Decode(2)),
+        ]
+    );
+    assert_eq!(finished, vec![(a, 34_200), (b, 34_200)]);
+    assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_requests_finishing_by_length_are_set_aside_from_the_next_batch() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    // a stops at max_new_tokens = 3 (known in advance), b by EOS at 5.
+    let a = add(&mut s, &mut reqs, 0, 100, 3, 3);
+    let b = add(&mut s, &mut reqs, 1, 100, 1000, 5);
+    let mut t = SimTime::ZERO;
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 10);
+    // The second decode step gives a its third token; the third, decided while the second is
+    // in flight, leaves a out (11 µs). b's fifth token comes from the fourth decode step; the
+    // fifth step was decided before that and still holds b.
+    assert_eq!(
+        launched,
+        vec![
+            (0, Launched::Prefill(vec![a, b])),
+            (10_200, Launched::Decode(2)),
+            (22_200, Launched::Decode(2)),
+            (34_200, Launched::Decode(1)),
+            (45_200, Launched::Decode(1)),
+            (56_200, Launched::Decode(1)),
+        ]
+    );
+    assert_eq!(finished, vec![(a, 34_200), (b, 56_200)]);
+    assert_eq!(s.kv.used_tokens(), 0);
+}
+
+#[test]
+fn overlapped_a_request_arriving_while_a_batch_runs_is_considered_one_batch_later() {
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 1000, 50);
+    let mut t = SimTime::ZERO;
+    run_overlapped(&mut s, &mut reqs, &mut t, 3);
+    // t = 32.1 µs: the third batch (a decode) just ended; the fourth was decided at 21.1 µs.
+    assert_eq!(t.as_ns(), 10_100 + 2 * 11_000);
+    // c arrives now: the fourth batch, launched now, was decided without it; the fifth is
+    // decided now and admits it.
+    let c = add(&mut s, &mut reqs, 1, 100, 1000, 50);
+    let (launched, _) = run_overlapped(&mut s, &mut reqs, &mut t, 2);
+    assert_eq!(
+        launched,
+        vec![
+            (32_100, Launched::Decode(1)),
+            (43_100, Launched::Prefill(vec![c]))
+        ]
+    );
+    let _ = a;
 }

@@ -1,0 +1,228 @@
+//! SGLang's overlapped event loop (`managers/scheduler.py: event_loop_overlap`, the default
+//! unless `--disable-overlap-schedule`): the scheduler decides batch k + 1 and queues it on the
+//! GPU before it processes the result of batch k. Every decision is therefore made one step
+//! early, without the result of the batch in flight:
+//!
+//! * batch k + 1 is decided when batch k starts on the GPU (the previous result has just been
+//!   processed), and runs when batch k ends — the GPU runs back to back;
+//! * a prefill batch joins the running batch as soon as it is launched (`get_next_batch_to_run`
+//!   merges the last batch before its result is processed), its first tokens still unknown;
+//! * requests that the batch in flight finishes *by length* are known and set aside from the
+//!   next decode batch (`_reqs_finishing_inflight`, `update_running_batch`); requests it
+//!   finishes by EOS are not, and take a row (and a KV slot) of the next batch for nothing;
+//!   if the next decode step does not fit but requests are finishing, it waits instead of
+//!   retracting;
+//! * a request retracted by a decision loses the token of the batch in flight (its result is
+//!   discarded);
+//! * KV, outputs and finishes are released when a result is processed, one step later than
+//!   decided.
+//!
+//! From an idle server, the first batch is decided with nothing in flight and the second at
+//! once, with the first in flight.
+
+use std::cmp::Reverse;
+
+use super::{InFlight, Place, PrefillItem, Sglang};
+use crate::kv::pages_for;
+use crate::request::{Phase, ReqId, Requests};
+use crate::scheduler::Outbox;
+use crate::time::{SimDuration, SimTime};
+
+impl Sglang {
+    /// Launch the batch decided before (or decide one, from idle), then decide the next with it
+    /// in flight.
+    pub(super) fn start_overlapped(
+        &mut self,
+        now: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> Option<SimDuration> {
+        let (batch, d) = match self.planned.take() {
+            Some(planned) => planned,
+            None => self.decide(now, reqs, out)?,
+        };
+        self.launch(&batch, reqs);
+        self.in_flight = Some(batch);
+        self.planned = self.decide(now, reqs, out);
+        Some(d)
+    }
+
+    /// A prefill (or mixed) batch is merged into the running batch when the next batch is
+    /// decided, that is, as it is launched: its prefilled requests join with their first token
+    /// still to come, and a continuing chunk's progress counts from now.
+    fn launch(&mut self, batch: &InFlight, reqs: &mut Requests) {
+        let InFlight::Prefill {
+            items, decode_rows, ..
+        } = batch
+        else {
+            return;
+        };
+        // The latch reopens as in `finish_prefill`: the running batch was empty (or handed to a
+        // mixed batch), or the merged batch shrinks when the continuing chunk is set aside.
+        if self.running.is_empty() || *decode_rows > 0 {
+            self.batch_is_full = false;
+        }
+        let earlier = if *decode_rows > 0 {
+            std::mem::take(&mut self.running)
+        } else {
+            Vec::new()
+        };
+        for it in items {
+            let Place::Prefilling { done, input } = self.place(it.id) else {
+                panic!("invariant: prefill items are prefilling");
+            };
+            let done = done + it.take;
+            if done < input {
+                self.set_place(it.id, Place::Prefilling { done, input });
+                self.batch_is_full = false;
+                continue;
+            }
+            if self.chunked == Some(it.id) {
+                self.chunked = None;
+            }
+            self.prefilling -= 1;
+            // In a mixed batch the decode counter gives the first token; otherwise it is
+            // added when the result is processed.
+            self.join_running_at(it.id, reqs, true, *decode_rows > 0);
+        }
+        self.running.extend(earlier);
+    }
+
+    /// `_reqs_finishing_inflight`: before a decode decision, set aside the running requests
+    /// that the batch in flight finishes by reaching `max_new_tokens`. Returns whether any
+    /// was. Only the overlapped loop has a batch in flight when deciding.
+    pub(super) fn set_aside_finishing(&mut self, reqs: &Requests) -> bool {
+        let members: Vec<ReqId> = match &self.in_flight {
+            None => return false,
+            // A decode or mixed batch holds every running request.
+            Some(InFlight::Decode { .. })
+            | Some(InFlight::Prefill {
+                decode_rows: 1.., ..
+            }) => self.running.clone(),
+            Some(InFlight::Prefill { items, .. }) => items.iter().map(|it| it.id).collect(),
+        };
+        let mut any = false;
+        for id in members {
+            if !matches!(self.place(id), Place::Running { .. }) {
+                continue;
+            }
+            let r = &reqs[id];
+            if self.output_tokens(id, r) + 1 < r.max_new_tokens {
+                continue;
+            }
+            let kv = self.running_kv(id);
+            self.forget_running(id);
+            self.running.retain(|&x| x != id);
+            self.leaving.push((id, kv));
+            any = true;
+        }
+        any
+    }
+
+    /// Process the result of the batch in flight.
+    pub(super) fn finish_overlapped(
+        &mut self,
+        now: SimTime,
+        batch: InFlight,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) {
+        match batch {
+            InFlight::Decode { batch } => {
+                // The log counts the batch's rows, wasted ones included (`num_generated_tokens`
+                // is the batch size); the outputs count the tokens requests receive.
+                self.decode_tokens_since_log += batch;
+                self.finish_leaving(now, reqs, out);
+                self.advance_decode(reqs, out);
+                self.decode_batches += 1;
+                if self.decode_batches % self.p.log_interval == 0 {
+                    let token = self.kv.used_tokens();
+                    self.log_decode(&mut out.log, now, batch, token);
+                }
+            }
+            InFlight::Prefill {
+                items,
+                decode_rows,
+                log,
+            } => {
+                self.finish_leaving(now, reqs, out);
+                if decode_rows > 0 {
+                    self.advance_decode(reqs, out);
+                }
+                for it in items {
+                    self.first_token(now, it, decode_rows == 0, reqs, out);
+                }
+                self.log_prefill(now, log, out);
+            }
+        }
+    }
+
+    /// A prefilled request's first token. `add` when the decode counter did not give it.
+    fn first_token(
+        &mut self,
+        now: SimTime,
+        it: PrefillItem,
+        add: bool,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) {
+        let Place::Running {
+            since_step,
+            out_then,
+            alloc_since,
+            kv_then,
+            stay,
+        } = self.place(it.id)
+        else {
+            // Still chunking; or retracted (its result is discarded); or finished already —
+            // set aside as finishing by length, or by a mixed batch's decode counter at its
+            // first token (counted there).
+            let r = &mut reqs[it.id];
+            if r.phase == Phase::Finished {
+                out.first_token(r, now);
+            }
+            return;
+        };
+        out.first_token(&mut reqs[it.id], now);
+        if !add {
+            return;
+        }
+        out.generated_tokens += 1;
+        let out_then = out_then + 1;
+        self.set_place(
+            it.id,
+            Place::Running {
+                since_step,
+                out_then,
+                alloc_since,
+                kv_then,
+                stay,
+            },
+        );
+        let target = reqs[it.id].target_output_tokens;
+        if out_then >= target {
+            self.leave_running(it.id, reqs);
+            self.running.retain(|&x| x != it.id);
+            reqs[it.id].phase = Phase::Finished;
+            out.finished.push(it.id);
+            self.batch_is_full = false;
+        } else {
+            let finish_step = since_step + u64::from(target - out_then);
+            self.finish_heap.push(Reverse((finish_step, stay, it.id)));
+        }
+    }
+
+    /// The requests set aside as finishing by length finish now; their KV is released.
+    fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
+        for (id, kv) in std::mem::take(&mut self.leaving) {
+            self.kv.free_pages(pages_for(kv, self.p.page));
+            let r = &mut reqs[id];
+            r.out_tokens = r.max_new_tokens;
+            out.first_token(r, now);
+            out.generated_tokens += 1;
+            r.phase = Phase::Finished;
+            out.finished.push(id);
+            self.batch_is_full = false;
+        }
+    }
+}
