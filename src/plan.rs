@@ -79,6 +79,8 @@ pub struct PlanMetrics {
     pub usd_per_m_output_tokens: f64,
     /// TTFT p99.
     pub ttft_p99_ms: f64,
+    /// TPOT p99 (time per output token after the first, per request).
+    pub tpot_p99_ms: f64,
     /// E2E p99.
     pub e2e_p99_ms: f64,
     /// What binds each server's batch.
@@ -100,6 +102,7 @@ impl PlanMetrics {
             cost_usd,
             usd_per_m_output_tokens: 2.0,
             ttft_p99_ms: 10.0,
+            tpot_p99_ms: 5.0,
             e2e_p99_ms: 20.0,
             binding: Constraint::KvBudget,
             meets_deadline: None,
@@ -347,6 +350,7 @@ pub fn evaluate(
             0.0
         },
         ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
+        tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
         e2e_p99_ms: r.latency.e2e_ms.quantile(0.99),
         binding: a.binding.constraint,
         meets_deadline: deadline_s.map(|d| time <= d),
@@ -469,6 +473,7 @@ struct CsvRow<'a> {
     cost_usd: Option<Fixed<2>>,
     usd_per_m_output_tokens: Option<Fixed<4>>,
     ttft_p99_ms: Option<Fixed<3>>,
+    tpot_p99_ms: Option<Fixed<3>>,
     e2e_p99_ms: Option<Fixed<3>>,
     binding: Option<&'static str>,
     meets_deadline: Option<bool>,
@@ -493,6 +498,7 @@ impl<'a> From<&'a PlanRow> for CsvRow<'a> {
             cost_usd: m.map(|m| Fixed(m.cost_usd)),
             usd_per_m_output_tokens: m.map(|m| Fixed(m.usd_per_m_output_tokens)),
             ttft_p99_ms: m.map(|m| Fixed(m.ttft_p99_ms)),
+            tpot_p99_ms: m.map(|m| Fixed(m.tpot_p99_ms)),
             e2e_p99_ms: m.map(|m| Fixed(m.e2e_p99_ms)),
             binding: m.map(|m| m.binding.describe()),
             meets_deadline: m.and_then(|m| m.meets_deadline),
@@ -578,9 +584,9 @@ mod tests {
         let csv = String::from_utf8(to_csv(&rows)).unwrap();
         assert_eq!(
             csv,
-            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,gen_tok_per_s,steady_req_per_s,time_to_finish_s,price_usd_per_gpu_hour,cost_usd,usd_per_m_output_tokens,ttft_p99_ms,e2e_p99_ms,binding,meets_deadline\n\
-             h100,1,1,1,true,,1000,safe,100.000,1.000000,3600.000,1.0000,12.50,2.0000,10.000,20.000,the KV budget,true\n\
-             l40s,1,1,1,false,\"too small, really\",,,,,,1.4000,,,,,,\n"
+            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,gen_tok_per_s,steady_req_per_s,time_to_finish_s,price_usd_per_gpu_hour,cost_usd,usd_per_m_output_tokens,ttft_p99_ms,tpot_p99_ms,e2e_p99_ms,binding,meets_deadline\n\
+             h100,1,1,1,true,,1000,safe,100.000,1.000000,3600.000,1.0000,12.50,2.0000,10.000,5.000,20.000,the KV budget,true\n\
+             l40s,1,1,1,false,\"too small, really\",,,,,,1.4000,,,,,,,\n"
         );
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(json[0]["feasible"], true);

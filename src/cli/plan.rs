@@ -159,12 +159,13 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
             "cost $",
             "$/M tok",
             "TTFT p99",
+            "TPOT p99",
             "E2E p99",
             "binds / why not",
         ],
         1,
     );
-    if let Some(last) = t.column_mut(12) {
+    if let Some(last) = t.column_mut(13) {
         last.set_cell_alignment(comfy_table::CellAlignment::Left);
     }
     for r in rows {
@@ -177,7 +178,7 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
         match &r.outcome {
             Outcome::Infeasible { reason } => {
                 cells.push("—".into());
-                cells.extend(std::iter::repeat_n(String::new(), 7));
+                cells.extend(std::iter::repeat_n(String::new(), 8));
                 cells.push(format!("infeasible: {reason}"));
             }
             Outcome::Feasible(m) => {
@@ -193,6 +194,7 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
                     format!("{:.0}", m.cost_usd),
                     format!("{:.2}", m.usd_per_m_output_tokens),
                     format!("{:.1}s", m.ttft_p99_ms / 1000.0),
+                    format!("{:.0}ms", m.tpot_p99_ms),
                     format!("{:.0}s", m.e2e_p99_ms / 1000.0),
                     format!("{}{mark}", m.binding.describe()),
                 ]);

@@ -26,7 +26,7 @@ pub const THROUGHPUT_TITLE: &str = "Throughput over time: what the client sees v
 /// The title of the [`engine_state`] figure.
 pub const ENGINE_STATE_TITLE: &str = "Engine state over time: requests and KV cache";
 /// The title of the [`latency_cdf`] figure.
-pub const LATENCY_TITLE: &str = "Latency distributions: TTFT and end-to-end";
+pub const LATENCY_TITLE: &str = "Latency distributions: TTFT, end-to-end, TPOT and ITL";
 
 /// The client's lifetime average and windowed rate over time against the steady state (a
 /// line over the steady window, its 95 % interval shaded), with `observe_at_s` marked (usually
@@ -341,15 +341,16 @@ impl Figure for EngineState<'_> {
 
 struct Latency<'a>(&'a RunResult);
 
-/// A latency distribution (milliseconds) as 500 CDF points in seconds.
-fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
-    let to_s = |(ms, q): (f64, f64)| (ms / 1000.0, q);
-    let pts = d.cdf_points(500).into_iter().map(to_s);
+/// A latency distribution (milliseconds) as 500 CDF points, in milliseconds divided by `per`.
+fn cdf_points(d: &Distribution, per: f64) -> Vec<(f64, f64)> {
+    let scale = |(ms, q): (f64, f64)| (ms / per, q);
+    let pts = d.cdf_points(500).into_iter().map(scale);
     pts.filter(|p| p.0.is_finite()).collect()
 }
 
-/// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
-fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
+/// The latency axis for CDF curves of `(latency in unit, fraction)` points, and its
+/// description.
+fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
     let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
     let p1 = at(0.01).fold(f64::INFINITY, f64::min);
@@ -360,11 +361,40 @@ fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
     if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
         let lo = 10f64.powf(min_positive.log10().floor());
         let hi = 10f64.powf(max.log10().ceil()).max(10.0 * lo);
-        (Axis::log(lo, hi, 12), "latency (s, log scale)")
+        (Axis::log(lo, hi, 12), format!("latency ({unit}, log scale)"))
     } else {
         let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
-        (Axis::linear(0.0, hi, 10), "latency (s)")
+        (Axis::linear(0.0, hi, 10), format!("latency ({unit})"))
     }
+}
+
+/// A panel of CDF curves: each with its name, distribution (ms), colour; in `unit`, `per` ms.
+fn cdf_panel<DB: DrawingBackend>(
+    area: &Area<DB>,
+    y_desc: &str,
+    curves: [(&str, &Distribution, RGBColor); 2],
+    (unit, per): (&str, f64),
+    raster: bool,
+) -> Drawn {
+    let pts = curves.map(|(_, d, _)| cdf_points(d, per));
+    let (x, x_desc) = latency_axis(&[&pts[0], &pts[1]], unit);
+    let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
+    for ((name, d, colour), c) in curves.into_iter().zip(pts) {
+        let Some(&(first, _)) = c.first() else {
+            continue;
+        };
+        let st = d.stats();
+        let q = |ms: f64| sig3(ms / per);
+        let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
+        let text = format!("{name}: p50 {p50} {unit}, p90 {p90} {unit}, p99 {p99} {unit}");
+        // From 0, so the curve visibly rises from the axis.
+        let curve = std::iter::once((first, 0.0)).chain(c).collect();
+        p.add(text, Draw::Line(curve, colour, 3));
+        let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
+        let dots = dots.map(|(ms, f)| (ms / per, f)).to_vec();
+        p.add("", Draw::Dots(dots, colour));
+    }
+    p.draw(area, &x, Some(&x_desc), raster)
 }
 
 impl Figure for Latency<'_> {
@@ -382,29 +412,17 @@ impl Figure for Latency<'_> {
             }
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;
-        let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
-        let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
-        let y_desc = "fraction of requests (CDF)";
-        let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
-        for (name, d, c, colour) in [
-            ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
-            ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),
-        ] {
-            let Some(&(first, _)) = c.first() else {
-                continue;
-            };
-            let st = d.stats();
-            let q = |ms: f64| sig3(ms / 1000.0);
-            let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
-            let text = format!("{name}: p50 {p50} s, p90 {p90} s, p99 {p99} s");
-            // From 0, so the curve visibly rises from the axis.
-            let curve = std::iter::once((first, 0.0)).chain(c).collect();
-            p.add(text, Draw::Line(curve, colour, 3));
-            let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
-            let dots = dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec();
-            p.add("", Draw::Dots(dots, colour));
-        }
-        p.draw(&body, &x, Some(x_desc), raster)
+        let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 55 / 100);
+        let requests = [
+            ("E2E (last token)", &lat.e2e_ms, VERMILLION),
+            ("TTFT (first token)", &lat.ttft_ms, BLUE),
+        ];
+        cdf_panel(&top, "fraction of requests (CDF)", requests, ("s", 1000.0), raster)?;
+        let tokens = [
+            ("ITL (every gap between tokens)", &lat.itl_ms, PURPLE),
+            ("TPOT (per request)", &lat.tpot_ms, GREEN),
+        ];
+        cdf_panel(&bottom, "fraction (CDF)", tokens, ("ms", 1.0), raster)
     }
 }
 
@@ -491,6 +509,8 @@ pub(super) mod tests {
             "\nthe pool is full\n",
             "\nrunning at the server (decode batch + prefill)\n",
             "\nE2E (last token): p50",
+            "\nTPOT (per request): p50",
+            "\nITL (every gap between tokens): p50",
         ] {
             assert!(all.contains(text), "{text:?}");
         }
@@ -514,9 +534,9 @@ pub(super) mod tests {
             (0..=100).map(at).collect()
         };
         let wide = curve(|i| 0.01 * 1.1f64.powf(i));
-        assert_eq!(latency_axis(&[&wide]).1, "latency (s, log scale)");
-        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)]).1, "latency (s)");
-        assert_eq!(latency_axis(&[&[]]).1, "latency (s)");
+        assert_eq!(latency_axis(&[&wide], "s").1, "latency (s, log scale)");
+        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)], "s").1, "latency (s)");
+        assert_eq!(latency_axis(&[&[]], "ms").1, "latency (ms)");
     }
 
     #[test]
