@@ -6,7 +6,8 @@
 //!
 //! 1. [`engine`] — the event loop and the one owner of all mutable state.
 //! 2. [`scheduler::sglang`] — SGLang's admission, chunked prefill, retraction and logging, each
-//!    rule citing the SGLang source file it follows.
+//!    rule citing the SGLang source file it follows; [`scheduler::vllm`] is vLLM's V1 scheduler
+//!    (token budget, blocks, preemption, async scheduling) in the same form.
 //! 3. [`analysis`] — how the steady state, its confidence interval and the convergence of the
 //!    lifetime average are derived from a run.
 //!

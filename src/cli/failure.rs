@@ -136,12 +136,21 @@ impl From<SimError> for Failure {
                 hint: Some("raise engine.kv_capacity_tokens, or lower the prompt lengths or workload.max_new_tokens".into()),
                 code: 1,
             },
-            SimError::Unsupported(_) => Failure::usage(e.to_string(), "set engine.kind = \"sglang\" to simulate"),
-            SimError::TooManyBatches { retractions, .. } => Failure {
+            SimError::TooManyBatches {
+                retractions,
+                engine,
+                ..
+            } => Failure {
                 error: e.to_string(),
-                causes: vec![(format!("{retractions} retractions so far"), None)],
+                causes: vec![(
+                    format!("{retractions} {} so far", crate::scheduler::words(*engine).evictions),
+                    None,
+                )],
                 hint: Some(if *retractions > 0 {
-                    "a run that retracts this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long".into()
+                    format!(
+                        "a run that {} this often thrashes: raise engine.kv_capacity_tokens or lower client.concurrency; or raise run.max_events if the run is merely long",
+                        crate::scheduler::words(*engine).evicts
+                    )
                 } else {
                     "raise run.max_events, or lower workload.requests".into()
                 }),

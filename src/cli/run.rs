@@ -117,7 +117,7 @@ fn run_streaming_requests(
             "choose a writable location for --requests-csv",
         )
     })?;
-    let header = csv_rows::header::<requests::Row>();
+    let header = requests::header(crate::scheduler::words(sc.engine.kind()));
     let mut failed: Option<String> = None;
     let mut w = csv_rows::writer(std::io::BufWriter::new(file), &header)
         .map_err(|e| failed = Some(e.to_string()))

@@ -24,9 +24,6 @@ use events::{EventKind, EventQueue};
 /// A run that could not finish.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
-    /// The scenario asks for an engine whose scheduler is not modelled.
-    #[error(transparent)]
-    Unsupported(#[from] scheduler::Unsupported),
     /// The server is idle with requests waiting that it can never admit.
     #[error("the simulation cannot make progress at t = {at_s:.3} s: {waiting} request(s) wait and none can be admitted")]
     Stuck {
@@ -46,8 +43,10 @@ pub enum SimError {
         at_s: f64,
         /// Requests not yet answered.
         left: u64,
-        /// Retractions so far (a high count means the batch thrashes).
+        /// Evictions so far (a high count means the batch thrashes).
         retractions: u64,
+        /// The engine (whose words name them).
+        engine: scheduler::EngineKind,
     },
     /// The user interrupted the run.
     #[error("interrupted")]
@@ -134,7 +133,7 @@ pub fn run_with_sink<'s>(
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log,
-    )?;
+    );
     let mut recorder = Recorder::new(
         scenario.run.window,
         scenario.run.timeseries_interval,
@@ -203,6 +202,7 @@ impl Simulator<'_> {
             let Some(next) = self.events.peek_time() else {
                 break StopReason::AllAnswered;
             };
+            self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
             if let Some(limit) = max_sim {
                 if next > limit {
                     self.recorder.advance_to(limit);
@@ -239,7 +239,8 @@ impl Simulator<'_> {
             });
         }
         let counters = self.scheduler.counters();
-        let mut r = self.recorder.finish(self.now, stop, counters);
+        let words = scheduler::words(self.scenario.engine.kind());
+        let mut r = self.recorder.finish(self.now, stop, counters, words);
         r.max_running_requests = u64::from(self.scenario.engine.policy.max_running_requests());
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         r.open_loop = !matches!(self.scenario.client, ClientSpec::Closed { .. });
@@ -262,19 +263,37 @@ impl Simulator<'_> {
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
                 retractions: c.evictions,
+                engine: self.scenario.engine.kind(),
             });
         }
         Ok(())
     }
 
+    /// The lines the engine prints on its own clock (vLLM's stats every 10 s) strictly before
+    /// `until` (the next event), or at it when it is `max_sim_s`: each sees every event before it.
+    fn log_on_engine_clock(&mut self, until: SimTime) {
+        while let Some(t) = self.scheduler.next_log_at() {
+            let due = t < until || (Some(until) == self.max_sim && t == until);
+            if !due {
+                break;
+            }
+            self.recorder.advance_to(t);
+            self.now = t;
+            self.outbox.clear();
+            self.scheduler.log_at(t, &mut self.outbox);
+            self.drain_outbox_logs();
+        }
+    }
+
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation or `max_sim_s`.
+    /// event, time-series point, observation, engine log line or `max_sim_s`.
     fn fast_forward(&mut self) {
         let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::MAX)
             .min(self.recorder.next_snapshot_at())
+            .min(self.scheduler.next_log_at().unwrap_or(SimTime::MAX))
             .min(self.max_sim.unwrap_or(SimTime::MAX));
         self.sync_state();
         self.outbox.clear();
@@ -290,8 +309,10 @@ impl Simulator<'_> {
                 skip.kv_last,
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
+            // Any first tokens come with the run's first outputs.
+            let mut first = self.outbox.first_tokens;
             for &(at, tokens) in &self.outbox.step_ends {
-                self.recorder.on_tokens(at, tokens, 0);
+                self.recorder.on_tokens(at, tokens, std::mem::take(&mut first));
             }
             self.drain_outbox_logs();
             self.now = skip.end;

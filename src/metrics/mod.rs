@@ -8,7 +8,7 @@ use serde::Serialize;
 pub use latency::Distribution;
 pub use recorder::Recorder;
 
-use crate::scheduler::{LogRecord, SchedulerCounters};
+use crate::scheduler::{LogRecord, SchedulerCounters, Words};
 use crate::time::SimTime;
 
 /// The state of the three views at one instant (a time-series point or an observation).
@@ -264,6 +264,8 @@ pub struct RunResult {
     pub max_running_requests: u64,
     /// The client's concurrency limit, if any.
     pub client_concurrency: Option<u64>,
+    /// How reports speak of the engine that ran.
+    pub words: Words,
     /// Whether the client is an open loop (requests arrive on their own schedule).
     pub open_loop: bool,
 }

@@ -20,7 +20,7 @@ use super::{
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{LogRecord, SchedulerCounters, ServerState};
+use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 
 /// Default time-series point budget.
@@ -556,7 +556,7 @@ impl<'a> Recorder<'a> {
 
     /// The engine printed a log line. Its periodic statistics lines carry the server's view.
     pub fn on_log(&mut self, rec: &LogRecord) {
-        if let LogRecord::Stats(s) = rec {
+        if let LogRecord::Stats(s) | LogRecord::Interval(IntervalStats { sample: s, .. }) = rec {
             self.decode_lines += 1;
             self.sum_gen_tok_per_s += s.gen_tok_per_s;
             self.last_gen_tok_per_s = s.gen_tok_per_s;
@@ -572,12 +572,14 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// The run ended at `end`: emit the remaining points and build the result.
+    /// The run ended at `end`: emit the remaining points and build the result, for an engine
+    /// spoken of in `words`.
     pub fn finish(
         mut self,
         end: SimTime,
         stop: StopReason,
         counters: SchedulerCounters,
+        words: Words,
     ) -> RunResult {
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
@@ -666,6 +668,7 @@ impl<'a> Recorder<'a> {
             max_running_requests: 0,
             client_concurrency: None,
             open_loop: false,
+            words,
         }
     }
 }

@@ -221,20 +221,22 @@ fn views(s: &Summary, o: &Observation) -> String {
     let server = if o.gen_tok_per_s > 0.0 {
         format!(
             "At t = {} the server logs {:.0} tok/s with {} requests running and {} queued \
-             (token usage {:.2}).",
+             ({} {:.2}).",
             secs(o.t_s),
             o.gen_tok_per_s,
             o.running,
             o.queued,
+            s.words.kv_usage,
             o.token_usage
         )
     } else {
         format!(
-            "At t = {} the server has {} requests running and {} queued (token usage {:.2}) \
+            "At t = {} the server has {} requests running and {} queued ({} {:.2}) \
              and has logged no decode throughput yet.",
             secs(o.t_s),
             o.running,
             o.queued,
+            s.words.kv_usage,
             o.token_usage
         )
     };
@@ -453,11 +455,7 @@ fn little(s: &Summary, w: &Window) -> String {
                 st.mean_running,
                 rps(st.req_per_s),
                 thousands(retractions),
-                if s.words.eviction == "retraction" {
-                    "retracted"
-                } else {
-                    "preempted"
-                }
+                s.words.evicted
             );
         }
         if lat.itl_ms.count > 0 {
@@ -617,48 +615,48 @@ fn binding(d: &mut Doc, s: &Summary, n: usize) {
                 format!(
                     ", and {} requests were {} when the running ones outgrew it",
                     thousands(b.retractions),
-                    if s.words.eviction == "retraction" {
-                        "retracted"
-                    } else {
-                        "preempted"
-                    }
+                    s.words.evicted
                 )
             };
-            let before_full = if b.mean_token_usage < 0.95 {
-                ": memory binds before the pool is full"
+            // The engine's rule; a pool used to the brim is not bound "before it is full".
+            let rule = if b.mean_token_usage < 0.95 {
+                s.words.admission_rule.to_string()
             } else {
-                ""
+                s.words
+                    .admission_rule
+                    .replace(": memory binds before the pool is full", "")
             };
             format!(
                 "Requests waited in the server's queue {} {of}, yet only {:.1} ran on average — \
-                 {far} the slot limit of {} — with token usage at {:.2}. Over the run, \
+                 {far} the slot limit of {} — with {} at {:.2}. Over the run, \
                  admission stopped {} times because the next request did not fit in the KV \
-                 budget{retracted}. ({} admits a request only if the free KV, minus a \
-                 reservation for the running requests' future tokens, also holds the new \
-                 request's prompt and clipped max_new_tokens{before_full}.)",
+                 budget{retracted}. {rule}",
                 pct(b.queue_busy_fraction),
                 b.mean_running,
                 thousands(b.max_running_requests),
+                s.words.kv_usage,
                 b.mean_token_usage,
                 thousands(b.memory_stops),
-                s.words.engine
             )
         }
         Constraint::MaxRunningRequests => format!(
             "Requests waited in the server's queue {} {of} while {:.1} ran on average, at the \
-             slot limit max_running_requests = {} (token usage {:.2}; over the run, admission \
+             slot limit {} = {} ({} {:.2}; over the run, admission \
              stopped at the limit {} times).",
             pct(b.queue_busy_fraction),
             b.mean_running,
+            s.words.slot_limit_key,
             thousands(b.max_running_requests),
+            s.words.kv_usage,
             b.mean_token_usage,
             thousands(b.slot_stops)
         ),
         Constraint::ClientConcurrency => format!(
-            "The server's queue was empty {} {of} and token usage averaged {:.2}: the server \
+            "The server's queue was empty {} {of} and {} averaged {:.2}: the server \
              admits what it gets. The client kept {:.1} requests in flight against its limit \
              of {}, so the batch is as large as the client lets it be.",
             pct(1.0 - b.queue_busy_fraction),
+            s.words.kv_usage,
             b.mean_token_usage,
             b.mean_in_flight,
             b.client_concurrency.unwrap_or(0)
@@ -669,11 +667,12 @@ fn binding(d: &mut Doc, s: &Summary, n: usize) {
                 None => "has no concurrency limit".to_string(),
             };
             format!(
-                "The server's queue was empty {} {of} and token usage averaged {:.2}; the \
+                "The server's queue was empty {} {of} and {} averaged {:.2}; the \
                  client {client} ({:.1} in flight). The batch ({:.1} running on average) is \
                  the arrival rate times the time each request spends in service — which the \
                  step time sets.",
                 pct(1.0 - b.queue_busy_fraction),
+                s.words.kv_usage,
                 b.mean_token_usage,
                 b.mean_in_flight,
                 b.mean_running
@@ -782,11 +781,21 @@ fn what_if(d: &mut Doc, s: &Summary, ctx: &Context, n: usize) {
             )
         }
         Regime::Steady { .. } => match b.constraint {
-            Constraint::KvBudget if ctx.has_memory_model && !ctx.kv_pinned => (
-                "The KV budget binds: see what a larger static fraction buys, and where it runs out of memory.".to_string(),
-                "sweep",
-                sweep("engine.mem_fraction_static", "0.80:0.95:0.01".to_string()),
-            ),
+            Constraint::KvBudget if ctx.has_memory_model && !ctx.kv_pinned => {
+                let (key, range) = s
+                    .words
+                    .memory_fraction_sweep
+                    .split_once('=')
+                    .expect("invariant: a memory-fraction sweep is key=range");
+                (
+                    format!(
+                        "The KV budget binds: see what a larger {} buys, and where it runs out of memory.",
+                        s.words.memory_fraction
+                    ),
+                    "sweep",
+                    sweep(key, range.to_string()),
+                )
+            }
             Constraint::KvBudget => {
                 let kv = ctx.kv_capacity_tokens;
                 (
@@ -803,7 +812,10 @@ fn what_if(d: &mut Doc, s: &Summary, ctx: &Context, n: usize) {
                 (
                     "The slot limit binds: raise it.".to_string(),
                     "sweep",
-                    sweep("engine.max_running_requests", format!("{m},{},{}", m * 2, m * 4)),
+                    sweep(
+                        &format!("engine.{}", s.words.slot_limit_key),
+                        format!("{m},{},{}", m * 2, m * 4),
+                    ),
                 )
             }
             Constraint::ClientConcurrency => {

@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 
-use crate::csv_rows::Fixed;
+use crate::csv_rows::{self, Fixed};
 use crate::metrics::RequestRecord;
+use crate::scheduler::Words;
 
 /// One row of the requests CSV; the field names are the columns. Times are seconds since the
 /// start with 6 decimals, durations milliseconds with 3; a refused request has no first token
@@ -30,10 +31,25 @@ pub struct Row {
     pub queue_ms: Option<Fixed<3>>,
     /// Waiting for a client slot before it was sent.
     pub client_wait_ms: Fixed<3>,
-    /// Times retracted.
+    /// Times evicted (retracted, preempted); the column takes the engine's word ([`header`]).
     pub retractions: u32,
     /// False if the server refused or aborted it.
     pub completed: bool,
+}
+
+/// The columns, in the engine's words: the evictions column is `retractions` for SGLang and
+/// `preemptions` for vLLM.
+pub fn header(words: Words) -> Vec<String> {
+    csv_rows::header::<Row>()
+        .into_iter()
+        .map(|c| {
+            if c == "retractions" {
+                words.evictions.to_string()
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 fn secs(ns: u64) -> Fixed<6> {
@@ -66,7 +82,6 @@ impl From<&RequestRecord> for Row {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::csv_rows;
 
     #[test]
     fn a_refused_request_has_empty_first_token_and_queue_cells() {
@@ -88,5 +103,15 @@ mod tests {
             "seq,prompt_tokens,output_tokens,sent_s,first_token_s,done_s,ttft_ms,e2e_ms,queue_ms,client_wait_ms,retractions,completed\n\
              7,10,0,0.001500,,0.002000,,0.500,,0.500,0,false\n"
         );
+    }
+
+    #[test]
+    fn the_evictions_column_takes_the_engines_word() {
+        use crate::scheduler::{words, EngineKind};
+        let sglang = header(words(EngineKind::Sglang));
+        let vllm = header(words(EngineKind::Vllm));
+        assert_eq!(sglang, csv_rows::header::<Row>());
+        assert_eq!(sglang[10], "retractions");
+        assert_eq!(vllm[10], "preemptions");
     }
 }

@@ -39,11 +39,11 @@ fn stats_row(out: &mut String, name: &str, s: &Stats) {
     );
 }
 
-fn views_table(w: &mut String, rows: &[super::summary::Observation]) {
+fn views_table(w: &mut String, rows: &[super::summary::Observation], usage_word: &str) {
     let _ = writeln!(
         w,
         "  {:>8} │ {:>7} {:>7} {:>6} {:>9} │ {:>10} {:>10} {:>10}",
-        "", "server", "", "token", "gen", "client", "client", "effective"
+        "", "server", "", usage_word, "gen", "client", "client", "effective"
     );
     let _ = writeln!(
         w,
@@ -126,8 +126,8 @@ fn steady_section(w: &mut String, s: &Summary) {
             );
             let _ = writeln!(
                 w,
-                "  server in the window: {:.1} running, {:.1} queued, token usage {:.2}",
-                st.mean_running, st.mean_queued, st.mean_token_usage
+                "  server in the window: {:.1} running, {:.1} queued, {} {:.2}",
+                st.mean_running, st.mean_queued, s.words.kv_usage, st.mean_token_usage
             );
         }
         (Regime::Overloaded(o), Some(win)) => {
@@ -160,12 +160,13 @@ fn steady_section(w: &mut String, s: &Summary) {
             let _ = writeln!(
                 w,
                 "  Little's law L/W = {:.1} / {:.1} s = {:.4} req/s follows the arrivals, not the completions; \
-                 server: {:.1} running, {:.1} queued, token usage {:.2}",
+                 server: {:.1} running, {:.1} queued, {} {:.2}",
                 st.little_l_requests,
                 st.little_w_s,
                 st.little_law_req_per_s,
                 st.mean_running,
                 st.mean_queued,
+                s.words.kv_usage,
                 st.mean_token_usage
             );
             let _ = writeln!(
@@ -269,7 +270,7 @@ pub fn render(s: &Summary, source_name: &str) -> String {
             "  (no observation times: set run.observe_at_s = [ … ] to snapshot the views)"
         );
     } else {
-        views_table(w, &s.observations);
+        views_table(w, &s.observations, s.words.kv_usage_column);
     }
     let _ = writeln!(
         w,
@@ -287,7 +288,7 @@ pub fn render(s: &Summary, source_name: &str) -> String {
             "How the views move in the first {} minutes",
             s.first_minutes.len()
         );
-        views_table(w, &s.first_minutes);
+        views_table(w, &s.first_minutes, s.words.kv_usage_column);
     }
 
     let _ = writeln!(w);
@@ -321,14 +322,17 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(w);
     let _ = writeln!(
         w,
-        "Server over the whole run: {:.1} running, {:.1} queued, token usage {:.2}, \
-         mean gen throughput {:.1} tok/s (its {} Decode lines weighted by the time each covers; \
+        "Server over the whole run: {:.1} running, {:.1} queued, {} {:.2}, \
+         mean {} {:.1} tok/s (its {} {} weighted by the time each covers; \
          their plain mean {:.1})",
         s.server.mean_running,
         s.server.mean_queued,
+        s.words.kv_usage,
         s.server.mean_token_usage,
+        s.words.gen_throughput,
         s.server.gen_tok_per_s_mean,
         s.server.decode_log_lines,
+        s.words.stats_lines,
         s.server.gen_tok_per_s_mean_of_lines
     );
 
@@ -351,8 +355,9 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     }
     let _ = writeln!(
         w,
-        "  TTFT, TPOT and E2E count from the send, after the client slot (as bench_serving); \
-         slot wait is apart; ITL pools every gap between a request's successive tokens"
+        "  TTFT, TPOT and E2E count from the send, after the client slot (as {}); \
+         slot wait is apart; ITL pools every gap between a request's successive tokens",
+        s.words.bench_client
     );
 
     let t = &s.totals.totals;
@@ -364,15 +369,18 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(
         w,
         "Totals: {} completed, {} rejected, {} output tokens in {} ({stop}); \
-         {} retractions in {} events; {} prefill batches, {} decode steps",
+         {} {} in {} events; {} {}, {} {}",
         thousands(t.requests_completed),
         thousands(t.requests_rejected),
         thousands(t.output_tokens),
         secs(t.sim_duration_s),
         thousands(t.retractions),
+        s.words.evictions,
         thousands(t.retraction_events),
         thousands(t.prefill_batches),
-        thousands(t.decode_steps)
+        s.words.prefill_steps,
+        thousands(t.decode_steps),
+        s.words.decode_steps
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "Simplified (see the README):");

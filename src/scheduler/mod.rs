@@ -8,7 +8,7 @@
 //! Adding an engine means one folder here (its policy, its log format, its words, and its
 //! settings section — `sglang/settings.rs` declares, reads and defaults SGLang's keys), one arm
 //! in [`build`], [`render_line`], [`words`] and [`simplifications`], and one variant of
-//! [`PolicySpec`] (`settings.rs`). SGLang's policy is in [`sglang`]; [`vllm`] has its settings.
+//! [`PolicySpec`] (`settings.rs`). SGLang's policy is in [`sglang`], vLLM's in [`vllm`].
 
 pub mod settings;
 pub mod sglang;
@@ -31,14 +31,14 @@ pub fn build(
     cost: Box<dyn StepTimeModel>,
     rng: Stream,
     verbose_log: bool,
-) -> Result<Box<dyn Scheduler>, Unsupported> {
+) -> Box<dyn Scheduler> {
     match &engine.policy {
         PolicySpec::Sglang(settings) => {
             let mut s = sglang::Sglang::new(engine, settings, context_len, cost, rng);
             s.set_verbose_log(verbose_log);
-            Ok(Box::new(s))
+            Box::new(s)
         }
-        PolicySpec::Vllm(_) => Err(Unsupported(EngineKind::Vllm)),
+        PolicySpec::Vllm(settings) => Box::new(vllm::Vllm::new(engine, settings, cost)),
     }
 }
 
@@ -47,11 +47,11 @@ pub fn build(
 pub fn render_line(kind: EngineKind, rec: &LogRecord, tensor_parallel: u32) -> String {
     match kind {
         EngineKind::Sglang => sglang::log_line(rec, tensor_parallel),
-        EngineKind::Vllm => unreachable!("invariant: `build` refuses vLLM, so no vLLM log exists"),
+        EngineKind::Vllm => vllm::log_line(rec),
     }
 }
 
-/// How reports speak of an engine.
+/// How reports speak of an engine: every engine-specific word of every report comes from here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Words {
     /// The engine's name as its users write it.
@@ -60,20 +60,51 @@ pub struct Words {
     pub eviction: &'static str,
     /// Plural.
     pub evictions: &'static str,
+    /// The past participle ("retracted").
+    pub evicted: &'static str,
+    /// The verb ("retracts").
+    pub evicts: &'static str,
     /// Where the server's view comes from, as a reader of its log knows it.
     pub latest_stats_line: &'static str,
+    /// The same, as the throughput figure's legend names it.
+    pub stats_line_in_figure: &'static str,
+    /// The periodic statistics lines, plural ("Decode lines").
+    pub stats_lines: &'static str,
+    /// What the log calls the KV pool's use ("token usage").
+    pub kv_usage: &'static str,
+    /// Its first word, over "usage" in the views table's two-line header.
+    pub kv_usage_column: &'static str,
+    /// The axis of the KV usage panel.
+    pub kv_usage_axis: &'static str,
+    /// How the log computes it.
+    pub kv_usage_source: &'static str,
+    /// What the log calls the generation throughput.
+    pub gen_throughput: &'static str,
+    /// The requests counted as running.
+    pub running_at_server: &'static str,
+    /// Steps with prompt tokens only, plural.
+    pub prefill_steps: &'static str,
+    /// Steps with decode tokens, plural.
+    pub decode_steps: &'static str,
+    /// The benchmark client whose latency convention the reports follow.
+    pub bench_client: &'static str,
+    /// Its module or command, as the latency figure names it.
+    pub bench_client_in_figure: &'static str,
+    /// The engine's key for the most requests running at once.
+    pub slot_limit_key: &'static str,
+    /// The share of GPU memory the engine takes, as the what-if names it.
+    pub memory_fraction: &'static str,
+    /// Its key, with a sweep range to try.
+    pub memory_fraction_sweep: &'static str,
+    /// How admission decides that the next request does not fit (a sentence in parentheses).
+    pub admission_rule: &'static str,
 }
 
 /// The words for an engine.
 pub fn words(kind: EngineKind) -> Words {
     match kind {
         EngineKind::Sglang => sglang::WORDS,
-        EngineKind::Vllm => Words {
-            engine: "vLLM",
-            eviction: "preemption",
-            evictions: "preemptions",
-            latest_stats_line: "vLLM's last stats line",
-        },
+        EngineKind::Vllm => vllm::WORDS,
     }
 }
 
@@ -81,14 +112,9 @@ pub fn words(kind: EngineKind) -> Words {
 pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
     match kind {
         EngineKind::Sglang => sglang::SIMPLIFICATIONS,
-        EngineKind::Vllm => &[],
+        EngineKind::Vllm => vllm::SIMPLIFICATIONS,
     }
 }
-
-/// The scenario asks for an engine whose scheduler is not modelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("engine.kind = \"{}\" has a memory model but no scheduler yet: `servesim memory` works, simulation does not", .0.as_str())]
-pub struct Unsupported(pub EngineKind);
 
 /// What the server looks like right now (the quantities its logs report).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -153,6 +179,20 @@ pub struct ServerSample {
     pub cuda_graph: bool,
 }
 
+/// A periodic statistics line that covers a window of time rather than a step (vLLM's, every
+/// 10 s): the server's state as last reported, the window's rates, and what happened in it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IntervalStats {
+    /// The state and the window's throughputs.
+    pub sample: ServerSample,
+    /// Requests evicted (preempted) in the window.
+    pub evictions: u64,
+    /// Waiting requests the engine skips for now (vLLM's `Deferred`).
+    pub deferred: u64,
+    /// The prefix cache's hit rate, when the engine reports one.
+    pub prefix_cache_hit_rate: Option<f64>,
+}
+
 impl ServerSample {
     /// `kv_used_tokens / kv_capacity_tokens`.
     pub fn token_usage(&self) -> f64 {
@@ -175,6 +215,19 @@ pub struct Eviction {
     pub ratio_after: f64,
 }
 
+/// The KV pool as the engine announces it at start-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvCacheLine {
+    /// When it was printed.
+    pub at: SimTime,
+    /// The pool in tokens, as the engine counts it.
+    pub tokens: u64,
+    /// The longest request (`max_model_len`), if known.
+    pub max_request_tokens: Option<u64>,
+    /// How many requests of that length fit at once.
+    pub max_concurrency: f64,
+}
+
 /// One line of the engine's log, as engine-neutral data.
 #[derive(Clone, Debug, PartialEq)]
 pub enum LogRecord {
@@ -185,6 +238,11 @@ pub enum LogRecord {
     Batch(ServerSample),
     /// Requests evicted to make room.
     Evict(Eviction),
+    /// The engine's periodic statistics line over a window of time (vLLM's stats line): the
+    /// server's own view of its throughput, like [`LogRecord::Stats`].
+    Interval(IntervalStats),
+    /// The KV pool at start-up (vLLM: `GPU KV cache size`).
+    KvCache(KvCacheLine),
 }
 
 impl LogRecord {
@@ -193,6 +251,8 @@ impl LogRecord {
         match self {
             LogRecord::Stats(s) | LogRecord::Batch(s) => s.at,
             LogRecord::Evict(e) => e.at,
+            LogRecord::Interval(i) => i.sample.at,
+            LogRecord::KvCache(k) => k.at,
         }
     }
 }
@@ -321,4 +381,15 @@ pub trait Scheduler {
     ) -> Option<Skip> {
         None
     }
+
+    /// When the engine next prints a line on its own clock rather than at a step (vLLM's stats
+    /// line every 10 s); `None` if it never does. The simulator calls
+    /// [`log_at`](Scheduler::log_at) at that time, before the events of any later time.
+    fn next_log_at(&self) -> Option<SimTime> {
+        None
+    }
+
+    /// Print the lines due at `now` (the time [`next_log_at`](Scheduler::next_log_at) named).
+    /// Changes nothing but the engine's log.
+    fn log_at(&mut self, _now: SimTime, _out: &mut Outbox) {}
 }

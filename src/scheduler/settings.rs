@@ -15,7 +15,7 @@ KEYS:
 "engine" [Table, Required, All, ""]
     "the serving engine: its kind, KV budget and scheduler settings", e.g. "[engine]";
 "engine.kind" [OneOf(&["sglang", "vllm"]), Word("sglang"), All, ""]
-    "the engine; \"vllm\" has its settings and memory model (`servesim check`, `servesim memory`) but no scheduler yet", e.g. r#""sglang""#;
+    "the engine: SGLang's scheduler, or vLLM's V1 scheduler (`src/scheduler/vllm/`)", e.g. r#""vllm""#;
 }
 
 /// The engine kind.
@@ -23,7 +23,7 @@ KEYS:
 pub enum EngineKind {
     /// SGLang's scheduler (`engine-semantics.md` §2).
     Sglang,
-    /// vLLM: its settings and memory model, for now (`servesim memory`).
+    /// vLLM's V1 scheduler (`engine-semantics.md` §4).
     Vllm,
 }
 

@@ -218,7 +218,18 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["run", good, "--requests-csv", "a-file/r.csv"],
             2,
         ),
-        ("cli-run-vllm", &["run", vllm], 2),
+        (
+            "cli-run-vllm-pool-smaller-than-a-prompt",
+            &[
+                "run",
+                vllm,
+                "--set",
+                "engine.kv_capacity_tokens=96",
+                "--set",
+                "workload.requests=2",
+            ],
+            1,
+        ),
         ("cli-memory-without-inputs", &["memory", good], 2),
         (
             "cli-catalog-missing-file",

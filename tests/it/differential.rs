@@ -91,6 +91,17 @@ fn every_scenario_runs_identically_with_both_engines() {
         .find(|(f, _)| f.ends_with("case-study-b2.toml"))
         .unwrap();
     assert!(b2.1 > 0.5, "{skipped:?}");
+    // vLLM preempts every few steps once its pool is full, which cuts the runs short; still,
+    // a good part of its steps are skipped.
+    let vllm = skipped
+        .iter()
+        .find(|(f, _)| f.ends_with("case-study-b2-vllm.toml"))
+        .unwrap();
+    eprintln!(
+        "vLLM case study: {:.1} % of the decode steps fast-forwarded",
+        100.0 * vllm.1
+    );
+    assert!(vllm.1 > 0.2, "{skipped:?}");
 }
 
 fn random_scenario() -> impl Strategy<Value = String> {
@@ -150,6 +161,113 @@ proptest! {
 
     #[test]
     fn random_scenarios_run_identically_with_both_engines(text in random_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+}
+
+#[test]
+fn vllms_golden_cases_run_identically_with_both_engines() {
+    // Sync and async scheduling, preemption, chunking: the oracle's workloads.
+    let dir = root().join("tests/fixtures/golden/vllm");
+    let mut shares = Vec::new();
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path().join("scenario.toml");
+        if !p.exists() || p.to_string_lossy().contains("/prefix-") {
+            continue;
+        }
+        let sc = sc_mod::load(&Source::read(&p).unwrap(), &[]).unwrap();
+        let name = p
+            .parent()
+            .unwrap()
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .to_string();
+        shares.push((name.clone(), assert_same(&sc, &name)));
+    }
+    eprintln!("{shares:?}");
+    assert!(shares.len() >= 8, "{shares:?}");
+    let sync = shares
+        .iter()
+        .find(|(n, _)| n == "max-num-seqs-binding")
+        .unwrap();
+    let asynchronous = shares
+        .iter()
+        .find(|(n, _)| n == "async-open-poisson")
+        .unwrap();
+    assert!(sync.1 > 0.2 && asynchronous.1 > 0.2, "{shares:?}");
+}
+
+fn random_vllm_scenario() -> impl Strategy<Value = String> {
+    (
+        (40u64..3_000, prop_oneof![Just(16u32), Just(1), Just(7)], 1u32..64, 1u32..4096),
+        (1u32..1500, 1u32..600, any::<bool>(), 0u32..3, 1u32..60),
+        (any::<bool>(), any::<bool>(), any::<bool>(), prop_oneof![Just(0u32), 1u32..300]),
+        (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
+        (1u32..40, any::<u64>()),
+    )
+        .prop_map(
+            |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed))| {
+                // The pool and the step budget hold at least one whole request.
+                let blocks = blocks.max(u64::from((pmax + 3000).div_ceil(block)) + 2);
+                let batched = if chunked { batched } else { batched.max(pmax + 3000) };
+                let client = match client {
+                    0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
+                    1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
+                    _ => format!("mode = \"gamma\"\nrate_per_s = {rate}\nburstiness = 0.3\nconcurrency = {conc}"),
+                };
+                format!(
+                    r#"
+name = "diff-vllm"
+seed = {seed}
+[run]
+observe_at_s = [1.5, 7.0, 30.0]
+window_s = 5
+timeseries_interval_s = 0.5
+[engine]
+kind = "vllm"
+num_gpu_blocks_override = {blocks}
+block_size = {block}
+max_num_seqs = {seqs}
+max_num_batched_tokens = {batched}
+max_model_len = {}
+enable_chunked_prefill = {chunked}
+long_prefill_token_threshold = {threshold}
+scheduler_reserve_full_isl = {full}
+async_scheduling = {asynchronous}
+[engine.step_time]
+decode_base_ms = {db}
+decode_per_seq_ms = {ds}
+decode_per_kv_token_ns = {dk}
+prefill_per_token_us = 20.0
+[workload]
+requests = {}
+prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
+output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
+max_new_tokens = 3000
+ignore_eos = {eos}
+[client]
+{client}
+"#,
+                    pmax + 3000,
+                    req * 10
+                )
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_vllm_scenarios_run_identically_with_both_engines(text in random_vllm_scenario()) {
         let sc = crate::scenario(&text);
         let fast = outputs(&sc, Stepping::FastForward);
         let slow = outputs(&sc, Stepping::StepByStep);

@@ -149,3 +149,10 @@ fn sglang_golden_traces_match_request_by_request() {
     // prefix-cache work adds.
     check("sglang", &["prefix-"]);
 }
+
+#[test]
+fn vllm_golden_traces_match_request_by_request() {
+    // Shared prompt prefixes (the `prefix-*` cases) need vLLM's prefix cache, which the
+    // prefix-cache work adds.
+    check("vllm", &["prefix-"]);
+}

@@ -287,7 +287,7 @@ impl Figure for Throughput<'_> {
         let mut p = Panel("server gen (tok/s)", None, &TOP_FIRST, vec![]);
         p.add("", Draw::Marks(marks, GREY, 6));
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
-        let text = "server gen throughput (SGLang's latest Decode log line)";
+        let text = format!("server gen throughput ({})", r.words.stats_line_in_figure);
         p.add(text, Draw::Line(gen, PURPLE, 1));
         if let Some((w, _)) = steady.filter(|(w, _)| w.output_tok_per_s > 0.0) {
             let text = format!("steady state: {} output tok/s", sig3(w.output_tok_per_s));
@@ -307,7 +307,10 @@ impl Figure for EngineState<'_> {
         let pool = thousands(r.kv_capacity_tokens);
         let (running, queued, in_flight) = (avg.running, avg.queued, avg.in_flight);
         let usage = avg.token_usage;
-        let usage = format!("token usage {usage:.2} of a KV pool of {pool} tokens");
+        let usage = format!(
+            "{} {usage:.2} of a KV pool of {pool} tokens",
+            r.words.kv_usage
+        );
         let subtitle = format!(
             "Time averages over the run: {running:.1} running, {queued:.1} queued, \
              {in_flight:.1} in flight; {usage}."
@@ -323,17 +326,16 @@ impl Figure for EngineState<'_> {
         let queued = series(&pts, &x, |s| s.queued as f64);
         p.add("queued at the server", Draw::Line(queued, ORANGE, 2));
         let running = series(&pts, &x, |s| s.running as f64);
-        let text = "running at the server (decode batch + prefill)";
-        p.add(text, Draw::Line(running, BLUE, 2));
+        p.add(r.words.running_at_server, Draw::Line(running, BLUE, 2));
         p.draw(&top, &x, None, raster)?;
 
         // The shading under the usage line is not data a legend must avoid; the line is.
-        let mut p = Panel("KV token usage (fraction)", Some(1.1), &TOP_FIRST, vec![]);
+        let mut p = Panel(r.words.kv_usage_axis, Some(1.1), &TOP_FIRST, vec![]);
         let full = vec![(x.lo, 1.0), (x.hi, 1.0)];
         p.add("the pool is full", Draw::Dashed(full, RED));
         let usage = series(&pts, &x, |s| s.token_usage);
-        let why = "SGLang's #token / max_total_num_tokens";
-        let text = format!("token usage: KV tokens in use \u{f7} {pool} ({why})");
+        let (what, why) = (r.words.kv_usage, r.words.kv_usage_source);
+        let text = format!("{what}: KV tokens in use \u{f7} {pool} ({why})");
         p.add(text, Draw::Under(usage, GREEN));
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
@@ -407,8 +409,11 @@ impl Figure for Latency<'_> {
             0 => "No request completed: there is no latency to show.".to_string(),
             n => {
                 let (n, s) = (thousands(n), if n == 1 { "" } else { "s" });
-                let how = "timed from the send (after the client slot), as sglang.bench_serving";
-                format!("{n} completed request{s}, {how} does. Dots mark p50, p90 and p99.")
+                let how = "timed from the send (after the client slot), as";
+                let client = self.0.words.bench_client_in_figure;
+                format!(
+                    "{n} completed request{s}, {how} {client} does. Dots mark p50, p90 and p99."
+                )
             }
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;

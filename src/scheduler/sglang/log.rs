@@ -12,7 +12,25 @@ pub const WORDS: Words = Words {
     engine: "SGLang",
     eviction: "retraction",
     evictions: "retractions",
+    evicted: "retracted",
+    evicts: "retracts",
     latest_stats_line: "SGLang's last Decode log line",
+    stats_line_in_figure: "SGLang's latest Decode log line",
+    stats_lines: "Decode lines",
+    kv_usage: "token usage",
+    kv_usage_column: "token",
+    kv_usage_axis: "KV token usage (fraction)",
+    kv_usage_source: "SGLang's #token / max_total_num_tokens",
+    gen_throughput: "gen throughput",
+    running_at_server: "running at the server (decode batch + prefill)",
+    prefill_steps: "prefill batches",
+    decode_steps: "decode steps",
+    bench_client: "bench_serving",
+    bench_client_in_figure: "sglang.bench_serving",
+    slot_limit_key: "max_running_requests",
+    memory_fraction: "static fraction",
+    memory_fraction_sweep: "engine.mem_fraction_static=0.80:0.95:0.01",
+    admission_rule: "(SGLang admits a request only if the free KV, minus a reservation for the running requests' future tokens, also holds the new request's prompt and clipped max_new_tokens: memory binds before the pool is full.)",
 };
 
 /// One record as SGLang prints it: `[YYYY-MM-DD HH:MM:SS TP0] message` (`utils/common.py:
@@ -64,6 +82,8 @@ fn message(rec: &LogRecord) -> String {
              #new_token_ratio: {:.4} -> {:.4}",
             e.requests, e.tokens_freed, e.ratio_before, e.ratio_after
         ),
+        // Records SGLang's model does not produce.
+        LogRecord::Interval(_) | LogRecord::KvCache(_) => String::new(),
     }
 }
 

@@ -794,6 +794,8 @@ impl Scheduler for Sglang {
         let skip = self.take_skip(now, s, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
+        #[cfg(not(debug_assertions))]
+        let _ = reqs;
         Some(skip)
     }
 

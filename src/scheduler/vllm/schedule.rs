@@ -1,0 +1,226 @@
+//! One call of vLLM's `schedule()` (`v1/core/sched/scheduler.py: Scheduler.schedule`, with
+//! `AsyncScheduler._update_after_schedule` under async scheduling): RUNNING first, then WAITING,
+//! the blocks each needs (`v1/core/kv_cache_manager.py: allocate_slots`), preemption, and the
+//! step's cost.
+
+use super::{Batch, Entry, Item, Status, Vllm};
+use crate::cost::MixedStep;
+use crate::request::{Phase, ReqId, Requests};
+use crate::time::SimTime;
+
+/// What the schedule pass decided for one request, before vLLM advances its counters.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Planned {
+    id: ReqId,
+    tokens: u64,
+}
+
+impl Vllm {
+    /// `schedule()` at `now`: the batch it builds (started when the GPU is free), or an empty
+    /// entry.
+    pub(super) fn schedule(&mut self, now: SimTime, reqs: &mut Requests) -> Entry {
+        let mut budget = self.p.budget;
+        // `long_prefill_token_threshold` only when more than one request is eligible.
+        let eligible = self.running.len() + self.waiting.len();
+        let threshold = if eligible > 1 { self.p.threshold } else { 0 };
+        let cap = |n: u64| {
+            if threshold > 0 && n > threshold {
+                threshold
+            } else {
+                n
+            }
+        };
+        let mut planned = std::mem::take(&mut self.plan);
+        planned.clear();
+        let mut preempted = 0u64;
+        // When the GPU starts what this call schedules.
+        let start = now.max(self.gpu_free);
+
+        // RUNNING, in list order.
+        let mut i = 0;
+        while i < self.running.len() && budget > 0 {
+            let id = self.running[i];
+            let s = *self.seq(id);
+            let (c, h) = (u64::from(s.computed), u64::from(s.placeholders));
+            // Async: the previous step already reached max_tokens.
+            if h > 0 && (c + 2).saturating_sub(h) >= u64::from(s.prompt) + u64::from(s.max_tokens) {
+                i += 1;
+                continue;
+            }
+            let n = cap(s.tokens() + h - c)
+                .min(budget)
+                .min(self.p.max_model_len.saturating_sub(c + 1));
+            if n == 0 {
+                i += 1;
+                continue;
+            }
+            let need = |v: &Vllm| {
+                let held = u64::from(v.seq(id).blocks);
+                v.blocks_for((c + n).min(v.p.max_model_len))
+                    .saturating_sub(held)
+            };
+            let fits = loop {
+                if need(self) <= self.free_blocks() {
+                    break true;
+                }
+                // Preempt the lowest-priority request: under FCFS, the last of RUNNING.
+                let victim = self
+                    .running
+                    .pop()
+                    .expect("invariant: the request being scheduled is in RUNNING");
+                self.preempt(victim, reqs);
+                preempted += 1;
+                if victim == id {
+                    break false;
+                }
+            };
+            if !fits {
+                break;
+            }
+            self.take_blocks(id, c + n);
+            planned.push(Planned { id, tokens: n });
+            budget -= n;
+            i += 1;
+        }
+
+        // WAITING, only if nothing was preempted.
+        if preempted == 0 {
+            let mut skipped: Vec<ReqId> = Vec::new();
+            while budget > 0 {
+                let Some(&id) = self.waiting.front() else {
+                    break;
+                };
+                if self.running.len() >= self.p.max_seqs {
+                    self.counters.slot_stops += 1;
+                    break;
+                }
+                let s = *self.seq(id);
+                if s.stale > 0 {
+                    // Its in-flight output is still to come: skip it this step.
+                    self.waiting.pop_front();
+                    if !s.deferred {
+                        self.seq_mut(id).deferred = true;
+                        self.deferred += 1;
+                    }
+                    skipped.push(id);
+                    continue;
+                }
+                let known = s.tokens();
+                let n = cap(known);
+                if !self.p.chunked && n > budget {
+                    break;
+                }
+                let n = n.min(budget);
+                let full = self.p.full_isl
+                    && self.blocks_for(known.min(self.p.max_model_len)) > self.free_blocks();
+                if full || self.blocks_for(n.min(self.p.max_model_len)) > self.free_blocks() {
+                    self.counters.memory_stops += 1;
+                    break;
+                }
+                self.waiting.pop_front();
+                let s = self.seq_mut(id);
+                s.status = Status::Running;
+                if s.deferred {
+                    s.deferred = false;
+                    self.deferred -= 1;
+                }
+                self.running.push(id);
+                let r = &mut reqs[id];
+                r.phase = Phase::Running;
+                r.admitted_at.get_or_insert(start);
+                self.take_blocks(id, n);
+                planned.push(Planned { id, tokens: n });
+                budget -= n;
+            }
+            for &id in skipped.iter().rev() {
+                self.waiting.push_front(id);
+            }
+        }
+        if preempted > 0 {
+            self.counters.evictions += preempted;
+            self.counters.eviction_events += 1;
+        }
+        // `finished_req_ids` go out with this output (`_update_after_schedule`).
+        self.finished_pending = false;
+        let entry = if planned.is_empty() {
+            Entry::Empty
+        } else {
+            Entry::Real(self.launch(start, &planned))
+        };
+        self.plan = planned;
+        entry
+    }
+
+    /// Price the step, start it at `start`, and advance the counters as
+    /// `_update_after_schedule` does.
+    fn launch(&mut self, start: SimTime, planned: &[Planned]) -> Batch {
+        let mut step = MixedStep::default();
+        let mut items = self.items_buffer();
+        let placeholders = self.p.depth > 1;
+        for p in planned {
+            let s = &mut self.seqs[p.id.0 as usize];
+            let before = u64::from(s.computed);
+            let known = s.tokens() + u64::from(s.placeholders);
+            // vLLM's own prefill predicate: `num_computed_tokens < num_tokens − 1`.
+            if before + 1 < known {
+                step.prefill_seqs += 1;
+                step.prefill_tokens += p.tokens;
+                step.prefill_kv_tokens += before + p.tokens;
+            } else {
+                step.decode_seqs += 1;
+                step.decode_kv_tokens += before + p.tokens;
+            }
+            let samples = before + p.tokens >= known;
+            items.push(Item {
+                id: p.id,
+                uid: s.uid,
+                tokens: p.tokens as u32,
+                samples,
+            });
+            s.computed += p.tokens as u32;
+            s.in_flight += p.tokens as u32;
+            // Not `is_prefill_chunk`: the chunk reaches the known tokens and gets a placeholder.
+            if placeholders && samples {
+                s.placeholders += 1;
+            }
+        }
+        let end = start + self.cost.mixed(step);
+        self.gpu_free = end;
+        if step.decode_seqs > 0 {
+            self.counters.decode_steps += 1;
+        } else {
+            self.counters.prefill_batches += 1;
+        }
+        Batch { items, start, end }
+    }
+
+    /// Blocks for `tokens` tokens of a request (`allocate_slots` after its checks).
+    fn take_blocks(&mut self, id: ReqId, tokens: u64) {
+        let want = self.blocks_for(tokens.min(self.p.max_model_len));
+        let s = &mut self.seqs[id.0 as usize];
+        let more = want.saturating_sub(u64::from(s.blocks));
+        s.blocks += more as u32;
+        self.used_blocks += more;
+        debug_assert!(
+            self.used_blocks <= self.usable_blocks(),
+            "invariant: KV blocks within the pool"
+        );
+    }
+
+    /// `_preempt_request`: free every block, recompute from scratch, first in WAITING; output
+    /// still in flight arrives later as stale output.
+    pub(super) fn preempt(&mut self, id: ReqId, reqs: &mut Requests) {
+        let s = &mut self.seqs[id.0 as usize];
+        self.used_blocks -= u64::from(s.blocks);
+        s.blocks = 0;
+        s.status = Status::Waiting;
+        s.computed = 0;
+        s.stale = s.in_flight;
+        s.placeholders = 0;
+        s.preemption_events += 1;
+        let r = &mut reqs[id];
+        r.evictions += 1;
+        r.phase = Phase::Waiting;
+        self.waiting.push_front(id);
+    }
+}
