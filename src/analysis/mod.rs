@@ -22,11 +22,13 @@
 //!   deficit `d = T − completed(T)/rate` makes the lifetime average `rate × (1 − d/T)` (`d` is
 //!   negative when the start-up completes faster than the steady state: short requests first).
 
+pub mod replications;
 pub mod window;
 
 use serde::Serialize;
 
 use crate::metrics::{RunResult, Sample, StopReason};
+pub use replications::Replications;
 pub use window::{mser, t975, Interval, Span};
 
 /// The convergence tolerance.

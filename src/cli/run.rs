@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::{OutputArgs, ScenarioArgs};
+use super::args::{JobsArgs, OutputArgs, ScenarioArgs};
 use super::output::{prepare_out_dir, write_outputs};
-use super::parallel::interruptible;
+use super::parallel::{interruptible, map_with_progress};
 use super::Failure;
 use crate::analysis::{self, Analysis};
 use crate::csv_rows;
@@ -28,6 +28,13 @@ pub(super) struct Args {
     /// Stream one row per answered request to this CSV file (memory stays constant).
     #[arg(long, value_name = "FILE")]
     requests_csv: Option<PathBuf>,
+    /// Also run the scenario under N − 1 further seeds (seed + 1, seed + 2, …), in parallel,
+    /// and report the steady rate's 95 % t-interval across all N runs.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replications: u64,
+    #[command(flatten)]
+    jobs: JobsArgs,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
@@ -51,7 +58,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let analysis = analysis::analyse(&result);
     engine::record_steady_latencies(&sc, &opts, &mut result, &analysis)?;
-    let summary = summary::summarize(&sc, &result, &analysis);
+    let mut summary = summary::summarize(&sc, &result, &analysis);
+    if args.replications > 1 {
+        summary.replications = Some(replicate(&sc, &opts, &analysis, args.replications, args.jobs)?);
+    }
     let json = summary::to_json(&summary);
     warn_rejections(&result);
     if let Some(dir) = out {
@@ -76,6 +86,37 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         print!("{}", text::render(&summary, &source.name));
     }
     Ok(())
+}
+
+/// The steady rates of `n` runs of `sc` — this one (analysed as `a`) and `n − 1` more under
+/// the seeds after its own, run in parallel — and the interval across them.
+fn replicate(
+    sc: &Scenario,
+    opts: &RunOptions,
+    a: &Analysis,
+    n: u64,
+    jobs: JobsArgs,
+) -> Result<analysis::Replications, Failure> {
+    let seeds: Vec<u64> = (0..n).map(|i| sc.seed.wrapping_add(i)).collect();
+    let opts = RunOptions {
+        keep_log: false,
+        keep_requests: false,
+        ..opts.clone()
+    };
+    let rate = |seed: &u64| -> Result<Option<f64>, Failure> {
+        let sc = Scenario {
+            seed: *seed,
+            ..sc.clone()
+        };
+        let r = engine::run(&sc, &opts)?;
+        Ok(analysis::analyse(&r).steady().map(|w| w.span.req_per_s))
+    };
+    let more = map_with_progress(&seeds[1..], jobs, "replications", rate)?;
+    let mut rates = vec![a.steady().map(|w| w.span.req_per_s)];
+    for r in more {
+        rates.push(r?);
+    }
+    Ok(analysis::replications::across(seeds, rates))
 }
 
 /// Say on stderr when the server refused some requests (they are counted in the report).

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, Binding, NoWindow, Overload, Regime};
+use crate::analysis::{Analysis, Binding, NoWindow, Overload, Regime, Replications};
 use crate::metrics::latency::Stats;
 use crate::metrics::{Latencies, RunResult, Sample, StopReason, Totals};
 use crate::scenario::{ClientSpec, Scenario};
@@ -67,6 +67,10 @@ pub struct Summary {
     /// above).
     #[serde(skip)]
     pub analysis: Analysis,
+    /// With `run --replications N`: the steady rates of N runs under independent seeds and
+    /// the t-interval across them (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replications: Option<Replications>,
 }
 
 /// `scenario`.
@@ -558,6 +562,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
         simplifications: scheduler::simplifications(e.kind()).to_vec(),
         words: scheduler::words(e.kind()),
         analysis: a.clone(),
+        replications: None,
         roofline_step: match &sc.engine.step_time {
             crate::scenario::StepTimeSpec::Roofline(model) => {
                 // The window's mean batch (steady or overloaded), else the whole run's.

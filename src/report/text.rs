@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::summary::LatencyOut;
 use super::Summary;
-use crate::analysis::{Interval, Regime};
+use crate::analysis::{Interval, Regime, Replications};
 use crate::metrics::latency::Stats;
 use crate::metrics::StopReason;
 
@@ -84,6 +84,39 @@ fn latency_block(w: &mut String, head: &str, l: &LatencyOut) {
     stats_row(w, "E2E", &l.e2e_ms);
     stats_row(w, "server queue", &l.queue_ms);
     stats_row(w, "client slot wait", &l.client_wait_ms);
+}
+
+/// `run --replications N`: the steady rate across independent seeds.
+fn replications_block(w: &mut String, r: &Replications) {
+    let (first, last) = (r.seeds[0], r.seeds[r.seeds.len() - 1]);
+    let _ = writeln!(
+        w,
+        "Replications: {} runs, seeds {first} … {last}, {} with a steady state",
+        r.seeds.len(),
+        r.steady_runs
+    );
+    match (r.mean_req_per_s, r.sd_req_per_s, r.req_per_s_ci95) {
+        (Some(m), Some(sd), Some([lo, hi])) => {
+            let _ = writeln!(
+                w,
+                "  {m:.4} req/s, 95 % t-interval [{lo:.4}, {hi:.4}] across them (sd {sd:.4}, {} df)",
+                r.steady_runs - 1
+            );
+        }
+        (Some(m), _, _) => {
+            let _ = writeln!(w, "  {m:.4} req/s (one run: no interval)");
+        }
+        _ => {
+            let _ = writeln!(w, "  no run has a steady state: no interval");
+        }
+    }
+    let each: Vec<String> = r
+        .seeds
+        .iter()
+        .zip(&r.req_per_s)
+        .map(|(s, x)| x.map_or(format!("{s}: none"), |x| format!("{s}: {x:.4}")))
+        .collect();
+    let _ = writeln!(w, "  per seed: {}", each.join(", "));
 }
 
 /// The steady state, the overload, or the run as one batch; and the lifetime average's
@@ -293,6 +326,9 @@ pub fn render(s: &Summary, source_name: &str) -> String {
 
     let _ = writeln!(w);
     steady_section(w, s);
+    if let Some(r) = &s.replications {
+        replications_block(w, r);
+    }
 
     if let Some(rs) = &s.roofline_step {
         let b = &rs.breakdown;

@@ -285,3 +285,46 @@ fn steady_window_latencies_count_the_requests_sent_in_the_window() {
             < whole.steady_latency.e2e_ms.count()
     );
 }
+
+#[test]
+fn replications_run_the_seeds_after_the_scenarios_and_give_a_t_interval_across_them() {
+    let text = COVERAGE.replace("requests = 5000", "requests = 2000");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("coverage.toml");
+    std::fs::write(&path, &text).unwrap();
+    let servesim = || {
+        let mut c = assert_cmd::Command::cargo_bin("servesim").unwrap();
+        c.args(["run", path.to_str().unwrap(), "--replications", "4", "--jobs", "2"]);
+        c
+    };
+    let out = servesim().arg("--json").assert().success();
+    let j: serde_json::Value = serde_json::from_slice(&out.get_output().stdout).unwrap();
+    let r = &j["replications"];
+    assert_eq!(r["seeds"], serde_json::json!([1, 2, 3, 4]));
+    // Each run's rate is what that seed alone gives.
+    let mut rates = Vec::new();
+    for seed in 1..=4u64 {
+        let sc = scenario(&text.replace("seed = 1", &format!("seed = {seed}")));
+        let x = analysis::analyse(&run(&sc)).steady().unwrap().span.req_per_s;
+        assert_eq!(r["req_per_s"][seed as usize - 1].as_f64(), Some(x), "seed {seed}");
+        rates.push(x);
+    }
+    // Student's t over the four: mean ± 3.182 · sd / 2.
+    let mean = rates.iter().sum::<f64>() / 4.0;
+    let sd = (rates.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / 3.0).sqrt();
+    let ci = r["req_per_s_ci95"].as_array().unwrap();
+    assert!((ci[0].as_f64().unwrap() - (mean - 3.182 * sd / 2.0)).abs() < 1e-9);
+    assert!((ci[1].as_f64().unwrap() - (mean + 3.182 * sd / 2.0)).abs() < 1e-9);
+    assert!(sd > 0.0, "independent seeds give different rates");
+    // The text report says so; a single run has no such key.
+    let out = servesim().assert().success();
+    let report = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(
+        report.contains("Replications: 4 runs, seeds 1 … 4, 4 with a steady state")
+            && report.contains("95 % t-interval"),
+        "{report}"
+    );
+    let single = summarize(&scenario(&text));
+    let json: serde_json::Value = serde_json::from_str(&summary::to_json(&single)).unwrap();
+    assert!(json.get("replications").is_none());
+}
