@@ -10,14 +10,8 @@ use super::summary::{Observation, Summary};
 use super::text::thousands;
 use crate::analysis::{Constraint, NoWindow, Regime, Window};
 
-/// Output format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Plain text for a terminal.
-    Text,
-    /// Markdown.
-    Markdown,
-}
+pub use super::doc::Format;
+use super::doc::Doc;
 
 /// What the reader needs to rerun things: the scenario path as typed, the overrides given,
 /// and what the scenario pins.
@@ -36,58 +30,6 @@ pub struct Context {
     pub kv_capacity_tokens: u64,
     /// The scenario's open-loop rate, if any.
     pub rate_per_s: Option<f64>,
-}
-
-struct Doc {
-    out: String,
-    fmt: Format,
-}
-
-impl Doc {
-    fn heading(&mut self, n: usize, title: &str) {
-        match self.fmt {
-            Format::Text => {
-                let _ = writeln!(self.out, "\n{n}. {title}");
-            }
-            Format::Markdown => {
-                let _ = writeln!(self.out, "\n## {n}. {title}\n");
-            }
-        }
-    }
-
-    /// A paragraph, wrapped at 96 columns in text (Markdown is left unwrapped).
-    fn para(&mut self, text: &str) {
-        match self.fmt {
-            Format::Markdown => {
-                let _ = writeln!(self.out, "{text}\n");
-            }
-            Format::Text => {
-                let mut line = String::from("  ");
-                for word in text.split_whitespace() {
-                    if line.len() + word.len() + 1 > 96 && !line.trim().is_empty() {
-                        let _ = writeln!(self.out, "{}", line.trim_end());
-                        line = String::from("  ");
-                    }
-                    line.push_str(word);
-                    line.push(' ');
-                }
-                if !line.trim().is_empty() {
-                    let _ = writeln!(self.out, "{}", line.trim_end());
-                }
-            }
-        }
-    }
-
-    fn command(&mut self, cmd: &str) {
-        match self.fmt {
-            Format::Text => {
-                let _ = writeln!(self.out, "    {cmd}");
-            }
-            Format::Markdown => {
-                let _ = writeln!(self.out, "```sh\n{cmd}\n```\n");
-            }
-        }
-    }
 }
 
 /// A fraction as a whole percentage.
@@ -146,20 +88,18 @@ fn focus(s: &Summary) -> Option<&Observation> {
         .or(s.first_minutes.first())
 }
 
-/// The explanation.
-pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
-    let mut d = Doc {
-        out: String::new(),
-        fmt,
-    };
-    let title = format!(
+/// The explanation's title.
+pub fn title(s: &Summary) -> String {
+    format!(
         "Why the client and the server disagree — {}",
         s.scenario.name
-    );
-    let _ = match fmt {
-        Format::Text => writeln!(d.out, "{title}"),
-        Format::Markdown => writeln!(d.out, "# {title}"),
-    };
+    )
+}
+
+/// The explanation.
+pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
+    let mut d = Doc::new(fmt);
+    d.title(&title(s));
     let obs: Vec<&Observation> = if s.observations.is_empty() {
         focus(s).into_iter().collect()
     } else {

@@ -256,3 +256,60 @@ fn the_what_if_changes_something_and_keeps_the_overrides() {
         }
     }
 }
+
+#[test]
+fn explain_out_writes_a_self_contained_html_handout() {
+    use base64::Engine;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("small.toml");
+    std::fs::write(&path, SMALL).unwrap();
+    let out = dir.path().join("handout");
+    let printed = assert_cmd::Command::cargo_bin("servesim")
+        .unwrap()
+        .args(["explain", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args(["--set", "client.concurrency=32"])
+        .assert()
+        .success();
+    let text = String::from_utf8(printed.get_output().stdout.clone()).unwrap();
+    assert!(text.starts_with("Why the client and the server disagree — small"));
+    let names: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["explain.html"]);
+    let page = std::fs::read_to_string(out.join("explain.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
+    // Self-contained: every src is inline data, no link, no stylesheet or script from
+    // elsewhere, no URL at all.
+    let lower = page.to_lowercase();
+    for needle in ["href=", "<link", "<script", "@import", "url(", "http:", "https:", "://"] {
+        assert!(!lower.contains(needle), "{needle}");
+    }
+    let srcs: Vec<&str> = page.split("src=\"").skip(1).collect();
+    assert_eq!(srcs.len(), 3, "three figures");
+    for s in srcs {
+        let data = s
+            .strip_prefix("data:image/png;base64,")
+            .expect("inline PNG data");
+        let b64 = &data[..data.find('"').unwrap()];
+        let png = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000);
+    }
+    // The text: the same sections and sentences as the explanation (HTML-escaped), and the
+    // scenario with its overrides.
+    let sc = crate::scenario(SMALL);
+    let (md, _) = explain_of(&sc, None, &[], Format::Markdown);
+    for line in md.lines().filter(|l| l.starts_with("## ")) {
+        let h = servesim::report::doc::escape_html(&line[3..]);
+        assert!(page.contains(&format!("<h2>{h}</h2>")), "{h}");
+    }
+    let (html, _) = explain_of(
+        &sc,
+        Some(path.to_str().unwrap()),
+        &["client.concurrency=32".to_string()],
+        Format::Html,
+    );
+    assert!(page.contains(&html), "the page holds the explanation");
+    assert!(page.contains("<h2>The scenario</h2>") && page.contains("with --set client.concurrency=32"));
+    assert!(page.contains("kv_capacity_tokens = 20000"));
+}
