@@ -328,3 +328,24 @@ fn replications_run_the_seeds_after_the_scenarios_and_give_a_t_interval_across_t
     let json: serde_json::Value = serde_json::from_str(&summary::to_json(&single)).unwrap();
     assert!(json.get("replications").is_none());
 }
+
+#[test]
+fn the_littles_law_lesson_is_steady_at_its_rate_and_overloaded_where_its_comment_says() {
+    let src = servesim::scenario::Source::read(
+        &crate::root().join("scenarios/teaching/littles-law.toml"),
+    )
+    .unwrap();
+    let at = |rate: &str| {
+        let sets = [format!("client.rate_per_s={rate}")];
+        let sc = servesim::scenario::load(&src, &sets).unwrap();
+        analysis::analyse(&run(&sc))
+    };
+    let a = at("20");
+    let w = a.steady().expect("steady at 20 req/s");
+    assert!((w.span.req_per_s / 20.0 - 1.0).abs() < 0.03, "{:?}", w.span);
+    assert!((w.span.little_law_req_per_s / w.span.req_per_s - 1.0).abs() < 0.03);
+    let Regime::Overloaded(o) = at("40").regime else {
+        panic!("40 req/s is more than the server sustains")
+    };
+    assert!((30.0..40.0).contains(&o.served_req_per_s), "{o:?}");
+}
