@@ -54,7 +54,10 @@ mod tests {
     #[test]
     fn the_interval_is_students_t_over_the_runs_with_a_steady_state() {
         // 1, 2, 3: mean 2, sd 1, t(0.975, 2) = 4.303, half-width 4.303 / √3.
-        let r = across(vec![7, 8, 9, 10], vec![Some(1.0), None, Some(2.0), Some(3.0)]);
+        let r = across(
+            vec![7, 8, 9, 10],
+            vec![Some(1.0), None, Some(2.0), Some(3.0)],
+        );
         assert_eq!(r.steady_runs, 3);
         assert_eq!(r.mean_req_per_s, Some(2.0));
         assert_eq!(r.sd_req_per_s, Some(1.0));

@@ -60,7 +60,13 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     engine::record_steady_latencies(&sc, &opts, &mut result, &analysis)?;
     let mut summary = summary::summarize(&sc, &result, &analysis);
     if args.replications > 1 {
-        summary.replications = Some(replicate(&sc, &opts, &analysis, args.replications, args.jobs)?);
+        summary.replications = Some(replicate(
+            &sc,
+            &opts,
+            &analysis,
+            args.replications,
+            args.jobs,
+        )?);
     }
     let json = summary::to_json(&summary);
     warn_rejections(&result);

@@ -309,10 +309,16 @@ impl Simulator<'_> {
                 skip.kv_last,
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
-            // Any first tokens come with the run's first outputs.
-            let mut first = self.outbox.first_tokens;
+            // Any first tokens, and tokens after an eviction, come with the run's first outputs.
+            let (mut first, mut resumed) =
+                (self.outbox.first_tokens, &self.outbox.resumed_gaps[..]);
             for &(at, tokens) in &self.outbox.step_ends {
-                self.recorder.on_tokens(at, tokens, std::mem::take(&mut first));
+                self.recorder.on_tokens(
+                    at,
+                    tokens,
+                    std::mem::take(&mut first),
+                    std::mem::take(&mut resumed),
+                );
             }
             self.drain_outbox_logs();
             self.now = skip.end;
@@ -350,6 +356,7 @@ impl Simulator<'_> {
             self.now,
             self.outbox.generated_tokens,
             self.outbox.first_tokens,
+            &self.outbox.resumed_gaps,
         );
         self.drain_outbox_logs();
         self.answer_finished(actions);
@@ -405,6 +412,7 @@ impl Simulator<'_> {
             sent_at: self.now,
             admitted_at: None,
             first_token_at: None,
+            evicted_at: None,
             out_tokens: 0,
             evictions: 0,
             phase: Phase::Waiting,

@@ -133,10 +133,12 @@ pub struct Recorder<'a> {
     steady_start: Option<SimTime>,
     draining: bool,
     startup_sample: Option<Sample>,
-    /// The end of the latest batch that gave tokens to requests holding one already, and of the
-    /// latest that gave any (for the inter-token latencies).
+    /// The end of the latest batch that gave tokens to requests holding one already (for the
+    /// inter-token latencies).
     last_decode_end: Option<SimTime>,
-    last_token_end: Option<SimTime>,
+    /// Tokens that came outside a decode step (first tokens, tokens after an eviction), whose
+    /// requests' next tokens are timed from them: `(when, how many)`.
+    awaiting_next: Vec<(SimTime, u64)>,
 
     // Client window.
     window: SimDuration,
@@ -215,7 +217,7 @@ impl<'a> Recorder<'a> {
             draining: false,
             startup_sample: None,
             last_decode_end: None,
-            last_token_end: None,
+            awaiting_next: Vec::new(),
             window,
             window_completions: VecDeque::new(),
             last_gen_tok_per_s: 0.0,
@@ -454,27 +456,41 @@ impl<'a> Recorder<'a> {
         self.arrived += 1;
     }
 
-    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens,
-    /// `first` of them requests' first ones. Every other token's gap since its request's
-    /// previous one is an inter-token latency: it is timed from the end of the previous batch
-    /// that gave such tokens (every running request gets one token per decode step), so a
-    /// prefill batch between two decode steps lengthens the gap as it does in `bench_serving`.
-    /// (A request's second token is timed from that decode step, not from its own first token a
-    /// prefill later; a retracted request's re-prefilled token from it too.)
-    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64) {
-        let later = tokens.saturating_sub(first);
+    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens:
+    /// `first` of them requests' first ones, one per `resumed` gap to a request evicted since
+    /// its previous token (the gap since the eviction), the others decode tokens. Their gaps
+    /// since each request's previous token are the inter-token latencies, timed without
+    /// following each request: the next decode step gives the requests that got a token
+    /// outside one (a first token, a token after an eviction) their next, timed from then; the
+    /// other decode tokens are timed from the previous decode step (every running request gets
+    /// one token per decode step), so a prefill batch between two decode steps lengthens their
+    /// gap as it does in `bench_serving`.
+    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
+        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
+        let mut gaps = |gap: SimDuration, n: u64| {
+            self.latency.itl_ms.add_n(gap.as_ns(), n);
+            if steady {
+                self.steady_latency.itl_ms.add_n(gap.as_ns(), n);
+            }
+        };
+        for &gap in resumed {
+            gaps(gap, 1);
+        }
+        let mut later = tokens.saturating_sub(first + resumed.len() as u64);
         if later > 0 {
-            if let Some(prev) = self.last_decode_end.or(self.last_token_end) {
-                let gap = (at - prev).as_ns();
-                self.latency.itl_ms.add_n(gap, later);
-                if !self.draining && self.steady_start.is_some_and(|s| at > s) {
-                    self.steady_latency.itl_ms.add_n(gap, later);
-                }
+            for (t, n) in self.awaiting_next.drain(..) {
+                let n = n.min(later);
+                gaps(at - t, n);
+                later -= n;
+            }
+            if let (Some(prev), true) = (self.last_decode_end, later > 0) {
+                gaps(at - prev, later);
             }
             self.last_decode_end = Some(at);
         }
-        if tokens > 0 {
-            self.last_token_end = Some(at);
+        let outside = first + resumed.len() as u64;
+        if outside > 0 {
+            self.awaiting_next.push((at, outside));
         }
     }
 
@@ -513,6 +529,13 @@ impl<'a> Recorder<'a> {
 
     /// A request's full response reached the client at `now`.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
+        if r.out_tokens == 1 {
+            // Its first token was its last: it awaits no next one.
+            let at = r.first_token_at;
+            if let Some(w) = self.awaiting_next.iter_mut().find(|w| Some(w.0) == at) {
+                w.1 = w.1.saturating_sub(1);
+            }
+        }
         self.record(now, r, true);
         self.count_startup(now, r.seq);
         self.completed += 1;

@@ -10,8 +10,8 @@ use super::summary::{Observation, Summary};
 use super::text::thousands;
 use crate::analysis::{Constraint, NoWindow, Regime, Window};
 
-pub use super::doc::Format;
 use super::doc::Doc;
+pub use super::doc::Format;
 
 /// What the reader needs to rerun things: the scenario path as typed, the overrides given,
 /// and what the scenario pins.
@@ -715,9 +715,13 @@ fn what_if(d: &mut Doc, s: &Summary, ctx: &Context, n: usize) {
             let c = s.client.concurrency.map_or(0, u64::from);
             let more = 10 * c.max(s.workload.requests);
             (
-                "Run enough requests for the client to refill its slots and reach a steady state.".to_string(),
+                "Run enough requests for the client to refill its slots and reach a steady state."
+                    .to_string(),
                 "explain",
-                ("workload.requests".to_string(), format!("--set workload.requests={more}")),
+                (
+                    "workload.requests".to_string(),
+                    format!("--set workload.requests={more}"),
+                ),
             )
         }
         Regime::Steady { .. } => match b.constraint {
@@ -768,9 +772,13 @@ fn what_if(d: &mut Doc, s: &Summary, ctx: &Context, n: usize) {
             }
             Constraint::StepTime => match ctx.rate_per_s {
                 Some(r) => (
-                    "The server keeps up: raise the arrival rate to find where it saturates.".to_string(),
+                    "The server keeps up: raise the arrival rate to find where it saturates."
+                        .to_string(),
                     "sweep",
-                    sweep("client.rate_per_s", format!("{:.3},{:.3},{:.3}", r, r * 1.5, r * 2.0)),
+                    sweep(
+                        "client.rate_per_s",
+                        format!("{:.3},{:.3},{:.3}", r, r * 1.5, r * 2.0),
+                    ),
                 ),
                 None => {
                     let c = b.client_concurrency.unwrap_or(1);

@@ -102,7 +102,9 @@ mod tests {
             sets: &["a=1".into()],
         });
         assert!(p.starts_with("<!DOCTYPE html>"));
-        assert!(p.contains("<img src=\"data:image/png;base64,iVBORw==\" alt=\"a &lt;b&gt; figure\">"));
+        assert!(
+            p.contains("<img src=\"data:image/png;base64,iVBORw==\" alt=\"a &lt;b&gt; figure\">")
+        );
         assert!(p.contains("<p>s.toml, with --set a=1:</p>"));
         assert!(p.contains("name = &quot;&lt;s&gt;&quot;"));
         assert!(p.ends_with("</html>\n"));

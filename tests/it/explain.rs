@@ -266,7 +266,12 @@ fn explain_out_writes_a_self_contained_html_handout() {
     let out = dir.path().join("handout");
     let printed = assert_cmd::Command::cargo_bin("servesim")
         .unwrap()
-        .args(["explain", path.to_str().unwrap(), "--out", out.to_str().unwrap()])
+        .args([
+            "explain",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
         .args(["--set", "client.concurrency=32"])
         .assert()
         .success();
@@ -282,7 +287,9 @@ fn explain_out_writes_a_self_contained_html_handout() {
     // Self-contained: every src is inline data, no link, no stylesheet or script from
     // elsewhere, no URL at all.
     let lower = page.to_lowercase();
-    for needle in ["href=", "<link", "<script", "@import", "url(", "http:", "https:", "://"] {
+    for needle in [
+        "href=", "<link", "<script", "@import", "url(", "http:", "https:", "://",
+    ] {
         assert!(!lower.contains(needle), "{needle}");
     }
     let srcs: Vec<&str> = page.split("src=\"").skip(1).collect();
@@ -292,7 +299,9 @@ fn explain_out_writes_a_self_contained_html_handout() {
             .strip_prefix("data:image/png;base64,")
             .expect("inline PNG data");
         let b64 = &data[..data.find('"').unwrap()];
-        let png = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
+        let png = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .unwrap();
         assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000);
     }
     // The text: the same sections and sentences as the explanation (HTML-escaped), and the
@@ -310,6 +319,8 @@ fn explain_out_writes_a_self_contained_html_handout() {
         Format::Html,
     );
     assert!(page.contains(&html), "the page holds the explanation");
-    assert!(page.contains("<h2>The scenario</h2>") && page.contains("with --set client.concurrency=32"));
+    assert!(
+        page.contains("<h2>The scenario</h2>") && page.contains("with --set client.concurrency=32")
+    );
     assert!(page.contains("kv_capacity_tokens = 20000"));
 }

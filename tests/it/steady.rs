@@ -294,7 +294,14 @@ fn replications_run_the_seeds_after_the_scenarios_and_give_a_t_interval_across_t
     std::fs::write(&path, &text).unwrap();
     let servesim = || {
         let mut c = assert_cmd::Command::cargo_bin("servesim").unwrap();
-        c.args(["run", path.to_str().unwrap(), "--replications", "4", "--jobs", "2"]);
+        c.args([
+            "run",
+            path.to_str().unwrap(),
+            "--replications",
+            "4",
+            "--jobs",
+            "2",
+        ]);
         c
     };
     let out = servesim().arg("--json").assert().success();
@@ -305,8 +312,16 @@ fn replications_run_the_seeds_after_the_scenarios_and_give_a_t_interval_across_t
     let mut rates = Vec::new();
     for seed in 1..=4u64 {
         let sc = scenario(&text.replace("seed = 1", &format!("seed = {seed}")));
-        let x = analysis::analyse(&run(&sc)).steady().unwrap().span.req_per_s;
-        assert_eq!(r["req_per_s"][seed as usize - 1].as_f64(), Some(x), "seed {seed}");
+        let x = analysis::analyse(&run(&sc))
+            .steady()
+            .unwrap()
+            .span
+            .req_per_s;
+        assert_eq!(
+            r["req_per_s"][seed as usize - 1].as_f64(),
+            Some(x),
+            "seed {seed}"
+        );
         rates.push(x);
     }
     // Student's t over the four: mean ± 3.182 · sd / 2.

@@ -363,7 +363,10 @@ fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
     if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
         let lo = 10f64.powf(min_positive.log10().floor());
         let hi = 10f64.powf(max.log10().ceil()).max(10.0 * lo);
-        (Axis::log(lo, hi, 12), format!("latency ({unit}, log scale)"))
+        (
+            Axis::log(lo, hi, 12),
+            format!("latency ({unit}, log scale)"),
+        )
     } else {
         let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
         (Axis::linear(0.0, hi, 10), format!("latency ({unit})"))
@@ -422,7 +425,13 @@ impl Figure for Latency<'_> {
             ("E2E (last token)", &lat.e2e_ms, VERMILLION),
             ("TTFT (first token)", &lat.ttft_ms, BLUE),
         ];
-        cdf_panel(&top, "fraction of requests (CDF)", requests, ("s", 1000.0), raster)?;
+        cdf_panel(
+            &top,
+            "fraction of requests (CDF)",
+            requests,
+            ("s", 1000.0),
+            raster,
+        )?;
         let tokens = [
             ("ITL (every gap between tokens)", &lat.itl_ms, PURPLE),
             ("TPOT (per request)", &lat.tpot_ms, GREEN),

@@ -139,7 +139,11 @@ impl Sglang {
             at = at + self.cost.decode(b, s.attended_first + b * j);
             out.step_ends.push((at, b));
         }
-        debug_assert_eq!(at, now + total, "invariant: a run's steps add up to its duration");
+        debug_assert_eq!(
+            at,
+            now + total,
+            "invariant: a run's steps add up to its duration"
+        );
         Skip {
             steps: n,
             end: now + total,

@@ -102,6 +102,7 @@ fn add(
         sent_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
+        evicted_at: None,
         out_tokens: 0,
         evictions: 0,
         phase: Phase::Waiting,

@@ -44,6 +44,8 @@ impl Vllm {
             if s.output == 1 {
                 prompts += u64::from(s.prompt);
                 out.first_token(&mut reqs[it.id], now);
+            } else if !stale {
+                out.token_after_eviction(&mut reqs[it.id], now);
             }
             if s.output >= s.stop_at {
                 match s.status {
