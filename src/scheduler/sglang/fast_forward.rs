@@ -136,7 +136,7 @@ impl Sglang {
         // Each step's end, for the inter-token latencies.
         let mut at = now;
         for j in 0..n {
-            at = at + self.cost.decode(b, s.attended_first + b * j);
+            at += self.cost.decode(b, s.attended_first + b * j);
             out.step_ends.push((at, b));
         }
         debug_assert_eq!(
