@@ -14,7 +14,7 @@ use crate::report::explain::{self, Context};
 use crate::report::handout::{self, Figure, Handout};
 use crate::report::plots::{self, Format as FigureFormat};
 use crate::report::summary;
-use crate::scenario::{ClientSpec, Scenario};
+use crate::scenario::Scenario;
 
 /// `servesim explain`.
 #[derive(clap::Args, Debug)]
@@ -43,19 +43,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     }
     let (result, analysis) = engine::run_analysed(&sc, &interruptible())?;
     let summary = summary::summarize(&sc, &result, &analysis);
-    let ctx = Context {
-        scenario_arg: args.scenario.scenario.map(|p| p.display().to_string()),
-        sets: args.scenario.set.sets.clone(),
-        has_memory_model: sc.memory.is_some(),
-        kv_pinned: sc.engine.kv_source.as_str() == "given",
-        kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        rate_per_s: match &sc.client {
-            ClientSpec::Poisson { rate_per_s, .. } | ClientSpec::Gamma { rate_per_s, .. } => {
-                Some(*rate_per_s)
-            }
-            ClientSpec::Closed { .. } | ClientSpec::Trace { .. } => None,
-        },
-    };
+    let ctx = Context::new(
+        &sc,
+        args.scenario.scenario.map(|p| p.display().to_string()),
+        &args.scenario.set.sets,
+    );
     if let Some(dir) = &args.out {
         let figures = figures(&sc, &result, &analysis)?;
         let page = handout::page(&Handout {

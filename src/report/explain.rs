@@ -9,6 +9,9 @@ use std::fmt::Write;
 use super::summary::{Observation, Summary};
 use super::text::thousands;
 use crate::analysis::{Constraint, NoWindow, Regime, Window};
+use crate::memory::resolve::KvSource;
+use crate::scenario::{ClientSpec, Scenario};
+use crate::scheduler::PolicySpec;
 
 use super::doc::Doc;
 pub use super::doc::Format;
@@ -23,13 +26,38 @@ pub struct Context {
     pub sets: Vec<String>,
     /// Whether the scenario has memory-model inputs.
     pub has_memory_model: bool,
-    /// Whether the scenario pins `engine.kv_capacity_tokens` (the memory settings then change
-    /// nothing).
+    /// Whether the scenario pins the KV pool (`engine.kv_capacity_tokens`, or vLLM's
+    /// `num_gpu_blocks_override`): the memory settings then change nothing.
     pub kv_pinned: bool,
+    /// vLLM's `num_gpu_blocks_override`, when the scenario gives it.
+    pub kv_blocks_override: Option<u64>,
     /// The scenario's KV budget, for a suggested sweep.
     pub kv_capacity_tokens: u64,
     /// The scenario's open-loop rate, if any.
     pub rate_per_s: Option<f64>,
+}
+
+impl Context {
+    /// The context of `sc`, given as `scenario_arg` (`None`: the built-in B2) with `sets`.
+    pub fn new(sc: &Scenario, scenario_arg: Option<String>, sets: &[String]) -> Self {
+        Context {
+            scenario_arg,
+            sets: sets.to_vec(),
+            has_memory_model: sc.memory.is_some(),
+            kv_pinned: sc.engine.kv_source != KvSource::Derived,
+            kv_blocks_override: match &sc.engine.policy {
+                PolicySpec::Vllm(v) => v.num_gpu_blocks_override,
+                PolicySpec::Sglang(_) => None,
+            },
+            kv_capacity_tokens: sc.engine.kv_capacity_tokens,
+            rate_per_s: match &sc.client {
+                ClientSpec::Poisson { rate_per_s, .. } | ClientSpec::Gamma { rate_per_s, .. } => {
+                    Some(*rate_per_s)
+                }
+                ClientSpec::Closed { .. } | ClientSpec::Trace { .. } => None,
+            },
+        }
+    }
 }
 
 /// A fraction as a whole percentage.
@@ -66,6 +94,15 @@ pub fn secs(s: f64) -> String {
         "0 ms".to_string()
     } else {
         "0 s".to_string()
+    }
+}
+
+/// [`secs`] without the minutes or hours in parentheses, for a formula.
+fn bare_secs(s: f64) -> String {
+    let t = secs(s);
+    match t.split_once(" (") {
+        Some((bare, _)) => bare.to_string(),
+        None => t,
     }
 }
 
@@ -284,7 +321,7 @@ fn deficit(o: &Observation, rate: f64, mean_out: f64) -> String {
         secs(t),
         thousands(o.completed),
         rps(rate),
-        secs(t),
+        bare_secs(t),
         count(due)
     );
     let ratio = 1.0 - d / t;
@@ -302,8 +339,8 @@ fn deficit(o: &Observation, rate: f64, mean_out: f64) -> String {
              1 − d/T of the steady rate at time T: 1 − {}/{} = {} — what the progress line \
              shows.",
             secs(d),
-            secs(d),
-            secs(t),
+            bare_secs(d),
+            bare_secs(t),
             pct(ratio)
         )
     } else {
@@ -323,8 +360,8 @@ fn deficit(o: &Observation, rate: f64, mean_out: f64) -> String {
              lifetime average is 1 − d/T = 1 + {}/{} = {} of the steady rate, and falls towards \
              it as T grows.",
             secs(d),
-            secs(-d),
-            secs(t),
+            bare_secs(-d),
+            bare_secs(t),
             pct(ratio)
         )
     }
@@ -738,6 +775,17 @@ fn what_if(d: &mut Doc, s: &Summary, ctx: &Context, n: usize) {
                     ),
                     "sweep",
                     sweep(key, range.to_string()),
+                )
+            }
+            Constraint::KvBudget if ctx.kv_blocks_override.is_some() => {
+                let n = ctx.kv_blocks_override.unwrap_or(2);
+                (
+                    "The KV budget binds: see what more KV blocks would buy (servesim memory says whether they fit).".to_string(),
+                    "sweep",
+                    sweep(
+                        "engine.num_gpu_blocks_override",
+                        format!("{}:{}:{}", n / 2, n * 2, (n / 2).max(1)),
+                    ),
                 )
             }
             Constraint::KvBudget => {

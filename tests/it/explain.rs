@@ -14,14 +14,7 @@ use crate::{root, scenario};
 fn explain_of(sc: &Scenario, arg: Option<&str>, sets: &[String], fmt: Format) -> (String, Summary) {
     let (r, a) = engine::run_analysed(sc, &RunOptions::default()).unwrap();
     let s = summary::summarize(sc, &r, &a);
-    let ctx = Context {
-        scenario_arg: arg.map(str::to_string),
-        sets: sets.to_vec(),
-        has_memory_model: sc.memory.is_some(),
-        kv_pinned: sc.engine.kv_source.as_str() == "given",
-        kv_capacity_tokens: sc.engine.kv_capacity_tokens,
-        rate_per_s: s.client.rate_per_s,
-    };
+    let ctx = Context::new(sc, arg.map(str::to_string), sets);
     (explain::render(&s, &ctx, fmt), s)
 }
 
@@ -112,6 +105,40 @@ fn every_sentence_of_every_teaching_scenario_holds_for_its_run() {
     for r in ["steady", "overloaded", "no_steady_window"] {
         assert!(regimes.contains(&r), "no {r} run among {regimes:?}");
     }
+}
+
+#[test]
+fn every_sentence_of_the_vllm_case_study_holds_in_vllms_words() {
+    // 3,000 of its 20,000 requests: hours of steady state, a quicker test.
+    let path = "scenarios/case-study-b2-vllm.toml";
+    let shorter = ["workload.requests=3000".to_string()];
+    let sc = load(path, &shorter);
+    let (s, _) = check_all(&sc, path, &shorter);
+    let (text, _) = explain_of(&sc, Some(path), &shorter, Format::Markdown);
+    assert!(
+        text.contains("KV cache usage") && !text.contains("token usage"),
+        "{text}"
+    );
+    assert!(
+        text.contains("preempted") && !text.contains("retracted"),
+        "{text}"
+    );
+    // Its pool is derived from memory: vLLM's memory knob is the what-if.
+    assert_eq!(s.kv_capacity_source, "derived from memory");
+    assert!(
+        text.contains("--vary engine.gpu_memory_utilization=0.85:0.95:0.01"),
+        "{text}"
+    );
+    // With the blocks pinned, the blocks are.
+    let sets = [
+        shorter[0].clone(),
+        "engine.num_gpu_blocks_override=4000".to_string(),
+    ];
+    let (text, _) = explain_of(&load(path, &sets), Some(path), &sets, Format::Markdown);
+    assert!(
+        text.contains("--vary engine.num_gpu_blocks_override=2000:8000:2000"),
+        "{text}"
+    );
 }
 
 #[test]

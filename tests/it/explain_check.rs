@@ -112,11 +112,11 @@ impl<'a> Check<'a> {
     pub fn new(s: &'a Summary) -> Self {
         let forms: Vec<(&str, Form<'a>)> = vec![
             (
-                r"^At t = DUR the server logs (\d+) tok/s with (\d+) requests running and (\d+) queued \(token usage ([\d.]+)\)\.$",
+                r"^At t = DUR the server logs (\d+) tok/s with (\d+) requests running and (\d+) queued \((?:token usage|KV cache usage) ([\d.]+)\)\.$",
                 Check::view_server,
             ),
             (
-                r"^At t = DUR the server has (\d+) requests running and (\d+) queued \(token usage ([\d.]+)\) and has logged no decode throughput yet\.$",
+                r"^At t = DUR the server has (\d+) requests running and (\d+) queued \((?:token usage|KV cache usage) ([\d.]+)\) and has logged no decode throughput yet\.$",
                 Check::view_server_idle,
             ),
             (
@@ -234,7 +234,7 @@ impl<'a> Check<'a> {
                 Check::needs,
             ),
             (
-                r"^Requests waited in the server's queue (\d+) % of (the steady window|the window|the run), yet only ([\d.]+) ran on average — (far below|below) the slot limit of NUM — with token usage at ([\d.]+)\.$",
+                r"^Requests waited in the server's queue (\d+) % of (the steady window|the window|the run), yet only ([\d.]+) ran on average — (far below|below) the slot limit of NUM — with (?:token usage|KV cache usage) at ([\d.]+)\.$",
                 Check::kv_bound,
             ),
             (
@@ -246,11 +246,15 @@ impl<'a> Check<'a> {
                 Check::admits,
             ),
             (
-                r"^Requests waited in the server's queue (\d+) % of (the steady window|the window|the run) while ([\d.]+) ran on average, at the slot limit max_running_requests = NUM \(token usage ([\d.]+); over the run, admission stopped at the limit NUM times\)\.$",
+                r"^\(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs\.\)$",
+                Check::admits_vllm,
+            ),
+            (
+                r"^Requests waited in the server's queue (\d+) % of (the steady window|the window|the run) while ([\d.]+) ran on average, at the slot limit (?:max_running_requests|max_num_seqs) = NUM \((?:token usage|KV cache usage) ([\d.]+); over the run, admission stopped at the limit NUM times\)\.$",
                 Check::slot_bound,
             ),
             (
-                r"^The server's queue was empty (\d+) % of (the steady window|the window|the run) and token usage averaged ([\d.]+): the server admits what it gets\.$",
+                r"^The server's queue was empty (\d+) % of (the steady window|the window|the run) and (?:token usage|KV cache usage) averaged ([\d.]+): the server admits what it gets\.$",
                 Check::queue_empty,
             ),
             (
@@ -258,7 +262,7 @@ impl<'a> Check<'a> {
                 Check::client_bound,
             ),
             (
-                r"^The server's queue was empty (\d+) % of (the steady window|the window|the run) and token usage averaged ([\d.]+); the client (?:was below its limit of (\d+)|has no concurrency limit) \(([\d.]+) in flight\)\.$",
+                r"^The server's queue was empty (\d+) % of (the steady window|the window|the run) and (?:token usage|KV cache usage) averaged ([\d.]+); the client (?:was below its limit of (\d+)|has no concurrency limit) \(([\d.]+) in flight\)\.$",
                 Check::step_bound,
             ),
             (
@@ -757,6 +761,11 @@ impl<'a> Check<'a> {
             c.get(2).is_some(),
             self.s.analysis.binding.mean_token_usage < 0.95
         );
+    }
+
+    fn admits_vllm(&mut self, _: &Captures) {
+        assert_eq!(self.s.words.engine, "vLLM");
+        assert_eq!(self.s.analysis.binding.constraint, Constraint::KvBudget);
     }
 
     fn slot_bound(&mut self, c: &Captures) {
