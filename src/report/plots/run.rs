@@ -3,8 +3,9 @@
 //! logarithmic time axis ticked in round times: on a linear one the start-up, where the
 //! lifetime average lags, would be a sliver at the left. Other runs get a linear axis in s,
 //! min or h. The series are the run's regular samples merged with the first minutes' and the
-//! observations. Latencies are in seconds, on a log axis when their p99 exceeds their p1 by
-//! more than [`LOG_LATENCY_SPREAD`] times.
+//! observations. Latencies are in seconds (TTFT, E2E) and milliseconds (TPOT, ITL), on a log
+//! axis when their p99 exceeds their p1, or their maximum their median, by more than
+//! [`LOG_LATENCY_SPREAD`] times.
 
 use plotters::prelude::*;
 
@@ -18,7 +19,8 @@ use super::{line, render, y_top, Area, Drawn, Figure, Format, PlotError};
 
 /// A run at least this many times longer than its start-up gets a logarithmic time axis.
 pub const LOG_TIME_FACTOR: f64 = 20.0;
-/// Latencies whose p99 exceeds their p1 by more than this factor get a logarithmic axis.
+/// Latencies whose p99 exceeds their p1, or whose maximum their median, by more than this
+/// factor get a logarithmic axis.
 pub const LOG_LATENCY_SPREAD: f64 = 20.0;
 
 /// The title of the [`throughput`] figure.
@@ -360,7 +362,10 @@ fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
     let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
     let max = values().fold(0.0, f64::max);
     let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-    if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
+    // A tail far beyond the medians (a few long stalls) would squeeze the curves too.
+    let p50 = at(0.5).fold(f64::INFINITY, f64::min);
+    let spread = p99 / p1 > LOG_LATENCY_SPREAD || max / p50 > LOG_LATENCY_SPREAD;
+    if p1 > 0.0 && spread && min_positive.is_finite() {
         let lo = 10f64.powf(min_positive.log10().floor());
         let hi = 10f64.powf(max.log10().ceil()).max(10.0 * lo);
         (
