@@ -2,8 +2,8 @@
 //! steppings: fast-forward (the default) and the step-by-step reference.
 //!
 //! `cargo bench --bench engine`. Throughput is reported in simulated output tokens per second
-//! for the case study (under SGLang and under vLLM) and in simulated requests per second for the
-//! short-response workload.
+//! for the case study (under SGLang, under vLLM, and priced by the roofline model) and in
+//! simulated requests per second for the short-response workload.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use servesim::engine::{self, RunOptions, Stepping};
@@ -76,6 +76,30 @@ fn vllm_case_study(c: &mut Criterion) {
     g.finish();
 }
 
+/// The case study priced by the roofline model (no closed form: its runs are priced step by
+/// step, once each).
+fn roofline_case_study(c: &mut Criterion) {
+    let mut g = c.benchmark_group("b2_case_study_roofline");
+    g.sample_size(10);
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios/case-study-b2-roofline.toml");
+    let source = Source::read(&path).expect("the scenario file");
+    for n in [10_000u64, 100_000] {
+        let sc = load(&source, n);
+        let tokens = engine::run(&sc, &RunOptions::default())
+            .expect("run")
+            .totals
+            .output_tokens;
+        g.throughput(Throughput::Elements(tokens));
+        for s in [Stepping::FastForward, Stepping::StepByStep] {
+            g.bench_function(format!("{n}_requests/{}", stepping_name(s)), |b| {
+                b.iter(|| engine::run(&sc, &opts(s)).expect("run"))
+            });
+        }
+    }
+    g.finish();
+}
+
 fn short_responses(c: &mut Criterion) {
     let mut g = c.benchmark_group("short_responses");
     g.sample_size(10);
@@ -93,5 +117,11 @@ fn short_responses(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, case_study, vllm_case_study, short_responses);
+criterion_group!(
+    benches,
+    case_study,
+    vllm_case_study,
+    roofline_case_study,
+    short_responses
+);
 criterion_main!(benches);

@@ -120,6 +120,30 @@ impl StepTimeModel for Linear {
         SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64)
     }
 
+    /// A binary search over the closed form: O(log² steps).
+    fn decode_run_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+    ) -> (u64, SimDuration) {
+        let all = self.decode_run(batch, kv_first, most);
+        if all < budget {
+            return (most, all);
+        }
+        let (mut lo, mut hi) = (0u64, most);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            if self.decode_run(batch, kv_first, mid) < budget {
+                lo = mid;
+            } else {
+                hi = mid - 1;
+            }
+        }
+        (lo, self.decode_run(batch, kv_first, lo))
+    }
+
     fn decode_run_weighted(
         &self,
         batch: u64,
@@ -302,6 +326,23 @@ mod tests {
             let m = model(kv_ps);
             let direct = (0..steps).fold(SimDuration::ZERO, |acc, i| acc + m.decode(batch, kv0 + batch * i));
             prop_assert_eq!(m.decode_run(batch, kv0, steps), direct);
+        }
+
+        #[test]
+        fn the_searched_prefix_is_the_longest_below_the_budget(kv_ps in 0u64..5000, batch in 1u64..500, kv0 in 0u64..1_000_000, most in 0u64..400, budget_ms in 0u64..20_000) {
+            let m = model(kv_ps);
+            let budget = SimDuration::from_ns(budget_ms * 1_000_000);
+            // The one pass every model may use, step by step.
+            let (mut steps, mut total) = (0u64, SimDuration::ZERO);
+            while steps < most {
+                let next = total + m.decode(batch, kv0 + batch * steps);
+                if next >= budget {
+                    break;
+                }
+                total = next;
+                steps += 1;
+            }
+            prop_assert_eq!(m.decode_run_within(batch, kv0, most, budget), (steps, total));
         }
     }
 }

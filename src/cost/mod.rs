@@ -108,6 +108,28 @@ pub trait StepTimeModel: Send + Sync {
         total
     }
 
+    /// The longest prefix of such a run, at most `most` steps, whose total stays below `budget`:
+    /// its length and total. The default prices the steps once each, in one pass (never
+    /// [`decode_run`](Self::decode_run) inside a search, which would be quadratic for a model
+    /// without a closed form); a model with one may search it instead.
+    fn decode_run_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+    ) -> (u64, SimDuration) {
+        let mut total = SimDuration::ZERO;
+        for i in 0..most {
+            let next = total + self.decode(batch, kv_first + batch * i);
+            if next >= budget {
+                return (i, total);
+            }
+            total = next;
+        }
+        (most, total)
+    }
+
     /// Like [`decode_run`](Self::decode_run), and also `Σ_j (w_first + w_slope·j) × d_j` in
     /// ns × weight units, where `d_j` is the duration of step `j` (from 0): the exact time
     /// integral of a quantity that grows by `w_slope` per step (the KV pool's use). The default

@@ -501,4 +501,30 @@ mod tests {
             c.decode_breakdown(20, 50_000).total_s / c.decode_breakdown(50, 100_000).total_s;
         assert!((ratio - ratio_c).abs() < 1e-12);
     }
+
+    #[test]
+    fn a_run_within_a_budget_is_the_longest_prefix_below_it() {
+        // The roofline has no closed form: the trait's one-pass default prices its runs.
+        let (gpu, model) = parts("h100", "llama-3.1-8b");
+        let r = Roofline::new(&gpu, &model, 1, 131_072, RooflineSettings::default());
+        let (batch, kv0) = (64, 200_000);
+        let step = |i: u64| r.decode(batch, kv0 + batch * i);
+        for budget_ms in [0, 1, 50, 333, 1_000, 100_000] {
+            let budget = SimDuration::from_ns(budget_ms * 1_000_000);
+            let (steps, total) = r.decode_run_within(batch, kv0, 500, budget);
+            assert_eq!(total, r.decode_run(batch, kv0, steps), "{budget_ms} ms");
+            assert!(total < budget || steps == 0, "{budget_ms} ms");
+            assert!(
+                steps == 500 || total + step(steps) >= budget,
+                "{budget_ms} ms: one more step would fit"
+            );
+        }
+        // A generous budget takes the whole run; none takes nothing.
+        assert_eq!(
+            r.decode_run_within(batch, kv0, 500, SimDuration::from_ns(u64::MAX))
+                .0,
+            500
+        );
+        assert_eq!(r.decode_run_within(batch, kv0, 500, SimDuration::ZERO).0, 0);
+    }
 }

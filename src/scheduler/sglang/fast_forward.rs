@@ -70,18 +70,9 @@ impl Sglang {
         }
         // The largest number of steps whose end is before `limit` (usually all of them).
         let budget = limit.saturating_since(now);
-        let (mut lo, mut hi) = (0u64, most);
-        if self.cost.decode_run(batch, attended_first, most) < budget {
-            lo = most;
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if self.cost.decode_run(batch, attended_first, mid) < budget {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
+        let (lo, _) = self
+            .cost
+            .decode_run_within(batch, attended_first, most, budget);
         (lo > 0).then_some(SkipPlan {
             steps: lo,
             batch,
@@ -104,8 +95,12 @@ impl Sglang {
         let interval = self.p.log_interval;
         let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
+        // The end of step `counted` of the run, advanced piece by piece (each step priced once).
+        let mut at = now;
         while j <= n {
-            let at = now + self.cost.decode_run(b, s.attended_first, j);
+            at += self
+                .cost
+                .decode_run(b, s.attended_first + b * counted, j - counted);
             self.decode_tokens_since_log += b * (j - counted);
             counted = j;
             let token = s.used_first + b * (j - 1);
