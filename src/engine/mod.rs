@@ -310,16 +310,11 @@ impl Simulator<'_> {
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
-            let (mut first, mut resumed) =
-                (self.outbox.first_tokens, &self.outbox.resumed_gaps[..]);
-            for &(at, tokens) in &self.outbox.step_ends {
-                self.recorder.on_tokens(
-                    at,
-                    tokens,
-                    std::mem::take(&mut first),
-                    std::mem::take(&mut resumed),
-                );
-            }
+            self.recorder.on_decode_run(
+                &self.outbox.step_ends,
+                self.outbox.first_tokens,
+                &self.outbox.resumed_gaps,
+            );
             self.drain_outbox_logs();
             self.now = skip.end;
         }

@@ -494,6 +494,35 @@ impl<'a> Recorder<'a> {
         }
     }
 
+    /// A fast-forward's decode steps ended at `ends` (each with its tokens), the first giving
+    /// `first` first tokens and the `resumed` tokens after an eviction: the same as
+    /// [`Recorder::on_tokens`] for each step. Steps are handed to it one by one until no token
+    /// awaits a gap timed from outside a decode step; from then on each later step's gaps are
+    /// its duration for all its tokens, recorded in runs.
+    pub fn on_decode_run(&mut self, ends: &[(SimTime, u64)], first: u64, resumed: &[SimDuration]) {
+        let (mut first, mut resumed) = (first, resumed);
+        let mut k = 0;
+        while k < ends.len()
+            && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
+        {
+            let (at, tokens) = ends[k];
+            self.on_tokens(at, tokens, std::mem::take(&mut first), std::mem::take(&mut resumed));
+            k += 1;
+        }
+        if k == 0 || k >= ends.len() {
+            return;
+        }
+        let rest = &ends[k - 1..];
+        let gaps = rest.windows(2).map(|w| ((w[1].0 - w[0].0).as_ns(), w[1].1));
+        self.latency.itl_ms.add_grouped(gaps);
+        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
+            let steady = rest.windows(2).filter(|w| w[1].0 > s);
+            let gaps = steady.map(|w| ((w[1].0 - w[0].0).as_ns(), w[1].1));
+            self.steady_latency.itl_ms.add_grouped(gaps);
+        }
+        self.last_decode_end = Some(ends[ends.len() - 1].0);
+    }
+
     /// A request of the start-up cohort was answered at `now` (or, at the first completion, the
     /// cohort is formed): when all but its stragglers are, the start-up has cleared.
     fn count_startup(&mut self, now: SimTime, seq: u64) {
