@@ -29,12 +29,15 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod calibrate;
 pub mod catalog;
 pub mod cli;
+pub mod compare;
 pub mod cost;
 pub mod csv_rows;
 pub mod diagnostic;
 pub mod engine;
+pub mod files;
 pub mod kv;
 pub mod memory;
 pub mod metrics;

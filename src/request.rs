@@ -39,8 +39,11 @@ pub struct Request {
     pub ignore_eos: bool,
     /// When the client was ready to send it.
     pub ready_at: SimTime,
-    /// When it was sent (and arrived: the network takes no time).
+    /// When the client sent it.
     pub sent_at: SimTime,
+    /// When it reached the engine's queue: `sent_at` plus the off-GPU time on the way
+    /// (`client.network_rtt_ms` / 2 + `client.request_overhead_ms`; both 0 by default).
+    pub arrived_at: SimTime,
     /// First admission to a prefill batch.
     pub admitted_at: Option<SimTime>,
     /// First output token.

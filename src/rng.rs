@@ -22,6 +22,8 @@ pub enum StreamName {
     Arrivals,
     /// The scheduler's `random` policy shuffles.
     SchedulePolicy,
+    /// The row of a `workload.lengths` file, one draw per request in send order.
+    LengthRows,
 }
 
 impl StreamName {
@@ -31,6 +33,7 @@ impl StreamName {
             StreamName::OutputTokens => "output_tokens",
             StreamName::Arrivals => "arrivals",
             StreamName::SchedulePolicy => "schedule_policy",
+            StreamName::LengthRows => "length_rows",
         }
     }
 }

@@ -82,6 +82,9 @@ pub struct RunOptions {
     pub max_points: usize,
     /// Keep a record of every answered request (memory grows with the run).
     pub keep_requests: bool,
+    /// Keep the end of every decode round, from which each request's token times follow
+    /// (memory grows with the run's decode steps; the run goes step by step).
+    pub keep_token_times: bool,
     /// Set from outside (Ctrl-C) to stop the run.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Where the steady-window latencies start.
@@ -95,6 +98,7 @@ impl Default for RunOptions {
             keep_log: false,
             max_points: crate::metrics::recorder::DEFAULT_MAX_POINTS,
             keep_requests: false,
+            keep_token_times: false,
             interrupt: None,
             steady_from: crate::metrics::SteadyFrom::StartUpCleared,
         }

@@ -9,7 +9,7 @@
 //! keys), so a section only sees values that passed their checks, and reports what spans
 //! several keys with `v.bad(…)` or `v.fail(…)`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The longest simulated time accepted (one year).
@@ -45,7 +45,7 @@ pub enum Range {
     Positive,
     /// In (0, 1].
     Fraction,
-    /// In `[lo, hi]`; a `lo` of at most 10⁻⁶ (but above 0) reads "greater than 0".
+    /// In `[lo, hi]` (a small `lo` such as 10⁻⁶ is the real bound, and messages say it).
     Within(f64, f64),
 }
 
@@ -80,8 +80,8 @@ pub enum When {
     Engine(&'static [&'static str], &'static str),
     /// When the key at the path holds one of the values.
     If(&'static str, &'static [&'static str]),
-    /// When the key at the path is absent.
-    Without(&'static str),
+    /// When none of the keys at these paths is given.
+    Without(&'static [&'static str]),
 }
 
 /// One declared key.
@@ -236,6 +236,9 @@ pub trait Values {
     fn missing(&mut self, path: &str, why: &str) -> Bad;
     /// The directory against which the scenario's file names are resolved.
     fn base_dir(&self) -> &Path;
+    /// The path of a file the scenario names (relative to its directory), remembered as an
+    /// input of the scenario (outputs must not replace it).
+    fn input(&mut self, file: &str) -> PathBuf;
 }
 
 impl dyn Values + '_ {
@@ -355,11 +358,9 @@ impl Range {
         match self {
             Range::Positive if x <= 0.0 => Some("must be greater than 0".into()),
             Range::Fraction if !(x > 0.0 && x <= 1.0) => Some("must be in (0, 1]".into()),
-            Range::Within(lo, hi) if !(lo..=hi).contains(&x) => Some(if lo > 0.0 && lo <= 1e-6 {
-                format!("must be greater than 0 and at most {hi}")
-            } else {
-                format!("must be between {lo} and {hi}")
-            }),
+            Range::Within(lo, hi) if !(lo..=hi).contains(&x) => {
+                Some(format!("must be between {} and {}", shown(lo), shown(hi)))
+            }
             _ => None,
         }
     }
@@ -368,9 +369,17 @@ impl Range {
         match self {
             Range::Positive => "> 0".into(),
             Range::Fraction => "in (0, 1]".into(),
-            Range::Within(lo, hi) if lo > 0.0 && lo <= 1e-6 => format!("> 0, ≤ {hi}"),
-            Range::Within(lo, hi) => format!("{lo} – {hi}"),
+            Range::Within(lo, hi) => format!("{} – {}", shown(lo), shown(hi)),
         }
+    }
+}
+
+/// A bound as written in messages: small ones with an exponent (`1e-9`), not as `0.000000001`.
+fn shown(x: f64) -> String {
+    if x != 0.0 && x.abs() < 1e-3 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
     }
 }
 
@@ -421,12 +430,13 @@ impl When {
             When::All => "all".into(),
             When::Engine(_, name) => name.into(),
             When::If(key, values) => format!("{key} = {}", quoted(values).replace(", ", " or ")),
-            When::Without(key) => format!("without {key}"),
+            When::Without(keys) => format!("without {}", keys.join(" or ")),
         }
     }
 
     /// The message and hint for the key at `path` given where it does not apply, the setting
     /// it depends on holding `actual` (or, for [`When::Without`], being given).
+    /// For [`When::Without`], `actual` is the key given.
     pub fn mismatch(self, path: &str, actual: &str) -> (String, String) {
         let leaf = path.rsplit('.').next().unwrap_or(path);
         match self {
@@ -440,9 +450,9 @@ impl When {
                 );
                 (msg, "remove it, or change engine.kind".into())
             }
-            When::Without(other) => (
-                format!("does not apply with {other}"),
-                format!("{leaf} is for scenarios without {other}; remove one of them"),
+            When::Without(_) => (
+                format!("does not apply with {actual}"),
+                format!("{leaf} is for scenarios without {actual}; remove one of them"),
             ),
             When::If(setting, _) => (
                 format!("does not apply to {setting} = \"{actual}\""),

@@ -23,6 +23,11 @@ impl SimTime {
     pub const ZERO: SimTime = SimTime(0);
     /// The latest representable instant (about 584 years).
     pub const MAX: SimTime = SimTime(u64::MAX);
+    /// The latest instant a run may reach: 2⁶³ ns, about 292 years. Sums of times saturate at
+    /// [`SimTime::MAX`], beyond this limit, so every instant below it is exact; the engine stops
+    /// a run with an error when its next instant is not below it, rather than report clamped
+    /// numbers.
+    pub const LIMIT: SimTime = SimTime(1 << 63);
 
     /// An instant from integer nanoseconds.
     pub const fn from_ns(ns: u64) -> Self {
@@ -192,6 +197,10 @@ mod tests {
     #[test]
     fn adding_saturates_instead_of_wrapping() {
         assert_eq!(SimTime::MAX + SimDuration::from_ns(5), SimTime::MAX);
+        // A sum that saturates lands beyond the limit the engine stops at.
+        let long = SimDuration::from_ns(u64::MAX / 2 + 1);
+        assert!(SimTime::LIMIT + long >= SimTime::LIMIT);
+        assert_eq!(SimTime::ZERO + long, SimTime::LIMIT);
     }
 
     #[test]

@@ -290,9 +290,11 @@ impl Catalog {
     /// other entries are added. Errors name the file and, where the parser gives one, the line
     /// and column.
     pub fn with_user_file(path: &Path) -> Result<Self, CatalogError> {
-        let text = std::fs::read_to_string(path).map_err(|source| CatalogError::Read {
-            path: path.to_path_buf(),
-            source,
+        let text = crate::files::read_text(path, crate::files::MAX_CATALOG_BYTES).map_err(|e| {
+            CatalogError::Read {
+                path: path.to_path_buf(),
+                source: e.into(),
+            }
         })?;
         let mut catalog = Catalog::builtin();
         catalog.extend_from_str(&text, &path.display().to_string())?;

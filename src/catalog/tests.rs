@@ -275,7 +275,8 @@ fn every_builtin_entry_parses_and_validates() {
             "b200",
             "l40s",
             "rtx-pro-6000",
-            "mi300x"
+            "mi300x",
+            "a100-40gb"
         ]
     );
     let models: Vec<&str> = c.models.iter().map(|m| m.name.as_str()).collect();

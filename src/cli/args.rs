@@ -40,6 +40,11 @@ impl ScenarioArgs {
         let sc = scenario::load(&source, &self.set.sets)?;
         Ok((source, sc))
     }
+
+    /// The files a command on this scenario reads: outputs must not replace them.
+    pub fn inputs(&self, sc: &Scenario) -> Vec<PathBuf> {
+        self.scenario.iter().chain(&sc.inputs).cloned().collect()
+    }
 }
 
 /// A scenario file (required) and overrides applied to every run made from it.
@@ -55,6 +60,14 @@ impl ScenarioFileArgs {
     /// The scenario's text, read.
     pub fn source(&self) -> Result<Source, Failure> {
         Ok(Source::read(&self.scenario)?)
+    }
+
+    /// The files a command on this scenario reads: outputs must not replace them.
+    pub fn inputs(&self, sc: &Scenario) -> Vec<PathBuf> {
+        std::iter::once(&self.scenario)
+            .chain(&sc.inputs)
+            .cloned()
+            .collect()
     }
 }
 

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::args::JsonArg;
-use super::output::{render, table};
-use super::Failure;
+use super::table::{render, table};
+use super::{term, Failure};
 use crate::catalog::{Attention, Catalog};
 use crate::report::text::thousands;
 
@@ -30,14 +30,12 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     if args.print.json {
         let j = serde_json::json!({ "gpus": c.gpus, "models": c.models });
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&j).expect("invariant: the catalog serialises")
-        );
+        let mut text = serde_json::to_string_pretty(&j).expect("invariant: the catalog serialises");
+        text.push('\n');
+        term::out(&text)
     } else {
-        print!("{}", listing(&c));
+        term::out(&listing(&c))
     }
-    Ok(())
 }
 
 /// The catalog as two tables.

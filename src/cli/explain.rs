@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use super::args::ScenarioArgs;
-use super::output::{prepare_out_dir, write_outputs};
-use super::parallel::interruptible;
-use super::Failure;
+use super::interrupt::{self, interruptible};
+use super::output::Outputs;
+use super::{term, Failure};
 use crate::analysis::Analysis;
 use crate::engine;
 use crate::metrics::RunResult;
@@ -38,18 +38,26 @@ enum ExplainFormat {
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
     let (source, sc) = args.scenario.load()?;
-    if let Some(dir) = &args.out {
-        prepare_out_dir(dir)?;
-    }
+    // The handout's path is checked, and staged, before the run (the output rule of `run`).
+    let mut outputs = Outputs::new(args.scenario.inputs(&sc));
+    let page_file = match &args.out {
+        Some(d) => {
+            let dir = outputs.dir(d)?;
+            Some(outputs.file_in(&dir, "explain.html")?)
+        }
+        None => None,
+    };
     let (result, analysis) = engine::run_analysed(&sc, &interruptible())?;
+    interrupt::check()?;
     let summary = summary::summarize(&sc, &result, &analysis);
     let ctx = Context::new(
         &sc,
         args.scenario.scenario.map(|p| p.display().to_string()),
         &args.scenario.set.sets,
     );
-    if let Some(dir) = &args.out {
+    if let Some(id) = page_file {
         let figures = figures(&sc, &result, &analysis)?;
+        interrupt::check()?;
         let page = handout::page(&Handout {
             title: &explain::title(&summary),
             body_html: &explain::render(&summary, &ctx, explain::Format::Html),
@@ -58,14 +66,20 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             scenario_toml: &source.text,
             sets: &ctx.sets,
         });
-        write_outputs(dir, &[("explain.html", page.into_bytes())])?;
-        eprintln!("wrote {}", dir.join("explain.html").display());
+        outputs.write(id, page.as_bytes())?;
+        interrupt::check()?;
+        let shown = outputs.shown(id).display().to_string();
+        outputs.commit()?;
+        term::note(&format!("wrote {shown}"));
     }
     let fmt = match args.format {
         ExplainFormat::Text => explain::Format::Text,
         ExplainFormat::Markdown => explain::Format::Markdown,
     };
-    print!("{}", explain::render(&summary, &ctx, fmt));
+    let text = explain::render(&summary, &ctx, fmt);
+    interrupt::check()?;
+    term::out(&text)?;
+    super::check::warn(&sc);
     Ok(())
 }
 

@@ -1,6 +1,7 @@
 //! What the command line reports when it fails: `error:` / `caused by:` / `hint:` on stderr
-//! and the exit code (1 a run that cannot finish, 2 bad usage or a bad scenario, 130
-//! interrupted).
+//! and the exit code (1 a run that cannot finish or an output that cannot be written, 2 bad
+//! usage or a bad scenario, 130 / 143 stopped by SIGINT / SIGTERM; 0 and nothing printed when
+//! stdout was closed by its reader).
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
@@ -42,14 +43,30 @@ impl Failure {
         }
     }
 
-    /// Ctrl-C stopped the runs before anything was written.
-    pub(super) fn interrupted() -> Self {
+    /// A signal (`SIGINT`, `SIGTERM`) stopped the command before anything was written; `code`
+    /// is 128 + its number.
+    pub(super) fn interrupted(signal: &str, code: i32) -> Self {
         Failure {
-            error: "interrupted: nothing was written".into(),
+            error: format!("interrupted by {signal}: nothing was written"),
             causes: Vec::new(),
             hint: None,
-            code: 130,
+            code,
         }
+    }
+
+    /// The reader of stdout went away (`servesim … | head`): stop quietly, exit code 0.
+    pub(super) fn closed_stdout() -> Self {
+        Failure {
+            error: String::new(),
+            causes: Vec::new(),
+            hint: None,
+            code: 0,
+        }
+    }
+
+    /// Whether this only stops the command quietly (see [`Failure::closed_stdout`]).
+    pub(super) fn is_quiet(&self) -> bool {
+        self.code == 0 && self.error.is_empty()
     }
 
     /// A flag whose value a value parser of [`super::values`] refused, rendered like every
@@ -117,6 +134,18 @@ impl From<LoadError> for Failure {
                 ),
                 code: 2,
             },
+            LoadError::TooLarge { path, limit } => Failure {
+                error: format!("scenario `{}` is too large", path.display()),
+                causes: vec![(
+                    format!("it holds more than {limit} bytes, the most a scenario file may have"),
+                    None,
+                )],
+                hint: Some(
+                    "check the path; put large data in a CSV file (`file = …` and `column = …`)"
+                        .into(),
+                ),
+                code: 2,
+            },
             LoadError::NotUtf8 { path, offset } => Failure {
                 error: format!("scenario `{}` is not UTF-8 text", path.display()),
                 causes: vec![(format!("invalid byte at offset {offset}"), None)],
@@ -156,7 +185,13 @@ impl From<SimError> for Failure {
                 }),
                 code: 1,
             },
-            SimError::Interrupted => Failure::interrupted(),
+            SimError::Interrupted => super::interrupt::failure(),
+            SimError::TimeOverflow { left, .. } => Failure {
+                error: e.to_string(),
+                causes: vec![(format!("{left} request(s) unanswered"), None)],
+                hint: Some("time this long comes from extreme inputs: raise client.rate_per_s, lower client.think_time_s or the engine.step_time coefficients, or set run.max_sim_s to stop the run earlier".into()),
+                code: 1,
+            },
         }
     }
 }

@@ -1,92 +1,467 @@
-//! What the verbs write: output directories filled atomically, and terminal tables.
+//! What the verbs write to files, as one set ([`Outputs`]), under one rule for every output
+//! path (the files of `--out DIR`, `--requests-csv FILE`):
+//!
+//! * every path is checked before anything runs: its directory must exist (`--out` is created)
+//!   and take a file, the path must not be a directory, a broken link, an input of the command
+//!   (the scenario, a trace, a data or catalog file it reads) or another output of the set;
+//! * a symbolic link is followed: its target is written and the link stays;
+//! * a special file (a device such as `/dev/null`, a FIFO) is written through, in place;
+//! * a regular file is staged under a temporary name beside its target
+//!   (`.NAME.servesim-tmp-PID`); when every file of the set is complete they are renamed into
+//!   place, the files they replace kept aside (`.NAME.servesim-old-PID`) until the last rename
+//!   and put back if one fails, so the set replaces the old one as a unit or not at all;
+//! * a set that is not committed (an error, a signal) removes its staged files, and the
+//!   directories it created if they are empty, when dropped; staging in a directory first
+//!   removes what commands killed there earlier left behind (files of the older
+//!   `.NAME.tmp-PID` naming, which other tools may use, only beside a file the set writes).
 
-use std::path::Path;
-
-use comfy_table::{presets, CellAlignment, Table};
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use super::Failure;
 
-/// Make sure `dir` is a directory we can write into (created if missing), before any run.
-pub(super) fn prepare_out_dir(dir: &Path) -> Result<(), Failure> {
-    if dir.exists() && !dir.is_dir() {
-        return Err(Failure::usage(
-            format!("--out `{}` exists and is not a directory", dir.display()),
-            "give a directory path (it is created if missing)",
-        ));
-    }
-    std::fs::create_dir_all(dir).map_err(|e| {
-        Failure::usage(
-            format!(
-                "cannot create the output directory `{}`: {e}",
-                dir.display()
-            ),
-            "choose a writable location for --out",
-        )
-    })?;
-    let probe = dir.join(format!(".servesim-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"").map_err(|e| {
-        Failure::usage(
-            format!("cannot write into `{}`: {e}", dir.display()),
-            "choose a writable location for --out",
-        )
-    })?;
-    let _ = std::fs::remove_file(probe);
-    Ok(())
+/// Staged names end with this and the process id; kept-aside ones with `OLD` and it.
+const TMP: &str = ".servesim-tmp-";
+const OLD: &str = ".servesim-old-";
+
+/// The environment variable that makes a commit fail after this many renames (tests only: a
+/// failure while moving the set into place cannot be provoked otherwise).
+pub const FAIL_COMMIT_AFTER: &str = "SERVESIM_TEST_FAIL_COMMIT_AFTER";
+
+/// An output file of the set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct FileId(usize);
+
+/// An output directory of the set.
+#[derive(Clone, Debug)]
+pub(super) struct OutDir {
+    shown: PathBuf,
+    real: PathBuf,
 }
 
-/// Write every file to a temporary name first, then rename them all into place: a failure
-/// leaves the directory's previous files untouched.
-pub(super) fn write_outputs<N: AsRef<str>>(
-    dir: &Path,
-    files: &[(N, Vec<u8>)],
-) -> Result<(), Failure> {
-    let pid = std::process::id();
-    let mut staged = Vec::new();
-    for (name, bytes) in files {
-        let name = name.as_ref();
-        let tmp = dir.join(format!(".{name}.tmp-{pid}"));
-        if let Err(e) = std::fs::write(&tmp, bytes) {
-            for t in &staged {
-                let _ = std::fs::remove_file(t);
-            }
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Failure::runtime(
-                format!("cannot write `{}`", dir.join(name).display()),
-                e,
+impl OutDir {
+    /// The directory as the user gave it.
+    pub fn shown(&self) -> &Path {
+        &self.shown
+    }
+}
+
+enum Mode {
+    /// Staged at `tmp`, renamed over the target at commit (the old file kept at `old`).
+    Replace { tmp: PathBuf, old: PathBuf },
+    /// Written in place (a device or a FIFO).
+    Through,
+}
+
+struct Planned {
+    /// The flag that asked for it.
+    flag: String,
+    /// As shown in messages.
+    shown: PathBuf,
+    /// Where it goes, links followed.
+    target: PathBuf,
+    mode: Mode,
+    file: Option<File>,
+}
+
+/// A file the command reads, to be kept from being overwritten.
+struct Input {
+    real: PathBuf,
+    id: Option<(u64, u64)>,
+}
+
+/// A set of output files, written as a unit (see the module docs).
+pub(super) struct Outputs {
+    inputs: Vec<Input>,
+    files: Vec<Planned>,
+    /// Directories created for the set, removed again (when empty) if it is not committed.
+    created: Vec<PathBuf>,
+    committed: bool,
+}
+
+#[cfg(unix)]
+fn file_id(m: &fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((m.dev(), m.ino()))
+}
+
+#[cfg(not(unix))]
+fn file_id(_: &fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+fn pid() -> u32 {
+    std::process::id()
+}
+
+impl Outputs {
+    /// A set that must not overwrite these input files.
+    pub fn new(inputs: impl IntoIterator<Item = PathBuf>) -> Self {
+        let inputs = inputs
+            .into_iter()
+            .filter_map(|p| {
+                let real = fs::canonicalize(&p).ok()?;
+                let id = fs::metadata(&real).ok().as_ref().and_then(file_id);
+                Some(Input { real, id })
+            })
+            .collect();
+        Outputs {
+            inputs,
+            files: Vec::new(),
+            created: Vec::new(),
+            committed: false,
+        }
+    }
+
+    /// `--out DIR`: a directory, created if missing, that must take files.
+    pub fn dir(&mut self, dir: &Path) -> Result<OutDir, Failure> {
+        let usage = |e: String| Failure::usage(e, "choose a writable location for --out");
+        if dir.exists() && !dir.is_dir() {
+            return Err(Failure::usage(
+                format!("--out `{}` exists and is not a directory", dir.display()),
+                "give a directory path (it is created if missing)",
             ));
         }
-        staged.push(tmp);
+        // The directories created, outermost first, so that a set not committed removes them.
+        let missing: Vec<PathBuf> = dir
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        fs::create_dir_all(dir).map_err(|e| {
+            usage(format!(
+                "cannot create the output directory `{}`: {e}",
+                dir.display()
+            ))
+        })?;
+        self.created.extend(missing.into_iter().rev());
+        let real = fs::canonicalize(dir)
+            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        clean_stale(&real, None);
+        let probe = real.join(format!(".servesim-probe-{}", pid()));
+        File::create(&probe)
+            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        let _ = fs::remove_file(probe);
+        Ok(OutDir {
+            shown: dir.to_path_buf(),
+            real,
+        })
     }
-    for ((name, _), tmp) in files.iter().zip(&staged) {
-        let name = name.as_ref();
-        std::fs::rename(tmp, dir.join(name)).map_err(|e| {
-            Failure::runtime(
-                format!("cannot move `{}` into place", dir.join(name).display()),
-                e,
+
+    /// The file `name` of an output directory.
+    pub fn file_in(&mut self, dir: &OutDir, name: &str) -> Result<FileId, Failure> {
+        self.plan("--out", &dir.shown.join(name), &dir.real, name)
+    }
+
+    /// A file given by `flag` (`--requests-csv FILE`); its directory must exist.
+    pub fn file(&mut self, flag: &str, path: &Path) -> Result<FileId, Failure> {
+        let not_a_file = || {
+            Failure::usage(
+                format!("{flag} `{}` is not a file path", path.display()),
+                format!("give a file name, e.g. {flag} requests.csv"),
+            )
+        };
+        let name = path.file_name().ok_or_else(not_a_file)?;
+        let name = name.to_str().ok_or_else(not_a_file)?.to_string();
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let real_parent = fs::canonicalize(parent).map_err(|e| {
+            Failure::usage(
+                format!("cannot create `{}`: {e}", path.display()),
+                format!("choose a writable location for {flag}"),
             )
         })?;
+        if !real_parent.is_dir() {
+            return Err(Failure::usage(
+                format!(
+                    "cannot create `{}`: Not a directory (os error 20)",
+                    path.display()
+                ),
+                format!("choose a writable location for {flag}"),
+            ));
+        }
+        clean_stale(&real_parent, None);
+        self.plan(flag, path, &real_parent, &name)
     }
-    Ok(())
-}
 
-/// A terminal table without lines: numbers right-aligned, the first `left` columns left-aligned.
-pub(super) fn table<S: ToString>(header: &[S], left: usize) -> Table {
-    let mut t = Table::new();
-    t.load_style(presets::NOTHING);
-    t.set_header(header.iter().map(ToString::to_string).collect::<Vec<_>>());
-    for (i, c) in t.column_iter_mut().enumerate() {
-        c.set_cell_alignment(if i < left {
-            CellAlignment::Left
-        } else {
-            CellAlignment::Right
+    fn plan(
+        &mut self,
+        flag: &str,
+        shown: &Path,
+        real_dir: &Path,
+        name: &str,
+    ) -> Result<FileId, Failure> {
+        let refuse = |what: String, hint: &str| Failure::usage(what, hint.to_string());
+        clean_stale(real_dir, Some(name));
+        let path = real_dir.join(name);
+        // Follow a link to what it names (created if missing); the link itself stays.
+        let target = match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_symlink() => follow(&path).ok_or_else(|| {
+                refuse(
+                    format!(
+                        "{flag} `{}` is a symbolic link into a directory that does not exist",
+                        shown.display()
+                    ),
+                    "remove the link or point it at a file",
+                )
+            })?,
+            _ => path,
+        };
+        let meta = fs::metadata(&target).ok();
+        if meta.as_ref().is_some_and(fs::Metadata::is_dir) {
+            return Err(refuse(
+                format!("{flag} `{}` is a directory", shown.display()),
+                "give a file path, e.g. --requests-csv requests.csv",
+            ));
+        }
+        let id = meta.as_ref().and_then(file_id);
+        let is_input = self
+            .inputs
+            .iter()
+            .any(|i| i.real == target || (id.is_some() && i.id == id));
+        if is_input {
+            return Err(refuse(
+                format!(
+                    "{flag} `{}` is an input of this command; an output never replaces an input",
+                    shown.display()
+                ),
+                "choose another path for the output",
+            ));
+        }
+        if let Some(other) = self.files.iter().find(|f| f.target == target) {
+            return Err(refuse(
+                format!(
+                    "{flag} `{}` is also written by {} (as `{}`)",
+                    shown.display(),
+                    other.flag,
+                    other.shown.display()
+                ),
+                "give each output its own path",
+            ));
+        }
+        let cannot = |e: std::io::Error| {
+            Failure::usage(
+                format!("cannot write `{}`: {e}", shown.display()),
+                format!("choose a writable location for {flag}"),
+            )
+        };
+        let (mode, file) = match &meta {
+            Some(m) if !m.is_file() => {
+                let f = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&target)
+                    .map_err(cannot)?;
+                (Mode::Through, f)
+            }
+            _ => {
+                let dir = target.parent().unwrap_or(Path::new("."));
+                let leaf = target
+                    .file_name()
+                    .map_or(name.into(), |n| n.to_string_lossy().into_owned());
+                let tmp = dir.join(format!(".{leaf}{TMP}{}", pid()));
+                let old = dir.join(format!(".{leaf}{OLD}{}", pid()));
+                let f = File::create(&tmp).map_err(cannot)?;
+                (Mode::Replace { tmp, old }, f)
+            }
+        };
+        self.files.push(Planned {
+            flag: flag.to_string(),
+            shown: shown.to_path_buf(),
+            target,
+            mode,
+            file: Some(file),
         });
+        Ok(FileId(self.files.len() - 1))
     }
-    t
+
+    /// The file to stream an output into (once).
+    pub fn take_writer(&mut self, id: FileId) -> File {
+        self.files[id.0]
+            .file
+            .take()
+            .expect("invariant: an output file is opened once")
+    }
+
+    /// The path of an output, as shown.
+    pub fn shown(&self, id: FileId) -> &Path {
+        &self.files[id.0].shown
+    }
+
+    /// The failure of a write to an output.
+    pub fn write_failure(&self, id: FileId, why: impl ToString) -> Failure {
+        Failure::runtime(format!("cannot write `{}`", self.shown(id).display()), why)
+    }
+
+    /// Write an output whole.
+    pub fn write(&mut self, id: FileId, bytes: &[u8]) -> Result<(), Failure> {
+        let mut f = self.take_writer(id);
+        f.write_all(bytes)
+            .and_then(|()| f.flush())
+            .map_err(|e| self.write_failure(id, e))
+    }
+
+    /// Move every staged file into place, as a unit: on a failure, the files already moved are
+    /// put back as they were. Returns how many files were written.
+    pub fn commit(mut self) -> Result<usize, Failure> {
+        let fail_after: Option<usize> = std::env::var(FAIL_COMMIT_AFTER)
+            .ok()
+            .and_then(|s| s.parse().ok());
+        for f in &mut self.files {
+            f.file = None; // close before renaming
+        }
+        let mut moved: Vec<(usize, bool)> = Vec::new();
+        let mut failure = None;
+        for (i, f) in self.files.iter().enumerate() {
+            let Mode::Replace { tmp, old } = &f.mode else {
+                continue;
+            };
+            if fail_after == Some(moved.len()) {
+                failure = Some((i, std::io::Error::other("injected failure (test)")));
+                break;
+            }
+            let had_old = fs::symlink_metadata(&f.target).is_ok();
+            if had_old {
+                if let Err(e) = fs::rename(&f.target, old) {
+                    failure = Some((i, e));
+                    break;
+                }
+            }
+            if let Err(e) = fs::rename(tmp, &f.target) {
+                if had_old {
+                    let _ = fs::rename(old, &f.target);
+                }
+                failure = Some((i, e));
+                break;
+            }
+            moved.push((i, had_old));
+        }
+        if let Some((i, e)) = failure {
+            for &(j, had_old) in moved.iter().rev() {
+                let f = &self.files[j];
+                if let Mode::Replace { old, .. } = &f.mode {
+                    if had_old {
+                        let _ = fs::rename(old, &f.target);
+                    } else {
+                        let _ = fs::remove_file(&f.target);
+                    }
+                }
+            }
+            let shown = self.files[i].shown.display().to_string();
+            // Drop removes the staged files.
+            return Err(Failure {
+                error: format!("cannot move `{shown}` into place"),
+                causes: vec![(e.to_string(), None)],
+                hint: Some("the previous outputs were left as they were".into()),
+                code: 1,
+            });
+        }
+        for &(j, had_old) in &moved {
+            if let (true, Mode::Replace { old, .. }) = (had_old, &self.files[j].mode) {
+                let _ = fs::remove_file(old);
+            }
+        }
+        self.committed = true;
+        Ok(self.files.len())
+    }
 }
 
-/// The table's lines, without trailing spaces, each ending in a newline.
-pub(super) fn render(t: &Table) -> String {
-    t.lines().map(|l| l.trim_end().to_string() + "\n").collect()
+impl Drop for Outputs {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        for f in &mut self.files {
+            f.file = None;
+            if let Mode::Replace { tmp, .. } = &f.mode {
+                let _ = fs::remove_file(tmp);
+            }
+        }
+        // Innermost first; a directory that holds anything stays.
+        for d in self.created.iter().rev() {
+            let _ = fs::remove_dir(d);
+        }
+    }
+}
+
+/// What the link at `path` names, links followed, the last one possibly to a file that does not
+/// exist yet (`None` when its directory does not exist either, or the links loop).
+fn follow(path: &Path) -> Option<PathBuf> {
+    if let Ok(real) = fs::canonicalize(path) {
+        return Some(real);
+    }
+    let mut at = path.to_path_buf();
+    for _ in 0..40 {
+        match fs::read_link(&at) {
+            Ok(next) => at = at.parent().unwrap_or(Path::new(".")).join(next),
+            Err(_) => {
+                let dir = fs::canonicalize(at.parent()?).ok()?;
+                return Some(dir.join(at.file_name()?));
+            }
+        }
+    }
+    None
+}
+
+/// The older staged name (`.NAME.tmp-PID`, before the `servesim` mark): a name other tools may
+/// use too, so only cleaned beside a file of the same name that a set is about to write.
+const LEGACY_TMP: &str = ".tmp-";
+
+/// The process id in a staged (`.NAME.servesim-tmp-PID`), kept-aside (`…-old-PID`) or older
+/// (`.NAME.tmp-PID`) name, with whether it is kept aside and the target's name.
+fn ours(name: &str) -> Option<(u32, bool, &str)> {
+    let rest = name.strip_prefix('.')?;
+    for (mark, old) in [(TMP, false), (OLD, true), (LEGACY_TMP, false)] {
+        if let Some((target, digits)) = rest.rsplit_once(mark) {
+            let pid = digits.parse::<u32>().ok();
+            if let (Some(pid), false, true) = (
+                pid,
+                target.is_empty(),
+                digits.bytes().all(|b| b.is_ascii_digit()),
+            ) {
+                return Some((pid, old, target));
+            }
+        }
+    }
+    None
+}
+
+/// Whether process `pid` runs (always assumed when it cannot be told).
+fn alive(pid: u32) -> bool {
+    let proc = Path::new("/proc");
+    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
+}
+
+/// Remove what killed commands left in `dir`: staged files, and files kept aside, which are
+/// put back where their replacement is missing; files of the older naming only when they
+/// stage `legacy_for`.
+fn clean_stale(dir: &Path, legacy_for: Option<&str>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some((p, old, target)) = ours(name) else {
+            continue;
+        };
+        let legacy = !name.contains(TMP) && !name.contains(OLD);
+        if p == pid()
+            || alive(p)
+            || !e.file_type().is_ok_and(|t| t.is_file())
+            || (legacy && legacy_for != Some(target))
+        {
+            continue;
+        }
+        let target = dir.join(target);
+        if old && fs::symlink_metadata(&target).is_err() {
+            let _ = fs::rename(e.path(), target);
+        } else {
+            let _ = fs::remove_file(e.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -94,13 +469,63 @@ mod tests {
     use super::*;
 
     #[test]
-    fn tables_align_text_left_and_numbers_right() {
-        let mut t = table(&["name", "tokens"], 1);
-        t.add_row(vec!["a", "1,000"]);
-        t.add_row(vec!["longer", "7"]);
+    fn staged_names_are_recognised_with_their_process() {
         assert_eq!(
-            render(&t),
-            " name    tokens\n a        1,000\n longer       7\n"
+            ours(".summary.json.servesim-tmp-42"),
+            Some((42, false, "summary.json"))
         );
+        assert_eq!(ours(".a.csv.servesim-old-7"), Some((7, true, "a.csv")));
+        assert_eq!(ours(".r.csv.tmp-9"), Some((9, false, "r.csv")));
+        assert_eq!(ours("summary.json"), None);
+        assert_eq!(ours(".x.servesim-tmp-abc"), None);
+    }
+
+    #[test]
+    fn a_set_replaces_the_old_files_or_leaves_them() {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("a"), "old a").unwrap();
+        fs::write(d.path().join("b"), "old b").unwrap();
+        let mut o = Outputs::new([]);
+        let dir = o.dir(d.path()).unwrap();
+        for (n, v) in [("a", "new a"), ("b", "new b"), ("c", "new c")] {
+            let id = o.file_in(&dir, n).unwrap();
+            o.write(id, v.as_bytes()).unwrap();
+        }
+        assert_eq!(o.commit().unwrap(), 3);
+        let read = |n: &str| fs::read_to_string(d.path().join(n)).unwrap();
+        assert_eq!(
+            (read("a"), read("b"), read("c")),
+            ("new a".into(), "new b".into(), "new c".into())
+        );
+        let mut left: Vec<_> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn stale_files_of_a_dead_process_are_cleaned() {
+        let d = tempfile::tempdir().unwrap();
+        // A process id that is not running: above the kernel's maximum.
+        let dead = 4_194_305;
+        fs::write(d.path().join(format!(".a.servesim-tmp-{dead}")), "x").unwrap();
+        fs::write(d.path().join(format!(".b.servesim-old-{dead}")), "old b").unwrap();
+        fs::write(d.path().join(format!(".c.tmp-{dead}")), "x").unwrap();
+        let left = |d: &Path| {
+            let mut names: Vec<_> = fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            names.sort();
+            names
+        };
+        clean_stale(d.path(), None);
+        // The older name stays until a set writes `c`.
+        assert_eq!(left(d.path()), [format!(".c.tmp-{dead}"), "b".to_string()]);
+        clean_stale(d.path(), Some("c"));
+        assert_eq!(left(d.path()), ["b"]);
+        assert_eq!(fs::read_to_string(d.path().join("b")).unwrap(), "old b");
     }
 }

@@ -1,44 +1,21 @@
-//! Runs on many cores: a parallel map with a progress bar, and Ctrl-C.
-
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+//! Runs on many cores: a parallel map with a progress bar.
 
 use rayon::prelude::*;
 
 use super::args::JobsArgs;
 use super::Failure;
-use crate::engine::RunOptions;
 
-/// Set by Ctrl-C; runs in progress stop at their next scheduler iteration.
-fn interrupt_flag() -> Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = flag.clone();
-        // If a handler cannot be installed, Ctrl-C simply kills the process as usual.
-        let _ = ctrlc::set_handler(move || f.store(true, Ordering::Relaxed));
-        flag
-    })
-    .clone()
-}
-
-/// Run options whose runs stop (with [`crate::engine::SimError::Interrupted`]) at Ctrl-C.
-pub(super) fn interruptible() -> RunOptions {
-    RunOptions {
-        interrupt: Some(interrupt_flag()),
-        ..RunOptions::default()
-    }
-}
-
-/// `f` of every item, in order, computed on `jobs` threads (default: one per core), with a
-/// progress bar on stderr counting `unit`s (drawn only when stderr is a terminal).
+/// `f` of every item, in order, computed on `jobs` threads (default: one per core; no more
+/// than there are items), with a progress bar on stderr counting `unit`s (drawn only when
+/// stderr is a terminal).
 pub(super) fn map_with_progress<T: Sync, R: Send>(
     items: &[T],
     jobs: JobsArgs,
     unit: &str,
     f: impl Fn(&T) -> R + Sync,
 ) -> Result<Vec<R>, Failure> {
-    let threads = jobs.jobs.unwrap_or(0);
+    // 0: rayon's default (one per core, or RAYON_NUM_THREADS).
+    let threads = jobs.jobs.map_or(0, |j| j.min(items.len()).max(1));
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
@@ -66,5 +43,6 @@ pub(super) fn map_with_progress<T: Sync, R: Send>(
             .collect()
     });
     bar.finish_and_clear();
+    super::interrupt::check()?;
     Ok(out)
 }

@@ -1,19 +1,23 @@
 //! `servesim run`: simulate one scenario; print the report or its JSON; with `--out`, write
-//! summary.json, timeseries.csv, server.log and the figures.
+//! summary.json, timeseries.csv, server.log (streamed as the run goes) and the figures.
 
-use std::path::{Path, PathBuf};
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
 
 use super::args::{JobsArgs, OutputArgs, ScenarioArgs};
-use super::output::{prepare_out_dir, write_outputs};
-use super::parallel::{interruptible, map_with_progress};
-use super::Failure;
+use super::interrupt::{self, interruptible};
+use super::output::{FileId, OutDir, Outputs};
+use super::parallel::map_with_progress;
+use super::{term, Failure};
 use crate::analysis::{self, Analysis};
+use crate::compare::{self, bench_json::BenchJson};
 use crate::csv_rows;
-use crate::engine::{self, RunOptions, Stepping};
+use crate::engine::{self, RunOptions, Sinks, Stepping};
 use crate::metrics::{RequestRecord, RunResult};
 use crate::report::plots::{self, Format};
 use crate::report::{requests, server_log, summary, text, timeseries};
 use crate::scenario::Scenario;
+use crate::scheduler::LogRecord;
 
 /// `servesim run`.
 #[derive(clap::Args, Debug)]
@@ -28,6 +32,11 @@ pub(super) struct Args {
     /// Stream one row per answered request to this CSV file (memory stays constant).
     #[arg(long, value_name = "FILE")]
     requests_csv: Option<PathBuf>,
+    /// What to print: the text report, the summary JSON (as --json), or `bench-json`: one line
+    /// with the keys of SGLang's bench_serving result file and its per-request details (the
+    /// run goes step by step and keeps every request).
+    #[arg(long, value_enum, default_value_t = RunFormat::Text)]
+    format: RunFormat,
     /// Also run the scenario under N − 1 further seeds (seed + 1, seed + 2, …), in parallel,
     /// and report the steady rate's 95 % t-interval across all N runs.
     #[arg(long, value_name = "N", default_value_t = 1,
@@ -37,27 +46,119 @@ pub(super) struct Args {
     jobs: JobsArgs,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum RunFormat {
+    Text,
+    Json,
+    BenchJson,
+}
+
+/// The files of `--out`, planned before the run.
+struct OutFiles {
+    dir: OutDir,
+    summary: FileId,
+    timeseries: FileId,
+    log: FileId,
+    figures: Vec<(String, FileId)>,
+}
+
+/// The names of the run's figures, PNG and SVG.
+fn figure_names() -> Vec<String> {
+    let mut names = Vec::new();
+    for fmt in Format::ALL {
+        for stem in ["throughput", "engine-state", "latency-cdf"] {
+            names.push(format!("{stem}.{}", fmt.extension()));
+        }
+    }
+    names
+}
+
+/// A writer that keeps its first error (the run cannot stop to report it), and is told what
+/// the run answered or printed.
+struct Stream<W> {
+    w: Option<W>,
+    error: Option<std::io::Error>,
+}
+
+impl<W> Stream<W> {
+    fn new(w: Option<W>) -> Self {
+        Stream { w, error: None }
+    }
+
+    fn put(&mut self, f: impl FnOnce(&mut W) -> std::io::Result<()>) {
+        if let (Some(w), None) = (self.w.as_mut(), &self.error) {
+            if let Err(e) = f(w) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Flush; the first error of the whole stream, if any.
+    fn finish(
+        mut self,
+        flush: impl FnOnce(&mut W) -> std::io::Result<()>,
+    ) -> Option<std::io::Error> {
+        self.put(flush);
+        self.error
+    }
+}
+
 pub(super) fn run(args: Args) -> Result<(), Failure> {
     let (source, sc) = args.scenario.load()?;
-    let out = args.output.out.as_deref();
-    if let Some(dir) = out {
-        prepare_out_dir(dir)?;
-    }
+    // Every output path is checked, and staged, before the run.
+    let mut outputs = Outputs::new(args.scenario.inputs(&sc));
+    let files = match &args.output.out {
+        Some(d) => {
+            let dir = outputs.dir(d)?;
+            let mut plan = |n: &str| outputs.file_in(&dir, n);
+            let (summary, timeseries, log) = (
+                plan("summary.json")?,
+                plan("timeseries.csv")?,
+                plan("server.log")?,
+            );
+            let mut figures = Vec::new();
+            if args.output.figures() {
+                for n in figure_names() {
+                    figures.push((n.clone(), plan(&n)?));
+                }
+            }
+            Some(OutFiles {
+                dir,
+                summary,
+                timeseries,
+                log,
+                figures,
+            })
+        }
+        None => None,
+    };
+    let csv_file = match &args.requests_csv {
+        Some(p) => Some(outputs.file("--requests-csv", p)?),
+        None => None,
+    };
     let opts = RunOptions {
-        keep_log: out.is_some(),
         stepping: if args.step_by_step {
             Stepping::StepByStep
         } else {
             Stepping::FastForward
         },
+        keep_requests: args.format == RunFormat::BenchJson,
+        keep_token_times: args.format == RunFormat::BenchJson,
         ..interruptible()
     };
-    let mut result = match &args.requests_csv {
-        None => engine::run(&sc, &opts)?,
-        Some(path) => run_streaming_requests(&sc, &opts, path)?,
-    };
+    let mut result = simulate(
+        &sc,
+        &opts,
+        &mut outputs,
+        files.as_ref().map(|f| f.log),
+        csv_file,
+    )?;
+    interrupt::test_signal_after_run();
+    interrupt::check()?;
     let analysis = analysis::analyse(&result);
+    interrupt::check()?;
     engine::record_steady_latencies(&sc, &opts, &mut result, &analysis)?;
+    interrupt::check()?;
     let mut summary = summary::summarize(&sc, &result, &analysis);
     if args.replications > 1 {
         summary.replications = Some(replicate(
@@ -67,30 +168,39 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             args.replications,
             args.jobs,
         )?);
+        interrupt::check()?;
     }
     let json = summary::to_json(&summary);
     warn_rejections(&result);
-    if let Some(dir) = out {
-        let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
-        let mut files: Vec<(String, Vec<u8>)> = vec![
-            ("summary.json".into(), json.clone().into_bytes()),
-            ("timeseries.csv".into(), timeseries::to_csv(&result)),
-            (
-                "server.log".into(),
-                server_log::render(sc.engine.kind(), &result.log, tp).into_bytes(),
-            ),
-        ];
-        if args.output.figures() {
-            files.extend(figures(&sc, &result, &analysis)?);
+    if let Some(f) = &files {
+        outputs.write(f.summary, json.as_bytes())?;
+        outputs.write(f.timeseries, &timeseries::to_csv(&result))?;
+        for (name, bytes) in figures(&sc, &result, &analysis, &f.figures)? {
+            interrupt::check()?;
+            let id = f
+                .figures
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, id)| *id);
+            outputs.write(id.expect("invariant: every figure was planned"), &bytes)?;
         }
-        write_outputs(dir, &files)?;
-        eprintln!("wrote {} files to {}", files.len(), dir.display());
     }
-    if args.output.json() {
-        print!("{json}");
+    interrupt::check()?;
+    let written = outputs.commit()?;
+    if let Some(f) = &files {
+        // The requests CSV, if any, is one of the files written.
+        let n = written - usize::from(csv_file.is_some());
+        term::note(&format!("wrote {n} files to {}", f.dir.shown().display()));
+    }
+    if args.format == RunFormat::BenchJson {
+        let (samples, duration_s) = compare::simulated(&sc, &result);
+        term::out(&BenchJson::new(&sc, &samples, duration_s).to_line())?;
+    } else if args.output.json() || args.format == RunFormat::Json {
+        term::out(&json)?;
     } else {
-        print!("{}", text::render(&summary, &source.name));
+        term::out(&text::render(&summary, &source.name))?;
     }
+    super::check::warn(&sc);
     Ok(())
 }
 
@@ -107,6 +217,7 @@ fn replicate(
     let opts = RunOptions {
         keep_log: false,
         keep_requests: false,
+        keep_token_times: false,
         ..opts.clone()
     };
     let rate = |seed: &u64| -> Result<Option<f64>, Failure> {
@@ -129,83 +240,73 @@ fn replicate(
 fn warn_rejections(r: &RunResult) {
     let t = &r.totals;
     if t.requests_rejected > 0 {
-        eprintln!(
+        term::note(&format!(
             "warning: the server refused or aborted {} of {} requests (prompts too long for the KV pool or the context, as SGLang refuses them); they count as rejected, not completed",
             t.requests_rejected, t.requests_sent
-        );
+        ));
     }
 }
 
-/// Run while streaming every answered request to a CSV file: written under a temporary name
-/// and renamed when the run has finished, so a failed run leaves no half-written file.
-fn run_streaming_requests(
+/// Run while streaming `server.log` and every answered request to their staged files, so that
+/// memory stays independent of the number of requests.
+fn simulate(
     sc: &Scenario,
     opts: &RunOptions,
-    path: &Path,
+    outputs: &mut Outputs,
+    log_file: Option<FileId>,
+    csv_file: Option<FileId>,
 ) -> Result<RunResult, Failure> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| {
-        Failure::usage(
-            format!("--requests-csv `{}` is not a file path", path.display()),
-            "give a file name, e.g. --requests-csv requests.csv",
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let file = std::fs::File::create(&tmp).map_err(|e| {
-        Failure::usage(
-            format!("cannot create `{}`: {e}", path.display()),
-            "choose a writable location for --requests-csv",
-        )
-    })?;
-    let header = requests::header(crate::scheduler::words(sc.engine.kind()));
-    let mut failed: Option<String> = None;
-    let mut w = csv_rows::writer(std::io::BufWriter::new(file), &header)
-        .map_err(|e| failed = Some(e.to_string()))
-        .ok();
-    let mut sink = |r: &RequestRecord| {
-        if let (Some(w), None) = (w.as_mut(), &failed) {
-            if let Err(e) = w.serialize(requests::Row::from(r)) {
-                failed = Some(e.to_string());
-            }
+    let kind = sc.engine.kind();
+    let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
+    let mut log = Stream::new(log_file.map(|id| BufWriter::new(outputs.take_writer(id))));
+    let header = requests::header(crate::scheduler::words(kind));
+    let mut csv = Stream::new(None);
+    if let Some(id) = csv_file {
+        match csv_rows::writer(BufWriter::new(outputs.take_writer(id)), &header) {
+            Ok(w) => csv.w = Some(w),
+            Err(e) => return Err(outputs.write_failure(id, e)),
         }
-    };
-    let result = engine::run_with_sink(sc, opts, Some(&mut sink));
-    let flushed = w
-        .as_mut()
-        .and_then(|w| w.flush().err())
-        .map(|e| e.to_string());
-    drop(w);
-    let cleanup = |why: String| {
-        let _ = std::fs::remove_file(&tmp);
-        Failure::runtime(format!("cannot write `{}`", path.display()), why)
-    };
-    let result = match result {
-        Ok(r) => r,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e.into());
-        }
-    };
-    if let Some(why) = failed.or(flushed) {
-        return Err(cleanup(why));
     }
-    std::fs::rename(&tmp, path).map_err(|e| cleanup(e.to_string()))?;
+    let mut log_sink = |r: &LogRecord| {
+        log.put(|w| w.write_all(server_log::line(kind, r, tp).as_bytes()));
+    };
+    let mut csv_sink = |r: &RequestRecord| {
+        csv.put(|w| {
+            w.serialize(requests::Row::from(r))
+                .map_err(std::io::Error::other)
+        });
+    };
+    let sinks = Sinks {
+        requests: csv_file.map(|_| &mut csv_sink as &mut dyn FnMut(&RequestRecord)),
+        log: log_file.map(|_| &mut log_sink as &mut dyn FnMut(&LogRecord)),
+    };
+    let result = engine::run_with_sinks(sc, opts, sinks);
+    let result = result?;
+    if let (Some(id), Some(e)) = (log_file, log.finish(Write::flush)) {
+        return Err(outputs.write_failure(id, e));
+    }
+    if let (Some(id), Some(e)) = (csv_file, csv.finish(|w| w.flush())) {
+        return Err(outputs.write_failure(id, e));
+    }
     Ok(result)
 }
 
-/// The run's figures, PNG and SVG, as `(file name, bytes)`.
-fn figures(sc: &Scenario, r: &RunResult, a: &Analysis) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+/// The run's figures, PNG and SVG, as `(file name, bytes)`, drawn one by one so that a signal
+/// stops between two.
+fn figures(
+    sc: &Scenario,
+    r: &RunResult,
+    a: &Analysis,
+    wanted: &[(String, FileId)],
+) -> Result<Vec<(String, Vec<u8>)>, Failure> {
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
     let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
     let mut out = Vec::new();
     for fmt in Format::ALL {
         let ext = fmt.extension();
+        interrupt::check()?;
         out.push((
             format!("throughput.{ext}"),
             plots::throughput(r, a, &observe, fmt)?,

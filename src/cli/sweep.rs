@@ -3,11 +3,15 @@
 
 use std::path::PathBuf;
 
+use sha2::{Digest, Sha256};
+
 use super::args::{JobsArgs, OutputArgs, ScenarioFileArgs};
-use super::output::{prepare_out_dir, render, table, write_outputs};
-use super::parallel::{interruptible, map_with_progress};
-use super::values;
+use super::interrupt::{self, interruptible};
+use super::output::Outputs;
+use super::parallel::map_with_progress;
+use super::table::{render, table};
 use super::Failure;
+use super::{term, values};
 use crate::engine::SimError;
 use crate::memory::SglangMemory;
 use crate::report::plots::{self, Format};
@@ -44,8 +48,13 @@ pub(super) struct MergeArgs {
 
 /// The points of the grid of these axes, each as its `KEY=VALUE` overrides.
 pub(super) fn grid(axes: &[Axis]) -> Result<Vec<Vec<String>>, Failure> {
-    sweep::points(axes)
-        .map_err(|e| Failure::usage(format!("--vary {e}"), "use fewer or coarser axes"))
+    sweep::points(axes).map_err(|e| {
+        let hint = match e {
+            sweep::VaryError::Twice(_) => "give each key one --vary, with all its values",
+            _ => "use fewer or coarser axes",
+        };
+        Failure::usage(format!("--vary {e}"), hint)
+    })
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
@@ -54,9 +63,19 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let scenarios = sweep::validate_points(&source, &args.scenario.set.sets, &points)
         .map_err(|errors| invalid_points(&errors, points.len()))?;
     let out = args.output.out.as_deref();
-    if let Some(dir) = out {
-        prepare_out_dir(dir)?;
-    }
+    let mut outputs = Outputs::new(args.scenario.inputs(&scenarios[0]));
+    let planned = match out {
+        Some(d) => {
+            let dir = outputs.dir(d)?;
+            let csv = outputs.file_in(&dir, "sweep.csv")?;
+            let manifest = match args.shard {
+                Some(_) => Some(outputs.file_in(&dir, "sweep-shard.json")?),
+                None => None,
+            };
+            Some((dir, csv, manifest))
+        }
+        None => None,
+    };
     let chosen: Vec<usize> = (0..points.len())
         .filter(|p| args.shard.is_none_or(|s| s.owns(*p)))
         .collect();
@@ -70,23 +89,28 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             PointError::Failed {
                 error: SimError::Interrupted,
                 ..
-            } => Failure::interrupted(),
+            } => interrupt::failure(),
             PointError::Failed { error, .. } => Failure::runtime(e.to_string(), error),
             PointError::Invalid { error, .. } => Failure::runtime(e.to_string(), error),
         })?);
     }
     let keys: Vec<String> = args.vary.iter().map(|a| a.key.clone()).collect();
-    if let Some(dir) = out {
-        let mut files: Vec<(String, Vec<u8>)> =
-            vec![("sweep.csv".into(), sweep::to_csv(&keys, &rows))];
+    if let Some((dir, csv, manifest)) = planned {
+        outputs.write(csv, &sweep::to_csv(&keys, &rows))?;
         // A shard's figures would show only its slice: draw them from the merged sweep instead.
         if args.output.figures() && args.shard.is_none() {
-            files.extend(figures(&keys, &rows, &scenarios)?);
+            for (name, bytes) in figures(&keys, &rows, &scenarios)? {
+                let id = outputs.file_in(&dir, &name)?;
+                outputs.write(id, &bytes)?;
+            }
         }
-        if let Some(s) = args.shard {
+        if let (Some(s), Some(id)) = (args.shard, manifest) {
             let manifest = ShardManifest {
                 servesim_version: env!("CARGO_PKG_VERSION").to_string(),
                 scenario: scenarios[0].name.clone(),
+                scenario_sha256: format!("{:x}", Sha256::digest(source.text.as_bytes())),
+                sets: args.scenario.set.sets.clone(),
+                axes: args.vary.clone(),
                 header: sweep::header(&keys),
                 total_points: points.len(),
                 shard_index: s.index,
@@ -95,22 +119,25 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             let mut j = serde_json::to_string_pretty(&manifest)
                 .expect("invariant: the manifest serialises");
             j.push('\n');
-            files.push(("sweep-shard.json".into(), j.into_bytes()));
+            outputs.write(id, j.as_bytes())?;
         }
-        write_outputs(dir, &files)?;
-        eprintln!(
+        interrupt::check()?;
+        outputs.commit()?;
+        term::note(&format!(
             "wrote {} rows to {}",
             rows.len(),
-            dir.join("sweep.csv").display()
-        );
+            dir.shown().join("sweep.csv").display()
+        ));
     }
     if args.output.json() {
         let mut j = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
         j.push('\n');
-        print!("{j}");
+        term::out(&j)?;
     } else if out.is_none() || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        print!("{}", sweep_table(&keys, &rows));
+        term::out(&sweep_table(&keys, &rows))?;
     }
+    let base = crate::scenario::load(&source, &args.scenario.set.sets).ok();
+    super::check::warn_sweep(base.as_ref(), &scenarios);
     Ok(())
 }
 
@@ -227,9 +254,17 @@ fn sweep_table(keys: &[String], rows: &[Row]) -> String {
 
 pub(super) fn merge(args: MergeArgs) -> Result<(), Failure> {
     let mut shards = Vec::new();
+    let mut inputs = Vec::new();
     for d in &args.dirs {
+        inputs.extend(["sweep-shard.json", "sweep.csv"].map(|f| d.join(f)));
         let read = |f: &str| {
-            std::fs::read_to_string(d.join(f)).map_err(|e| {
+            let path = d.join(f);
+            let text = if f.ends_with(".csv") {
+                crate::files::read_rows_text(&path, MAX_SHARD_BYTES)
+            } else {
+                crate::files::read_text(&path, MAX_SHARD_BYTES)
+            };
+            text.map_err(|e| {
                 Failure::usage(
                     format!("cannot read `{}`: {e}", d.join(f).display()),
                     "give the --out directories of `servesim sweep --shard I/N` runs",
@@ -250,12 +285,21 @@ pub(super) fn merge(args: MergeArgs) -> Result<(), Failure> {
     }
     let csv = sweep::merge(&shards)
         .map_err(|e| Failure::usage(e.to_string(), "merge every shard of one sweep, each once"))?;
-    prepare_out_dir(&args.out)?;
-    write_outputs(&args.out, &[("sweep.csv", csv)])?;
-    eprintln!(
+    // The merged file must not replace a shard's files.
+    let mut outputs = Outputs::new(inputs);
+    let dir = outputs.dir(&args.out)?;
+    let id = outputs.file_in(&dir, "sweep.csv")?;
+    outputs.write(id, &csv)?;
+    interrupt::check()?;
+    outputs.commit()?;
+    term::note(&format!(
         "merged {} shards into {}",
         args.dirs.len(),
         args.out.join("sweep.csv").display()
-    );
+    ));
     Ok(())
 }
+
+/// The largest shard file `merge` reads: a sweep has at most a million rows of a few hundred
+/// bytes.
+const MAX_SHARD_BYTES: u64 = 1 << 30;

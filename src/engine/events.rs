@@ -1,10 +1,12 @@
 //! The event queue: one total order of events, defined here and nowhere else.
 //!
 //! Events are ordered by `(time, kind rank, sequence number)`. At one instant, a batch ending
-//! comes first, then think times ending, then open-loop arrivals; events of one kind keep the
-//! order they were scheduled in (FIFO). The scheduler picks its next batch only after every
-//! event of the instant has been handled, so a request sent at the very moment a batch ends
-//! is seen by the next admission pass.
+//! comes first, then responses reaching the client, then think times ending, then open-loop
+//! arrivals, then requests reaching the engine's queue; events of one kind keep the order they
+//! were scheduled in (FIFO). The scheduler picks its next batch only after every event of the
+//! instant has been handled, so a request sent at the very moment a batch ends is seen by the
+//! next admission pass. (Responses and requests travel only with off-GPU overheads; without
+//! them a response reaches the client when the batch ends and a request the engine when sent.)
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -16,10 +18,14 @@ use crate::time::SimTime;
 pub enum EventKind {
     /// The batch in flight ends.
     StepEnd = 0,
+    /// A response reaches the client (its last token, or a refusal).
+    Delivery = 1,
     /// A closed-loop slot's think time ends.
-    ClientWake = 1,
+    ClientWake = 2,
     /// An open-loop request arrives.
-    Arrival = 2,
+    Arrival = 3,
+    /// A request sent earlier reaches the engine's queue.
+    ServerArrival = 4,
 }
 
 /// A scheduled event.
@@ -41,11 +47,12 @@ pub struct EventQueue {
 }
 
 impl EventQueue {
-    /// Schedule `kind` at `at`.
-    pub fn push(&mut self, at: SimTime, kind: EventKind) {
+    /// Schedule `kind` at `at`; returns the event's sequence number.
+    pub fn push(&mut self, at: SimTime, kind: EventKind) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Reverse(Event { at, kind, seq }));
+        seq
     }
 
     /// The time of the next event.
@@ -64,7 +71,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn same_time_events_run_batch_end_first_then_wakes_then_arrivals_in_fifo_order() {
+    fn same_time_events_run_batch_end_first_then_deliveries_wakes_and_arrivals_in_fifo_order() {
         let mut q = EventQueue::default();
         let t = SimTime::from_ns(5);
         q.push(t, EventKind::Arrival);
@@ -72,6 +79,8 @@ mod tests {
         q.push(SimTime::from_ns(4), EventKind::Arrival);
         q.push(t, EventKind::StepEnd);
         q.push(t, EventKind::ClientWake);
+        q.push(t, EventKind::ServerArrival);
+        assert_eq!(q.push(t, EventKind::Delivery), 6);
         let order: Vec<(u64, EventKind, u64)> = std::iter::from_fn(|| q.pop())
             .map(|e| (e.at.as_ns(), e.kind, e.seq))
             .collect();
@@ -80,9 +89,11 @@ mod tests {
             vec![
                 (4, EventKind::Arrival, 2),
                 (5, EventKind::StepEnd, 3),
+                (5, EventKind::Delivery, 6),
                 (5, EventKind::ClientWake, 1),
                 (5, EventKind::ClientWake, 4),
                 (5, EventKind::Arrival, 0),
+                (5, EventKind::ServerArrival, 5),
             ]
         );
     }

@@ -6,19 +6,21 @@
 
 pub mod events;
 
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use crate::analysis::{self, Analysis};
 use crate::cost;
 use crate::metrics::{Recorder, RequestRecord, RunResult, SteadyFrom, StopReason};
-use crate::request::{Phase, Request, Requests};
-use crate::rng::{Seeds, Stream, StreamName};
+use crate::request::{Phase, ReqId, Request, Requests};
+use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
-use crate::scheduler::{self, Outbox, Scheduler};
+use crate::scheduler::{self, LogRecord, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
-use crate::workload::Lengths;
+use crate::workload::overhead::Overhead;
+use crate::workload::{LengthStreams, Lengths};
 use events::{EventKind, EventQueue};
 
 /// A run that could not finish.
@@ -51,6 +53,25 @@ pub enum SimError {
     /// The user interrupted the run.
     #[error("interrupted")]
     Interrupted,
+    /// The run would pass [`SimTime::LIMIT`], the latest instant servesim represents.
+    #[error("the simulated time would pass {:.0} s (about {} years), the longest run servesim represents, at t = {at_s:.3} s", SimTime::LIMIT.as_secs_f64(), SimTime::LIMIT.as_secs_f64() as u64 / 31_557_600)]
+    TimeOverflow {
+        /// The last instant simulated.
+        at_s: f64,
+        /// Requests not yet answered.
+        left: u64,
+    },
+}
+
+/// Where a run hands what it produces as it goes, so that memory stays independent of the
+/// run's length.
+#[derive(Default)]
+pub struct Sinks<'s> {
+    /// Every answered request, as it is answered.
+    pub requests: Option<&'s mut dyn FnMut(&RequestRecord)>,
+    /// Every engine log line, as it is printed (then the scheduler records them even without
+    /// [`RunOptions::keep_log`]).
+    pub log: Option<&'s mut dyn FnMut(&LogRecord)>,
 }
 
 struct Simulator<'s> {
@@ -61,14 +82,23 @@ struct Simulator<'s> {
     scheduler: Box<dyn Scheduler>,
     requests: Requests,
     recorder: Recorder<'s>,
-    prompt_rng: Stream,
-    output_rng: Stream,
+    lengths_rng: LengthStreams,
     busy: bool,
     outbox: Outbox,
     stepping: Stepping,
     max_sim: Option<SimTime>,
     max_batches: u64,
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Off-GPU time on the way to the engine and back.
+    overhead: Overhead,
+    /// Requests sent and not yet in the engine's queue, in send order (they all travel for the
+    /// same time, so they arrive in that order).
+    in_transit: VecDeque<ReqId>,
+    /// Responses on their way back to the client, by the sequence number of their delivery
+    /// event.
+    returning: BTreeMap<u64, Request>,
+    /// Note when each decode round ends (for per-token times).
+    keep_token_times: bool,
 }
 
 /// Simulate a scenario.
@@ -110,6 +140,7 @@ pub fn record_steady_latencies(
         &RunOptions {
             keep_log: false,
             keep_requests: false,
+            keep_token_times: false,
             steady_from: SteadyFrom::At(from),
             ..opts.clone()
         },
@@ -126,13 +157,29 @@ pub fn run_with_sink<'s>(
     opts: &RunOptions,
     sink: Option<&'s mut dyn FnMut(&RequestRecord)>,
 ) -> Result<RunResult, SimError> {
+    run_with_sinks(
+        scenario,
+        opts,
+        Sinks {
+            requests: sink,
+            log: None,
+        },
+    )
+}
+
+/// Simulate a scenario, handing answered requests and log lines to `sinks` as they come.
+pub fn run_with_sinks<'s>(
+    scenario: &'s Scenario,
+    opts: &RunOptions,
+    sinks: Sinks<'s>,
+) -> Result<RunResult, SimError> {
     let seeds = Seeds::new(scenario.seed);
     let scheduler = scheduler::build(
         &scenario.engine,
         scenario.model.as_ref().and_then(|m| m.context_len),
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
-        opts.keep_log,
+        opts.keep_log || sinks.log.is_some(),
     );
     let mut recorder = Recorder::new(
         scenario.run.window,
@@ -144,8 +191,12 @@ pub fn run_with_sink<'s>(
         opts.steady_from,
     );
     recorder.keep_requests(opts.keep_requests);
-    if let Some(sink) = sink {
+    recorder.set_overhead(scenario.overhead);
+    if let Some(sink) = sinks.requests {
         recorder.stream_requests(sink);
+    }
+    if let Some(sink) = sinks.log {
+        recorder.stream_log(sink);
     }
     // The trace mode sends each row at its own arrival time.
     let arrivals: Option<Arc<[SimTime]>> = match (&scenario.client, &scenario.workload.lengths) {
@@ -172,14 +223,22 @@ pub fn run_with_sink<'s>(
         scheduler,
         requests: Requests::default(),
         recorder,
-        prompt_rng: seeds.stream(StreamName::PromptTokens),
-        output_rng: seeds.stream(StreamName::OutputTokens),
+        lengths_rng: LengthStreams::new(&seeds),
         busy: false,
         outbox: Outbox::default(),
-        stepping: opts.stepping,
+        // Per-token times need every decode round's end: no fast-forward then.
+        stepping: if opts.keep_token_times {
+            Stepping::StepByStep
+        } else {
+            opts.stepping
+        },
         max_sim: scenario.run.max_sim.map(|d| SimTime::ZERO + d),
         max_batches: scenario.run.max_events,
         interrupt: opts.interrupt.clone(),
+        overhead: scenario.overhead,
+        in_transit: VecDeque::new(),
+        returning: BTreeMap::new(),
+        keep_token_times: opts.keep_token_times,
     };
     sim.run_loop()
 }
@@ -195,6 +254,7 @@ impl Simulator<'_> {
                 self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
                     self.fast_forward();
+                    self.check_time(self.now)?;
                 }
                 self.start_batch(&mut actions);
             }
@@ -210,6 +270,7 @@ impl Simulator<'_> {
                     break StopReason::MaxSimTime;
                 }
             }
+            self.check_time(next)?;
             self.recorder.advance_to(next);
             debug_assert!(next >= self.now, "invariant: the clock never goes back");
             self.now = next;
@@ -217,10 +278,18 @@ impl Simulator<'_> {
                 let ev = self.events.pop().expect("invariant: peeked event exists");
                 match ev.kind {
                     EventKind::StepEnd => self.end_batch(&mut actions),
+                    EventKind::Delivery => self.deliver(ev.seq, &mut actions),
                     EventKind::ClientWake => self.client.on_wake(&mut actions),
                     EventKind::Arrival => {
                         self.recorder.on_arrival();
                         self.client.on_arrival(self.now, &mut actions);
+                    }
+                    EventKind::ServerArrival => {
+                        let id = self
+                            .in_transit
+                            .pop_front()
+                            .expect("invariant: a server arrival has a request in transit");
+                        self.reach_server(id, &mut actions);
                     }
                 }
                 self.handle_actions(&mut actions);
@@ -269,6 +338,18 @@ impl Simulator<'_> {
         Ok(())
     }
 
+    /// Stop before the clock reaches [`SimTime::LIMIT`]: time sums saturate there, so a run
+    /// that gets that far (centuries of simulated time) would report clamped numbers.
+    fn check_time(&self, t: SimTime) -> Result<(), SimError> {
+        if t < SimTime::LIMIT {
+            return Ok(());
+        }
+        Err(SimError::TimeOverflow {
+            at_s: self.now.as_secs_f64(),
+            left: self.client.remaining() + self.client.in_flight(),
+        })
+    }
+
     /// The lines the engine prints on its own clock (vLLM's stats every 10 s) strictly before
     /// `until` (the next event), or at it when it is `max_sim_s`: each sees every event before it.
     fn log_on_engine_clock(&mut self, until: SimTime) {
@@ -291,10 +372,10 @@ impl Simulator<'_> {
         let limit = self
             .events
             .peek_time()
-            .unwrap_or(SimTime::MAX)
+            .unwrap_or(SimTime::LIMIT)
             .min(self.recorder.next_snapshot_at())
-            .min(self.scheduler.next_log_at().unwrap_or(SimTime::MAX))
-            .min(self.max_sim.unwrap_or(SimTime::MAX));
+            .min(self.scheduler.next_log_at().unwrap_or(SimTime::LIMIT))
+            .min(self.max_sim.unwrap_or(SimTime::LIMIT));
         self.sync_state();
         self.outbox.clear();
         if let Some(skip) =
@@ -353,6 +434,9 @@ impl Simulator<'_> {
             self.outbox.first_tokens,
             &self.outbox.resumed_gaps,
         );
+        if self.keep_token_times && self.outbox.decode_rounds > 0 {
+            self.recorder.on_decode_round(self.now);
+        }
         self.drain_outbox_logs();
         self.answer_finished(actions);
     }
@@ -368,14 +452,40 @@ impl Simulator<'_> {
         let finished = std::mem::take(&mut self.outbox.finished);
         for &id in &finished {
             let r = self.requests.remove(id);
-            match r.phase {
-                Phase::Finished => self.recorder.on_completion(self.now, &r),
-                _ => self.recorder.on_rejection(self.now, &r),
-            }
-            self.client.on_response(self.now, actions);
+            self.respond(r, actions);
         }
         self.outbox.finished = finished;
         self.outbox.finished.clear();
+    }
+
+    /// The engine is done with a request (finished, refused or aborted): the response reaches
+    /// the client now, or after its way back.
+    fn respond(&mut self, r: Request, actions: &mut Vec<ClientAction>) {
+        if self.overhead.is_zero() {
+            self.receive(&r, actions);
+        } else {
+            let at = self.overhead.seen_at(self.now, r.out_tokens);
+            let seq = self.events.push(at, EventKind::Delivery);
+            self.returning.insert(seq, r);
+        }
+    }
+
+    /// The response of the delivery event `seq` reaches the client.
+    fn deliver(&mut self, seq: u64, actions: &mut Vec<ClientAction>) {
+        let r = self
+            .returning
+            .remove(&seq)
+            .expect("invariant: a delivery event has its response");
+        self.receive(&r, actions);
+    }
+
+    /// The client has the whole response: it is counted, and its slot is free.
+    fn receive(&mut self, r: &Request, actions: &mut Vec<ClientAction>) {
+        match r.phase {
+            Phase::Finished => self.recorder.on_completion(self.now, r),
+            _ => self.recorder.on_rejection(self.now, r),
+        }
+        self.client.on_response(self.now, actions);
     }
 
     fn handle_actions(&mut self, actions: &mut Vec<ClientAction>) {
@@ -384,8 +494,8 @@ impl Simulator<'_> {
         while i < actions.len() {
             match actions[i] {
                 ClientAction::Send { seq, ready_at } => self.send(seq, ready_at, actions),
-                ClientAction::WakeAt(t) => self.events.push(t, EventKind::ClientWake),
-                ClientAction::ArriveAt(t) => self.events.push(t, EventKind::Arrival),
+                ClientAction::WakeAt(t) => _ = self.events.push(t, EventKind::ClientWake),
+                ClientAction::ArriveAt(t) => _ = self.events.push(t, EventKind::Arrival),
             }
             i += 1;
         }
@@ -393,10 +503,8 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let d = self
-            .scenario
-            .workload
-            .draw(seq, &mut self.prompt_rng, &mut self.output_rng);
+        let d = self.scenario.workload.draw(seq, &mut self.lengths_rng);
+        let arrived_at = self.now + self.overhead.to_server();
         let id = self.requests.insert(Request {
             seq,
             prompt_tokens: d.prompt_tokens,
@@ -405,6 +513,7 @@ impl Simulator<'_> {
             ignore_eos: d.ignore_eos,
             ready_at,
             sent_at: self.now,
+            arrived_at,
             admitted_at: None,
             first_token_at: None,
             evicted_at: None,
@@ -414,14 +523,23 @@ impl Simulator<'_> {
         });
         self.recorder
             .on_send(self.now, self.client.remaining() == 0);
+        if arrived_at == self.now {
+            self.reach_server(id, actions);
+        } else {
+            self.in_transit.push_back(id);
+            self.events.push(arrived_at, EventKind::ServerArrival);
+        }
+    }
+
+    /// A request reaches the engine's queue.
+    fn reach_server(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
         if self
             .scheduler
             .arrive(self.now, id, &mut self.requests)
             .is_err()
         {
             let r = self.requests.remove(id);
-            self.recorder.on_rejection(self.now, &r);
-            self.client.on_response(self.now, actions);
+            self.respond(r, actions);
         }
     }
 }

@@ -77,11 +77,13 @@ pub struct RequestRecord {
     pub ready_ns: u64,
     /// Sent (ns).
     pub sent_ns: u64,
+    /// Reached the engine's queue (ns): `sent_ns` without off-GPU overheads.
+    pub arrived_ns: u64,
     /// First admitted (ns); `None` if refused.
     pub admitted_ns: Option<u64>,
-    /// First token (ns); `None` if refused.
+    /// First token received by the client (ns); `None` if refused.
     pub first_token_ns: Option<u64>,
-    /// Response complete (ns).
+    /// Response complete at the client (ns).
     pub done_ns: u64,
     /// Times retracted.
     pub retractions: u32,
@@ -128,6 +130,26 @@ impl Default for Latencies {
             queue_ms: Distribution::nanos_as_ms(),
             client_wait_ms: Distribution::nanos_as_ms(),
             itl_ms: Distribution::nanos_as_ms(),
+        }
+    }
+}
+
+/// Latencies as the engine sees them, from the request reaching its queue to its first and
+/// last token leaving it: recorded only when off-GPU overheads make them differ from the
+/// client's.
+#[derive(Clone, Debug)]
+pub struct EngineLatencies {
+    /// First token − reached the queue.
+    pub ttft_ms: Distribution,
+    /// Last token − reached the queue.
+    pub e2e_ms: Distribution,
+}
+
+impl Default for EngineLatencies {
+    fn default() -> Self {
+        EngineLatencies {
+            ttft_ms: Distribution::nanos_as_ms(),
+            e2e_ms: Distribution::nanos_as_ms(),
         }
     }
 }
@@ -260,6 +282,11 @@ pub struct RunResult {
     pub window_s: f64,
     /// Every answered request in answer order, when asked for.
     pub requests: Vec<RequestRecord>,
+    /// The engine's own latencies, when off-GPU overheads make them differ from the client's.
+    pub engine_latency: Option<EngineLatencies>,
+    /// When each decode round was processed (ns), when asked for: a running request gets one
+    /// token at each.
+    pub decode_round_ns: Vec<u64>,
     /// The scheduler's slot limit (`max_running_requests`).
     pub max_running_requests: u64,
     /// The client's concurrency limit, if any.

@@ -15,13 +15,15 @@
 use std::collections::VecDeque;
 
 use super::{
-    DecodeLogStats, Latencies, RequestRecord, RunResult, Sample, StartUp, SteadyFrom, StopReason,
+    DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
+    SteadyFrom, StopReason,
     TimeAverages, Totals,
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
+use crate::workload::overhead::Overhead;
 
 /// Default time-series point budget.
 pub const DEFAULT_MAX_POINTS: usize = 4096;
@@ -152,6 +154,7 @@ pub struct Recorder<'a> {
     last_decode_line_at: SimTime,
     keep_log: bool,
     log: Vec<LogRecord>,
+    log_sink: Option<&'a mut dyn FnMut(&LogRecord)>,
     keep_requests: bool,
     requests: Vec<RequestRecord>,
     request_sink: Option<&'a mut dyn FnMut(&RequestRecord)>,
@@ -169,6 +172,11 @@ pub struct Recorder<'a> {
     steady_latency: Latencies,
     output_dist: Distribution,
     prompt_dist: Distribution,
+
+    // Off-GPU time, and the latencies at the engine when there is any.
+    overhead: Overhead,
+    engine_latency: Option<EngineLatencies>,
+    decode_round_ns: Vec<u64>,
 }
 
 impl<'a> Recorder<'a> {
@@ -227,6 +235,7 @@ impl<'a> Recorder<'a> {
             last_decode_line_at: SimTime::ZERO,
             keep_log,
             log: Vec::new(),
+            log_sink: None,
             keep_requests: false,
             requests: Vec::new(),
             request_sink: None,
@@ -251,7 +260,22 @@ impl<'a> Recorder<'a> {
             steady_latency: Latencies::default(),
             output_dist: Distribution::plain(),
             prompt_dist: Distribution::plain(),
+            overhead: Overhead::default(),
+            engine_latency: None,
+            decode_round_ns: Vec::new(),
         }
+    }
+
+    /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
+    /// engine sees them apart.
+    pub fn set_overhead(&mut self, overhead: Overhead) {
+        self.overhead = overhead;
+        self.engine_latency = (!overhead.is_zero()).then(EngineLatencies::default);
+    }
+
+    /// A decode round (every running request got a token) was processed at `now`.
+    pub fn on_decode_round(&mut self, now: SimTime) {
+        self.decode_round_ns.push(now.as_ns());
     }
 
     /// Keep a record of every answered request.
@@ -264,6 +288,12 @@ impl<'a> Recorder<'a> {
         self.request_sink = Some(sink);
     }
 
+    /// Hand every engine log line to `sink` as it is printed (e.g. to stream `server.log`),
+    /// instead of or besides keeping it.
+    pub fn stream_log(&mut self, sink: &'a mut dyn FnMut(&LogRecord)) {
+        self.log_sink = Some(sink);
+    }
+
     fn record(&mut self, now: SimTime, r: &Request, completed: bool) {
         if !self.keep_requests && self.request_sink.is_none() {
             return;
@@ -274,8 +304,11 @@ impl<'a> Recorder<'a> {
             output_tokens: r.out_tokens,
             ready_ns: r.ready_at.as_ns(),
             sent_ns: r.sent_at.as_ns(),
+            arrived_ns: r.arrived_at.as_ns(),
             admitted_ns: r.admitted_at.map(SimTime::as_ns),
-            first_token_ns: r.first_token_at.map(SimTime::as_ns),
+            first_token_ns: r
+                .first_token_at
+                .map(|t| self.overhead.seen_at(t, 1).as_ns()),
             done_ns: now.as_ns(),
             retractions: r.evictions,
             completed,
@@ -464,13 +497,15 @@ impl<'a> Recorder<'a> {
     /// outside one (a first token, a token after an eviction) their next, timed from then; the
     /// other decode tokens are timed from the previous decode step (every running request gets
     /// one token per decode step), so a prefill batch between two decode steps lengthens their
-    /// gap as it does in `bench_serving`.
+    /// gap as it does in `bench_serving`. The client sees every gap longer by the per-token
+    /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
         let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
+        let per_token = self.overhead.per_token.as_ns();
         let mut gaps = |gap: SimDuration, n: u64| {
-            self.latency.itl_ms.add_n(gap.as_ns(), n);
+            self.latency.itl_ms.add_n(gap.as_ns() + per_token, n);
             if steady {
-                self.steady_latency.itl_ms.add_n(gap.as_ns(), n);
+                self.steady_latency.itl_ms.add_n(gap.as_ns() + per_token, n);
             }
         };
         for &gap in resumed {
@@ -513,11 +548,11 @@ impl<'a> Recorder<'a> {
             return;
         }
         let rest = &ends[k - 1..];
-        let gaps = rest.windows(2).map(|w| ((w[1].0 - w[0].0).as_ns(), w[1].1));
-        self.latency.itl_ms.add_grouped(gaps);
+        let per_token = self.overhead.per_token.as_ns();
+        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
+        self.latency.itl_ms.add_grouped(rest.windows(2).map(gap));
         if let Some(s) = self.steady_start.filter(|_| !self.draining) {
-            let steady = rest.windows(2).filter(|w| w[1].0 > s);
-            let gaps = steady.map(|w| ((w[1].0 - w[0].0).as_ns(), w[1].1));
+            let gaps = rest.windows(2).filter(|w| w[1].0 > s).map(gap);
             self.steady_latency.itl_ms.add_grouped(gaps);
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
@@ -556,7 +591,8 @@ impl<'a> Recorder<'a> {
         self.generated_tokens += tokens;
     }
 
-    /// A request's full response reached the client at `now`.
+    /// A request's full response reached the client at `now`. Its first token reached the
+    /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
         if r.out_tokens == 1 {
             // Its first token was its last: it awaits no next one.
@@ -582,6 +618,13 @@ impl<'a> Recorder<'a> {
         let first = r
             .first_token_at
             .expect("invariant: a completed request has a first token");
+        if let Some(engine) = self.engine_latency.as_mut() {
+            let done = now.as_ns() - self.overhead.to_client(r.out_tokens).as_ns();
+            engine.ttft_ms.add((first - r.arrived_at).as_ns() as f64);
+            engine.e2e_ms.add((done - r.arrived_at.as_ns()) as f64);
+        }
+        // The client sees the first token one token's way after the engine produced it.
+        let first = self.overhead.seen_at(first, 1);
         let admitted = r
             .admitted_at
             .expect("invariant: a completed request was admitted");
@@ -618,6 +661,9 @@ impl<'a> Recorder<'a> {
                     .as_secs_f64())
             .round() as u64;
             self.last_decode_line_at = s.at;
+        }
+        if let Some(sink) = self.log_sink.as_mut() {
+            sink(rec);
         }
         if self.keep_log {
             self.log.push(rec.clone());
@@ -716,6 +762,8 @@ impl<'a> Recorder<'a> {
             log: self.log,
             window_s: self.window.as_secs_f64(),
             requests: self.requests,
+            engine_latency: self.engine_latency,
+            decode_round_ns: self.decode_round_ns,
             // Configuration facts, filled in by the simulator.
             max_running_requests: 0,
             client_concurrency: None,
@@ -725,8 +773,9 @@ impl<'a> Recorder<'a> {
     }
 }
 
-/// Record a completed request's latencies (`first`: its first token, `admitted`: its first
-/// admission, `e2e`: sent to last token).
+/// Record a completed request's latencies as the client sees them (`first`: when its first
+/// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
+/// received); its queueing time counts from reaching the engine's queue to admission.
 fn record_latencies(
     lat: &mut Latencies,
     r: &Request,
@@ -741,7 +790,7 @@ fn record_latencies(
         lat.tpot_ms
             .add((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
     }
-    lat.queue_ms.add((admitted - r.sent_at).as_ns() as f64);
+    lat.queue_ms.add((admitted - r.arrived_at).as_ns() as f64);
     lat.client_wait_ms
         .add((r.sent_at - r.ready_at).as_ns() as f64);
 }

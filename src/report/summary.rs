@@ -55,6 +55,9 @@ pub struct Summary {
     /// The same in the steady window (null when there is none): the requests sent in it and the
     /// token gaps inside it.
     pub steady_latency: Option<SteadyLatencyOut>,
+    /// Off-GPU time and the latencies at the engine (only when the scenario gives overheads).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub overhead: Option<OverheadOut>,
     /// For the roofline model: one decode step at the steady state's mean batch and KV, term
     /// by term.
     pub roofline_step: Option<RooflineStep>,
@@ -94,6 +97,8 @@ pub struct EngineInfo {
     pub settings: PolicyInfo,
     /// Step-time model.
     pub step_time: String,
+    /// Where the step times come from: given, servesim's made-up defaults, or the roofline.
+    pub step_time_source: &'static str,
 }
 
 /// An engine's own settings in `engine`.
@@ -133,7 +138,8 @@ impl EngineInfo {
         EngineInfo {
             kind: e.kind().as_str(),
             settings,
-            step_time: crate::cost::from_spec(&e.step_time).describe(),
+            step_time: e.step_time.describe(),
+            step_time_source: e.step_time.source(),
         }
     }
 
@@ -437,6 +443,45 @@ impl LatencyOut {
     }
 }
 
+/// `overhead`: what the off-GPU time adds to the client's latencies, and the latencies at the
+/// engine (from the request reaching its queue to its first and last token leaving it).
+#[derive(Clone, Debug, Serialize)]
+pub struct OverheadOut {
+    /// `client.network_rtt_ms`.
+    pub network_rtt_ms: f64,
+    /// `client.request_overhead_ms`.
+    pub request_overhead_ms: f64,
+    /// `client.per_token_overhead_ms`.
+    pub per_token_overhead_ms: f64,
+    /// Added to every TTFT: round trip + request overhead + one token's streaming.
+    pub ttft_added_ms: f64,
+    /// Added to every TPOT and inter-token gap.
+    pub tpot_added_ms: f64,
+    /// Added to E2E, on average: round trip + request overhead + mean output × per token.
+    pub e2e_added_ms_mean: f64,
+    /// TTFT at the engine.
+    pub engine_ttft_ms: Stats,
+    /// E2E at the engine.
+    pub engine_e2e_ms: Stats,
+}
+
+fn overhead(sc: &Scenario, r: &RunResult) -> Option<OverheadOut> {
+    let o = &sc.overhead;
+    let engine = r.engine_latency.as_ref()?;
+    let per_token_ms = o.per_token.as_ms_f64();
+    let fixed_ms = o.network_rtt.as_ms_f64() + o.request.as_ms_f64();
+    Some(OverheadOut {
+        network_rtt_ms: o.network_rtt.as_ms_f64(),
+        request_overhead_ms: o.request.as_ms_f64(),
+        per_token_overhead_ms: per_token_ms,
+        ttft_added_ms: o.ttft_added().as_ms_f64(),
+        tpot_added_ms: per_token_ms,
+        e2e_added_ms_mean: fixed_ms + per_token_ms * r.output_tokens.mean(),
+        engine_ttft_ms: engine.ttft_ms.stats(),
+        engine_e2e_ms: engine.e2e_ms.stats(),
+    })
+}
+
 fn observation(s: &Sample, mean_out: f64) -> Observation {
     Observation {
         t_s: s.t_s,
@@ -559,7 +604,16 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                     .flatten(),
                 latency: LatencyOut::new(&r.steady_latency),
             }),
-        simplifications: scheduler::simplifications(e.kind()).to_vec(),
+        overhead: overhead(sc, r),
+        simplifications: scheduler::simplifications(e.kind())
+            .iter()
+            .map(|&x| match x {
+                scheduler::NO_OFF_GPU_TIME if !sc.overhead.is_zero() => {
+                    scheduler::FIXED_OFF_GPU_TIME
+                }
+                x => x,
+            })
+            .collect(),
         words: scheduler::words(e.kind()),
         analysis: a.clone(),
         replications: None,
@@ -582,7 +636,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                     gen_tok_per_s: batch as f64 / breakdown.total_s,
                 })
             }
-            crate::scenario::StepTimeSpec::Linear(_) => None,
+            _ => None,
         },
     }
 }

@@ -395,6 +395,27 @@ pub fn render(s: &Summary, source_name: &str) -> String {
          slot wait is apart; ITL pools every gap between a request's successive tokens",
         s.words.bench_client
     );
+    if let Some(o) = &s.overhead {
+        let _ = writeln!(
+            w,
+            "  off the GPU (network round trip {:.1} ms, HTTP and tokenizer {:.1} ms, streaming \
+             {:.3} ms per token): +{:.1} ms to every TTFT, +{:.3} ms to TPOT, +{:.1} ms to E2E \
+             on average",
+            o.network_rtt_ms,
+            o.request_overhead_ms,
+            o.per_token_overhead_ms,
+            o.ttft_added_ms,
+            o.tpot_added_ms,
+            o.e2e_added_ms_mean
+        );
+        stats_row(w, "engine TTFT", &o.engine_ttft_ms);
+        stats_row(w, "engine E2E", &o.engine_e2e_ms);
+        let _ = writeln!(
+            w,
+            "  engine TTFT and E2E count from the request reaching the engine's queue to its \
+             first and last token leaving it"
+        );
+    }
 
     let t = &s.totals.totals;
     let _ = writeln!(w);

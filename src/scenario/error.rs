@@ -111,6 +111,14 @@ pub enum LoadError {
         /// Byte offset of the first invalid byte.
         offset: usize,
     },
+    /// The file is larger than a scenario may be.
+    #[error("scenario `{}` holds more than {limit} bytes", path.display())]
+    TooLarge {
+        /// The path given.
+        path: PathBuf,
+        /// The cap, in bytes ([`super::MAX_SCENARIO_BYTES`]).
+        limit: u64,
+    },
     /// The text was read but the scenario is invalid.
     #[error(transparent)]
     Invalid(#[from] ScenarioError),

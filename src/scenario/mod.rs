@@ -24,6 +24,7 @@ pub use crate::memory::{HardwareSpec, KvSource, MemoryDerivation, MemoryModel, M
 pub use crate::run::RunSpec;
 pub use crate::scheduler::{EngineKind, EngineSpec, PolicySpec};
 pub use crate::workload::client::ClientSpec;
+pub use crate::workload::overhead::Overhead;
 pub use crate::workload::WorkloadSpec;
 
 /// The built-in case-study scenario (B2), the default of `servesim run`.
@@ -52,9 +53,17 @@ pub struct Scenario {
     pub workload: WorkloadSpec,
     /// How the client sends it.
     pub client: ClientSpec,
+    /// Time off the GPU: network, HTTP and tokenizer, streaming (all zero by default).
+    pub overhead: Overhead,
     /// The memory model, when the scenario has its inputs (hardware and model).
     pub memory: Option<MemoryModel>,
+    /// The files the scenario reads besides itself (traces, data files, a catalog).
+    pub inputs: Vec<PathBuf>,
 }
+
+/// The largest scenario file read: hundreds of times a real scenario, small enough that parsing
+/// it stays within a few hundred megabytes (large data belongs in a data file: `file = …`).
+pub const MAX_SCENARIO_BYTES: u64 = 4 << 20;
 
 /// A scenario's text and the name to show for it.
 #[derive(Clone, Debug)]
@@ -70,13 +79,24 @@ pub struct Source {
 impl Source {
     /// Read a scenario file.
     pub fn read(path: &Path) -> Result<Source, LoadError> {
-        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let text = String::from_utf8(bytes).map_err(|e| LoadError::NotUtf8 {
-            path: path.to_path_buf(),
-            offset: e.utf8_error().valid_up_to(),
+        use crate::files::{read_text, ReadError};
+        let path_buf = path.to_path_buf();
+        let text = read_text(path, MAX_SCENARIO_BYTES).map_err(|e| match e {
+            ReadError::Io(source) => LoadError::Read {
+                path: path_buf,
+                source,
+            },
+            // (`read_text` has no line cap.)
+            ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => {
+                LoadError::TooLarge {
+                    path: path_buf,
+                    limit,
+                }
+            }
+            ReadError::NotUtf8 { offset } => LoadError::NotUtf8 {
+                path: path_buf,
+                offset,
+            },
         })?;
         Ok(Source {
             name: path.display().to_string(),
@@ -107,9 +127,10 @@ pub fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError>
     };
     let mut reader = validate::Reader::read(source, sets).map_err(invalid)?;
     let built = build::build(&mut reader);
+    let inputs = reader.inputs().to_vec();
     let mut problems = reader.into_problems();
     match built {
-        Ok(scenario) if problems.is_empty() => Ok(scenario),
+        Ok(scenario) if problems.is_empty() => Ok(Scenario { inputs, ..scenario }),
         _ => {
             debug_assert!(
                 !problems.is_empty(),

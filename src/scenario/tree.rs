@@ -34,8 +34,9 @@ pub struct Node {
 pub enum Value {
     /// A string.
     Str(String),
-    /// An integer.
-    Int(i64),
+    /// An integer (wider than TOML's 64 bits, so that a `u64` key such as `seed` is read
+    /// exactly and a larger one is refused as too large, never rounded).
+    Int(i128),
     /// A float, possibly `inf` or `nan` (validation rejects those where they make no sense).
     Float(f64),
     /// A boolean.
@@ -162,9 +163,9 @@ fn convert_table(t: &DeTable<'_>, origin: impl Fn(Range<usize>) -> Origin + Copy
 fn convert(v: &Spanned<DeValue<'_>>, origin: impl Fn(Range<usize>) -> Origin + Copy) -> Node {
     let value = match v.get_ref() {
         DeValue::String(s) => Value::Str(s.to_string()),
-        DeValue::Integer(i) => match i64::from_str_radix(i.as_str(), i.radix()) {
+        DeValue::Integer(i) => match i128::from_str_radix(i.as_str(), i.radix()) {
             Ok(n) => Value::Int(n),
-            // Out of i64 range: keep it as a float so validation can say it is too large.
+            // Out of i128 range: keep it as a float so validation can say it is too large.
             Err(_) => Value::Float(i.as_str().parse::<f64>().unwrap_or(f64::INFINITY)),
         },
         DeValue::Float(f) => Value::Float(parse_float(f.as_str())),

@@ -8,7 +8,7 @@
 //! A value with a problem is never used, so one mistake is reported once.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::error::{Location, Problem};
 use super::schema;
@@ -40,6 +40,7 @@ pub(super) struct Reader<'s> {
     problems: Vec<Problem>,
     slots: HashMap<String, Slot>,
     unknown: Vec<Unknown>,
+    inputs: Vec<PathBuf>,
 }
 
 fn join(path: &str, key: &str) -> String {
@@ -108,6 +109,12 @@ impl Values for Reader<'_> {
     fn base_dir(&self) -> &Path {
         &self.source.base_dir
     }
+
+    fn input(&mut self, file: &str) -> PathBuf {
+        let path = self.source.base_dir.join(file);
+        self.inputs.push(path.clone());
+        path
+    }
 }
 
 impl<'s> Reader<'s> {
@@ -143,6 +150,7 @@ impl<'s> Reader<'s> {
             problems: Vec::new(),
             slots: HashMap::new(),
             unknown: Vec::new(),
+            inputs: Vec::new(),
         };
         let mut root = match tree::parse(&source.text) {
             Ok(t) => t,
@@ -185,6 +193,11 @@ impl<'s> Reader<'s> {
 
     /// Every problem found, in file order: problems of the whole file, then by line and column,
     /// then those of the overrides.
+    /// The files the scenario named and the sections read (traces, data, catalogs).
+    pub(super) fn inputs(&self) -> &[PathBuf] {
+        &self.inputs
+    }
+
     pub(super) fn into_problems(self) -> Vec<Problem> {
         let mut problems = self.problems;
         problems.sort_by_key(|p| match p.location {
@@ -236,7 +249,7 @@ impl<'s> Reader<'s> {
     /// Whether `key` applies to this scenario (yes when the setting it depends on is bad).
     fn applies(&self, key: &Key) -> bool {
         match (key.when, key.when.condition()) {
-            (When::Without(other), _) => !self.slots.contains_key(other),
+            (When::Without(others), _) => !others.iter().any(|o| self.slots.contains_key(*o)),
             (_, None) => true,
             (_, Some((setting, allowed))) => self
                 .setting(setting)
@@ -375,11 +388,13 @@ impl<'s> Reader<'s> {
             }
             // `Some(the setting's value)` when the key does not apply.
             let conflict = match (key.when, key.when.condition()) {
-                (When::Without(other), _) => match self.slots.get(other) {
-                    None => None,
-                    Some(Slot { val: None, .. }) => continue, // a problem of its own
-                    Some(_) => Some(String::new()),
-                },
+                (When::Without(others), _) => {
+                    match others.iter().find_map(|o| Some((*o, self.slots.get(*o)?))) {
+                        None => None,
+                        Some((_, Slot { val: None, .. })) => continue, // a problem of its own
+                        Some((o, _)) => Some(o.to_string()),
+                    }
+                }
                 (_, None) => None,
                 (_, Some((setting, allowed))) => match self.setting(setting) {
                     None => continue, // the setting has a problem of its own
@@ -419,18 +434,32 @@ impl<'s> Reader<'s> {
 }
 
 fn integer(v: &Value, lo: u64, hi: u64) -> Result<u64, String> {
-    let x = match v {
-        Value::Int(i) => *i as f64,
-        Value::Float(f) if f.is_finite() && f.fract() == 0.0 => *f,
+    // A float holds every integer exactly only up to 2⁵³.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    let (at_least, at_most) = (
+        || format!("must be at least {lo}"),
+        || format!("must be at most {hi}"),
+    );
+    let x: i128 = match v {
+        Value::Int(i) => *i,
         Value::Float(f) if !f.is_finite() => return Err("must be a finite integer".into()),
-        Value::Float(_) => return Err("expected an integer, found a fractional number".into()),
+        Value::Float(f) if f.fract() != 0.0 => {
+            return Err("expected an integer, found a fractional number".into())
+        }
+        Value::Float(f) if f.abs() < EXACT => *f as i128,
+        Value::Float(f) if *f < lo as f64 => return Err(at_least()),
+        Value::Float(f) if *f > hi as f64 => return Err(at_most()),
+        Value::Float(_) => {
+            return Err("is written as a float (with `.` or an exponent), which is not exact from 2^53 = 9007199254740992 on: write the integer's digits".into())
+        }
         other => return Err(format!("expected an integer, found {}", other.type_name())),
     };
-    match v {
-        _ if x < lo as f64 => Err(format!("must be at least {lo}")),
-        _ if x > hi as f64 => Err(format!("must be at most {hi}")),
-        Value::Int(i) => Ok(*i as u64),
-        _ => Ok(x as u64),
+    if x < i128::from(lo) {
+        Err(at_least())
+    } else if x > i128::from(hi) {
+        Err(at_most())
+    } else {
+        Ok(x as u64)
     }
 }
 

@@ -108,6 +108,14 @@ pub fn words(kind: EngineKind) -> Words {
     }
 }
 
+/// The simplification that off-GPU time is nil, as engines list it; a scenario with off-GPU
+/// overheads reports [`FIXED_OFF_GPU_TIME`] in its place.
+pub const NO_OFF_GPU_TIME: &str =
+    "the network and tokenizer take no time: a request arrives at the server the moment it is sent";
+
+/// What replaces [`NO_OFF_GPU_TIME`] when a scenario gives off-GPU overheads.
+pub const FIXED_OFF_GPU_TIME: &str = "off-GPU time is fixed per request and per token (client.network_rtt_ms, client.request_overhead_ms, client.per_token_overhead_ms): the HTTP server, tokenizer and detokenizer never queue";
+
 /// What the model of an engine simplifies, for every report.
 pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
     match kind {
@@ -272,6 +280,10 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
+    /// Decode rounds processed: each gave every request of the running batch one token (a
+    /// decode step, or the decode rows of a mixed batch). Requests that got their first token
+    /// in the same batch are not part of its round.
+    pub decode_rounds: u64,
     /// Log lines printed.
     pub log: Vec<LogRecord>,
 }
@@ -284,6 +296,7 @@ impl Outbox {
         self.first_tokens = 0;
         self.resumed_gaps.clear();
         self.step_ends.clear();
+        self.decode_rounds = 0;
         self.log.clear();
     }
 

@@ -111,7 +111,7 @@ impl ClientSpec {
                     let hint = "add arrival_s (seconds from the start, non-decreasing) to the trace, or use client.mode = \"closed\"";
                     return Err(v.bad("client.mode", msg, hint));
                 }
-                Some(Lengths::Sampled { .. }) => {
+                Some(Lengths::Sampled { .. } | Lengths::Rows { .. }) => {
                     let msg = "sends the rows of workload.trace at their arrival_s, and this scenario has no trace";
                     let hint =
                         "give workload.trace = \"FILE\" with an arrival_s column, or another mode";

@@ -7,6 +7,17 @@ use std::path::Path;
 /// The largest data file accepted (bytes): far beyond any trace a person keeps, small enough that
 /// a wrong path (a disk image, `/dev/zero`) is refused before it fills the memory.
 pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// The most cells (rows × columns) a data file may have: they are held in memory while it is
+/// read (10⁷ rows of 3 columns fit).
+pub const MAX_CELLS: usize = 32_000_000;
+
+fn too_many_cells(line: u64) -> DataError {
+    err(
+        Some(At { line, field: None }),
+        format!("has more than {MAX_CELLS} cells (rows × columns)"),
+        "use a smaller file, or take a sample of its rows",
+    )
+}
 
 /// One cell: a number, a string, a boolean, or empty.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,28 +105,28 @@ fn err(at: Option<At>, message: impl Into<String>, hint: impl Into<String>) -> D
 
 /// Read a JSON Lines file (`.jsonl`, `.ndjson`) or CSV (anything else).
 pub fn read(path: &Path) -> Result<Table, DataError> {
-    let size = std::fs::metadata(path)
-        .map_err(|e| {
-            err(
-                None,
-                format!("cannot be read: {e}"),
-                "check the path: it is relative to the scenario file",
-            )
-        })?
-        .len();
-    if size > MAX_FILE_BYTES {
-        return Err(err(
+    use crate::files::ReadError;
+    let text = crate::files::read_rows_text(path, MAX_FILE_BYTES).map_err(|e| match e {
+        ReadError::Io(e) => err(
             None,
-            format!("is {size} bytes, more than the {MAX_FILE_BYTES} a data file may have"),
+            format!("cannot be read: {e}"),
+            "check the path: it is relative to the scenario file",
+        ),
+        ReadError::TooLarge { .. } => err(
+            None,
+            format!("holds more than the {MAX_FILE_BYTES} bytes a data file may have"),
             "use a smaller file, or take a sample of its rows",
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        err(
+        ),
+        ReadError::LineTooLong { limit } => err(
             None,
-            format!("cannot be read as UTF-8 text: {e}"),
+            format!("has a line longer than {limit} bytes: it is not a file of rows"),
             "give a CSV file with a header row, or JSON Lines",
-        )
+        ),
+        ReadError::NotUtf8 { offset } => err(
+            None,
+            format!("is not UTF-8 text (invalid byte at offset {offset})"),
+            "give a CSV file with a header row, or JSON Lines",
+        ),
     })?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     match ext.to_ascii_lowercase().as_str() {
@@ -126,6 +137,70 @@ pub fn read(path: &Path) -> Result<Table, DataError> {
             "give JSON Lines (one object per line) in a .jsonl file, or CSV with a header row",
         )),
         _ => csv_table(&text),
+    }
+}
+
+impl Table {
+    /// Where a cell is, for messages: `line 3, column "x"` (CSV) or `line 3, key "x"`.
+    pub fn locate(&self, at: At, column: &str) -> String {
+        match self.format {
+            Format::Csv => format!("line {}, column \"{column}\"", at.line),
+            Format::JsonLines => format!("line {}, key \"{column}\"", at.line),
+        }
+    }
+
+    /// The index of `column`, or an error that lists the columns and the nearest name.
+    pub fn index_of(&self, column: &str) -> Result<usize, DataError> {
+        self.column(column).ok_or_else(|| {
+            let names: Vec<&str> = self.columns.iter().map(String::as_str).collect();
+            let guess = crate::diagnostic::did_you_mean(column, &names)
+                .map(|g| format!("did you mean \"{g}\"? "))
+                .unwrap_or_default();
+            err(
+                None,
+                format!("has no column \"{column}\" (it has {})", names.join(", ")),
+                format!("{guess}name one of its columns"),
+            )
+        })
+    }
+}
+
+/// The token counts in `column` of a JSON Lines file (rows without the key are skipped), as for
+/// a CSV column of an empirical distribution: positive numbers, at most `max_values`.
+pub fn json_lines_column(
+    path: &Path,
+    column: &str,
+    max_values: usize,
+) -> Result<Vec<f64>, DataError> {
+    let t = read(path)?;
+    let i = t.index_of(column)?;
+    let mut out = Vec::new();
+    for (at, cells) in &t.rows {
+        match &cells[i] {
+            Cell::Empty => {}
+            Cell::Number(x) if x.is_finite() && *x > 0.0 => out.push(*x),
+            c => {
+                let msg = format!(
+                    "{}: {} is not a positive token count",
+                    t.locate(*at, column),
+                    c.render()
+                );
+                return Err(err(None, msg, "a positive number of tokens"));
+            }
+        }
+    }
+    match out.len() {
+        0 => Err(err(
+            None,
+            format!("has no value under \"{column}\""),
+            "give at least one row with it",
+        )),
+        n if n > max_values => Err(err(
+            None,
+            format!("has {n} values, more than {max_values}"),
+            "take a sample of its rows",
+        )),
+        _ => Ok(out),
     }
 }
 
@@ -168,6 +243,9 @@ pub fn csv_table(text: &str) -> Result<Table, DataError> {
         let line = rec.position().map_or(0, |p| line_at(text, p.byte()));
         if rec.iter().all(|f| f.trim().is_empty()) {
             continue;
+        }
+        if (rows.len() + 1).saturating_mul(columns.len()) > MAX_CELLS {
+            return Err(too_many_cells(line));
         }
         rows.push((
             At { line, field: None },
@@ -237,6 +315,9 @@ pub fn json_lines(text: &str) -> Result<Table, DataError> {
             if !columns.iter().any(|c| c == k) {
                 columns.push(k.clone());
             }
+        }
+        if (objects.len() + 1).saturating_mul(columns.len()) > MAX_CELLS {
+            return Err(too_many_cells(line));
         }
         objects.push((line, map));
     }

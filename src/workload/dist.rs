@@ -29,7 +29,7 @@ dists! {
 "lognormal" ["mean", "cv"] ["min", "max"] "" "mean and cv of the result, not of the underlying normal";
 "gamma" ["mean", "cv"] ["min", "max"] "" "shape 1/cv², scale mean × cv²";
 "exponential" ["mean"] ["min", "max"] "" "rate 1/mean";
-"empirical" [] ["values", "file", "column", "min", "max"] "`values`, or `file` and `column`" "resamples `values`, or the CSV `column` of `file`";
+"empirical" [] ["values", "file", "column", "min", "max"] "`values`, or `file` and `column`" "resamples `values`, or the `column` of `file` (CSV with a header row, or JSON Lines: .jsonl, .ndjson)";
 }
 
 const MAX: u64 = MAX_TOKENS_PER_REQUEST as u64;
@@ -96,6 +96,14 @@ pub enum CsvError {
         /// The columns of the header row.
         columns: Vec<String>,
     },
+    /// The file is not text in rows (a line longer than [`crate::files::MAX_LINE_BYTES`]).
+    #[error("`{}`: {reason}", path.display())]
+    NotRows {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
     /// A row is malformed.
     #[error("`{}` row {row}: {reason}", path.display())]
     Row {
@@ -124,6 +132,12 @@ pub enum CsvError {
         /// The file.
         path: PathBuf,
     },
+    /// More bytes than a data file may have.
+    #[error("`{}` holds more than the {} bytes a data file may have", path.display(), super::datafile::MAX_FILE_BYTES)]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+    },
     /// The column holds no value.
     #[error("column \"{column}\" of `{}` holds no values", path.display())]
     Empty {
@@ -140,14 +154,24 @@ impl CsvError {
         match self {
             CsvError::Read { .. } => "the path is relative to the scenario file's directory".into(),
             CsvError::NoColumn { columns, .. } => format!("columns: {}", columns.join(", ")),
+            CsvError::NotRows { .. } => "give a CSV file with a header row".into(),
             CsvError::Row { row: 1, .. } => "the first row must name the columns".into(),
             CsvError::Row { .. } => "fix the CSV syntax".into(),
             CsvError::NotACount { .. } => {
                 "every non-empty cell of the column must be a number greater than 0".into()
             }
-            CsvError::TooMany { .. } => "subsample the file".into(),
+            CsvError::TooMany { .. } | CsvError::TooLarge { .. } => "subsample the file".into(),
             CsvError::Empty { .. } => "the column must hold at least one token count".into(),
         }
+    }
+}
+
+/// A cell or column name for a message: at most 60 characters (a wrong file can hold a
+/// gigabyte on one line).
+fn short(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
     }
 }
 
@@ -158,30 +182,37 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
         csv::ErrorKind::Io(io) => io.to_string(),
         _ => e.to_string(),
     };
-    let mut reader = csv::Reader::from_path(path).map_err(|e| CsvError::Read {
+    // Read through the size and line caps of data files: a path to a device or a pipe must
+    // not be read until the memory runs out.
+    let limit = super::datafile::MAX_FILE_BYTES;
+    let file = crate::files::rows_reader(path, limit).map_err(|e| CsvError::Read {
         path: path_buf(),
-        reason: reason(e),
+        reason: e.to_string(),
     })?;
-    let headers = reader.headers().map_err(|e| CsvError::Row {
-        path: path_buf(),
-        row: 1,
-        reason: reason(e),
-    })?;
+    let mut reader = csv::Reader::from_reader(file);
+    let row_error = |e: csv::Error, row: usize| match e.kind() {
+        csv::ErrorKind::Io(io) if crate::files::read_error(io).is_some() => CsvError::NotRows {
+            path: path_buf(),
+            reason: io.to_string(),
+        },
+        _ => CsvError::Row {
+            path: path_buf(),
+            row,
+            reason: reason(e),
+        },
+    };
+    let headers = reader.headers().map_err(|e| row_error(e, 1))?;
     let Some(index) = headers.iter().position(|h| h.trim() == column) else {
         return Err(CsvError::NoColumn {
             path: path_buf(),
             column: column.into(),
-            columns: headers.iter().map(str::to_string).collect(),
+            columns: headers.iter().take(50).map(short).collect(),
         });
     };
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let row = i + 2;
-        let record = record.map_err(|e| CsvError::Row {
-            path: path_buf(),
-            row,
-            reason: reason(e),
-        })?;
+        let record = record.map_err(|e| row_error(e, row))?;
         let cell = record.get(index).unwrap_or("").trim();
         if cell.is_empty() {
             continue;
@@ -193,13 +224,16 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
                     path: path_buf(),
                     row,
                     column: column.into(),
-                    cell: cell.into(),
+                    cell: short(cell),
                 })
             }
         }
         if out.len() > MAX_EMPIRICAL_VALUES {
             return Err(CsvError::TooMany { path: path_buf() });
         }
+    }
+    if reader.position().byte() > limit {
+        return Err(CsvError::TooLarge { path: path_buf() });
     }
     if out.is_empty() {
         return Err(CsvError::Empty {
@@ -323,7 +357,13 @@ impl LengthDist {
     }
 }
 
-/// `values = [...]`, or `file` and `column` of a CSV file.
+/// Whether a file name says JSON Lines.
+fn is_json_lines(file: &str) -> bool {
+    let ext = Path::new(file).extension().and_then(|e| e.to_str());
+    ext.is_some_and(|e| e.eq_ignore_ascii_case("jsonl") || e.eq_ignore_ascii_case("ndjson"))
+}
+
+/// `values = [...]`, or `file` and `column` of a CSV or JSON Lines file.
 fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
     let p = |name: &str| format!("{path}.{name}");
     let values: Option<Arc<[f64]>> = v.opt(&p("values"))?;
@@ -339,23 +379,28 @@ fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
             Err(v.bad(&p("values"), msg, hint))
         }
         (Some(values), None, None) => Ok(values),
-        (None, Some(file), Some(column)) => {
-            match read_csv_column(&v.base_dir().join(&file), &column) {
+        (None, Some(file), Some(column)) if is_json_lines(&file) => {
+            match super::datafile::json_lines_column(&v.input(&file), &column, MAX_EMPIRICAL_VALUES)
+            {
                 Ok(values) => Ok(values.into()),
-                Err(e) => {
-                    let guess = match &e {
-                        CsvError::NoColumn { columns, .. } => {
-                            let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
-                            did_you_mean(&column, &columns)
-                                .map(|g| format!("did you mean column \"{g}\"? "))
-                        }
-                        _ => None,
-                    };
-                    let hint = guess.unwrap_or_default() + &e.hint();
-                    Err(v.bad(&p("file"), e.to_string(), hint))
-                }
+                Err(e) => Err(v.bad(&p("file"), format!("{file} {}", e.message), e.hint)),
             }
         }
+        (None, Some(file), Some(column)) => match read_csv_column(&v.input(&file), &column) {
+            Ok(values) => Ok(values.into()),
+            Err(e) => {
+                let guess = match &e {
+                    CsvError::NoColumn { columns, .. } => {
+                        let columns: Vec<&str> = columns.iter().map(String::as_str).collect();
+                        did_you_mean(&column, &columns)
+                            .map(|g| format!("did you mean column \"{g}\"? "))
+                    }
+                    _ => None,
+                };
+                let hint = guess.unwrap_or_default() + &e.hint();
+                Err(v.bad(&p("file"), e.to_string(), hint))
+            }
+        },
         (None, None, None) => {
             let msg = format!("required key is missing in [{path}]");
             let hint = "empirical needs values = [ … ] or file = \"….csv\" with column = \"…\"";

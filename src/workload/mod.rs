@@ -4,6 +4,8 @@
 pub mod client;
 pub mod datafile;
 pub mod dist;
+pub mod overhead;
+pub mod rows;
 pub mod trace;
 
 use std::sync::Arc;
@@ -24,9 +26,17 @@ KEYS:
     "requests the client sends in all", e.g. "20000";
 "workload.trace" [Text, Absent("none"), All, ""]
     "a file of requests sent in its order (relative to the scenario; CSV with a header, or JSON Lines): prompt_tokens, output_tokens, and optionally arrival_s, max_new_tokens, ignore_eos", e.g. r#""trace.csv""#;
-"workload.prompt_tokens" [Tagged(&LENGTHS), Required, Without("workload.trace"), "tokens"]
+"workload.lengths" [Table, Absent("none"), Without(&["workload.trace"]), ""]
+    "whole rows of a file, each request one row drawn at random (prompt with its own output): CSV, JSON Lines, or ShareGPT .json with per-turn token counts", e.g. r#"{ file = "lengths.csv", prompt = "prompt_tokens", output = "output_tokens" }"#;
+"workload.lengths.file" [Text, Required, All, ""]
+    "the file, relative to the scenario (.csv, .jsonl, or a ShareGPT .json)", e.g. r#""lengths.jsonl""#;
+"workload.lengths.prompt" [Text, Required, All, ""]
+    "the prompt's token-count column (ShareGPT: the key of each turn holding its token count; servesim does not tokenize text)", e.g. r#""prompt_tokens""#;
+"workload.lengths.output" [Text, Required, All, ""]
+    "the output's token-count column (ShareGPT: the key of each turn holding its token count)", e.g. r#""output_tokens""#;
+"workload.prompt_tokens" [Tagged(&LENGTHS), Required, Without(&["workload.trace", "workload.lengths"]), "tokens"]
     "prompt lengths", e.g. r#"{ dist = "lognormal", mean = 300, cv = 0.5 }"#;
-"workload.output_tokens" [Tagged(&LENGTHS), Required, Without("workload.trace"), "tokens"]
+"workload.output_tokens" [Tagged(&LENGTHS), Required, Without(&["workload.trace", "workload.lengths"]), "tokens"]
     "natural response lengths (where the model would stop by itself)", e.g. r#"{ dist = "lognormal", mean = 4116, cv = 0.2 }"#;
 "workload.max_new_tokens" [Integer(1, MAX_TOKENS as u64), Absent("none: the client omits max_tokens"), All, "tokens"]
     "the max_tokens each request asks for (a trace's rows without their own)", e.g. "16384";
@@ -58,6 +68,13 @@ pub enum Lengths {
         /// Natural response lengths (where the model would stop by itself).
         output_tokens: LengthDist,
     },
+    /// Whole rows of a file, each request one row drawn at random (see [`rows`]).
+    Rows {
+        /// The file, as the scenario names it.
+        file: String,
+        /// `(prompt, output)` token counts of every row.
+        rows: Arc<[(u32, u32)]>,
+    },
     /// Row `seq` of a trace, sent in file order.
     Trace {
         /// The file, as the scenario names it.
@@ -67,6 +84,29 @@ pub enum Lengths {
         /// Whether the file gives `arrival_s` (every row then has one).
         has_arrivals: bool,
     },
+}
+
+/// The random streams lengths are drawn from: prompt and output lengths of distributions, and
+/// the row of a `workload.lengths` file.
+pub struct LengthStreams {
+    /// `prompt_tokens`.
+    pub prompt: crate::rng::Stream,
+    /// `output_tokens`.
+    pub output: crate::rng::Stream,
+    /// `length_rows`.
+    pub rows: crate::rng::Stream,
+}
+
+impl LengthStreams {
+    /// The streams of a seed.
+    pub fn new(seeds: &crate::rng::Seeds) -> Self {
+        use crate::rng::StreamName;
+        LengthStreams {
+            prompt: seeds.stream(StreamName::PromptTokens),
+            output: seeds.stream(StreamName::OutputTokens),
+            rows: seeds.stream(StreamName::LengthRows),
+        }
+    }
 }
 
 /// One request's lengths and what it asks for.
@@ -88,6 +128,7 @@ impl WorkloadSpec {
         v.has("workload")?;
         let lengths = match v.opt::<String>("workload.trace")? {
             Some(file) => read_trace(v, file),
+            None if v.given("workload.lengths")?.is_some() => read_rows(v),
             None => {
                 let prompt_tokens = LengthDist::read(v, "workload.prompt_tokens");
                 let output_tokens = LengthDist::read(v, "workload.output_tokens");
@@ -141,12 +182,12 @@ impl WorkloadSpec {
     /// sampled length capped by `max_new_tokens` (`sglang.bench_serving`, `vllm bench serve`);
     /// a trace row asks for its own `max_new_tokens` if it has one, else the same. Without, it
     /// asks for `max_new_tokens` (or nothing) and stops at its output length.
-    pub fn draw(
-        &self,
-        seq: u64,
-        prompt_rng: &mut crate::rng::Stream,
-        output_rng: &mut crate::rng::Stream,
-    ) -> Drawn {
+    pub fn draw(&self, seq: u64, rngs: &mut LengthStreams) -> Drawn {
+        let LengthStreams {
+            prompt: prompt_rng,
+            output: output_rng,
+            rows: rows_rng,
+        } = rngs;
         let (prompt_tokens, natural, own_max, ignore_eos) = match &self.lengths {
             Lengths::Sampled {
                 prompt_tokens,
@@ -159,6 +200,11 @@ impl WorkloadSpec {
                     None,
                     self.ignore_eos,
                 )
+            }
+            Lengths::Rows { rows, .. } => {
+                use rand::RngExt;
+                let (p, o) = rows[rows_rng.random_range(0..rows.len())];
+                (p, o, None, self.ignore_eos)
             }
             Lengths::Trace { rows, .. } => {
                 let r = rows[seq as usize];
@@ -185,6 +231,7 @@ impl WorkloadSpec {
         match &self.lengths {
             Lengths::Sampled { .. } => "workload.prompt_tokens",
             Lengths::Trace { .. } => "workload.trace",
+            Lengths::Rows { .. } => "workload.lengths.file",
         }
     }
 
@@ -193,6 +240,7 @@ impl WorkloadSpec {
         match &self.lengths {
             Lengths::Sampled { prompt_tokens, .. } => prompt_tokens.smallest(),
             Lengths::Trace { rows, .. } => rows.iter().map(|r| r.prompt_tokens).min().unwrap_or(1),
+            Lengths::Rows { rows, .. } => rows.iter().map(|r| r.0).min().unwrap_or(1),
         }
     }
 
@@ -208,6 +256,11 @@ impl WorkloadSpec {
                 let sum =
                     |f: fn(&TraceRow) -> u32| rows.iter().map(|r| f64::from(f(r))).sum::<f64>();
                 (sum(|r| r.prompt_tokens) / n, sum(|r| r.output_tokens) / n)
+            }
+            Lengths::Rows { rows, .. } => {
+                let n = rows.len().max(1) as f64;
+                let p = rows.iter().map(|r| f64::from(r.0)).sum::<f64>();
+                (p / n, rows.iter().map(|r| f64::from(r.1)).sum::<f64>() / n)
             }
         }
     }
@@ -225,6 +278,16 @@ impl WorkloadSpec {
                 let row = |m: f64| format!("trace {file} ({}, mean {m:.1})", n_rows(rows.len()));
                 (row(p), row(o))
             }
+            Lengths::Rows { file, rows } => {
+                let (p, o) = self.mean_lengths();
+                let row = |m: f64| {
+                    format!(
+                        "rows of {file} ({}, mean {m:.1}, drawn as pairs)",
+                        n_rows(rows.len())
+                    )
+                };
+                (row(p), row(o))
+            }
         }
     }
 }
@@ -237,10 +300,29 @@ fn n_rows(n: usize) -> String {
     }
 }
 
+/// Read `workload.lengths`: the rows of its file.
+fn read_rows(v: &mut dyn Values) -> Result<Lengths, Bad> {
+    let file: String = v.get("workload.lengths.file")?;
+    let (prompt, output): (String, String) = (
+        v.get("workload.lengths.prompt")?,
+        v.get("workload.lengths.output")?,
+    );
+    match rows::load(&v.input(&file), &prompt, &output) {
+        Ok(r) => Ok(Lengths::Rows {
+            file,
+            rows: r.into(),
+        }),
+        Err(e) => {
+            let msg = format!("{file} {}", e.message);
+            Err(v.bad("workload.lengths.file", msg, e.hint))
+        }
+    }
+}
+
 /// Read the trace named by `workload.trace`; every bad cell is reported at the key, with the
 /// file's line and column.
 fn read_trace(v: &mut dyn Values, file: String) -> Result<Lengths, Bad> {
-    match trace::load(&v.base_dir().join(&file)) {
+    match trace::load(&v.input(&file)) {
         Ok(t) => Ok(Lengths::Trace {
             file,
             rows: t.rows.into(),

@@ -611,3 +611,33 @@ fn plan_prints_a_table_with_the_infeasible_candidates_and_their_reason() {
             .unwrap(),
         );
 }
+
+/// More servers than requests: each would simulate one request and the totals count requests
+/// that do not exist (it reported 10⁸ req/s); the candidate is infeasible, with the reason.
+#[test]
+fn plan_refuses_more_servers_than_requests() {
+    servesim()
+        .args([
+            "plan",
+            "scenarios/plan-llama-3.1-70b.toml",
+            "--gpus",
+            "h100",
+            "--counts",
+            "64",
+            "--tp",
+            "4,64",
+            "--set",
+            "workload.requests=4",
+            "--jobs",
+            "1",
+        ])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::is_match(
+                r"(?m)^ h100 +64 +4 +16 +— +infeasible: 16 servers for 4 requests: some would get none$",
+            )
+            .unwrap(),
+        )
+        .stdout(predicate::str::is_match(r"(?m)^ h100 +64 +64 +1 +\d+ ").unwrap());
+}

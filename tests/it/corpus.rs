@@ -71,6 +71,15 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     std::fs::create_dir(dir.join("a-directory.toml")).unwrap();
     std::fs::write(dir.join("a-file"), b"").unwrap();
     let good = root().join("scenarios/case-study-b2.toml");
+    // Copies that a wrong output path could replace (never the repository's own files).
+    std::fs::copy(&good, dir.join("b2.toml")).unwrap();
+    std::fs::copy(&good, dir.join("summary.json")).unwrap();
+    std::os::unix::fs::symlink("no-such-dir/r.csv", dir.join("dangling.csv")).unwrap();
+    std::fs::copy(
+        root().join("tests/fixtures/bench/vllm-0.33.0.json"),
+        dir.join("compare.json"),
+    )
+    .unwrap();
     let good = good.to_str().unwrap();
     let plan = root().join("scenarios/plan-llama-3.1-70b.toml");
     let plan = plan.to_str().unwrap();
@@ -200,6 +209,34 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             ],
             2,
         ),
+        (
+            "cli-plan-zero-slo",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--slo-tpot-p99-ms",
+                "0",
+            ],
+            2,
+        ),
+        (
+            "cli-plan-target-rate-without-slo",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--target-rate",
+                "20",
+            ],
+            2,
+        ),
         ("cli-missing-file", &["run", "no-such-scenario.toml"], 2),
         (
             "cli-scenario-is-a-directory",
@@ -241,6 +278,76 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["merge", "a-directory.toml", "--out", "merged"],
             2,
         ),
+        // Grids (issue 15, class 2).
+        (
+            "cli-vary-twice",
+            &[
+                "sweep",
+                good,
+                "--vary",
+                "client.concurrency=1,2",
+                "--vary",
+                "client.concurrency=3:4:1",
+            ],
+            2,
+        ),
+        (
+            "cli-jobs-above-the-cap",
+            &[
+                "sweep",
+                good,
+                "--vary",
+                "client.concurrency=1,2",
+                "--jobs",
+                "1000000",
+            ],
+            2,
+        ),
+        (
+            "cli-vary-integer-range-too-long",
+            &["sweep", good, "--vary", "seed=1:100000000000000000000:1"],
+            2,
+        ),
+        // Output paths (class 4): checked before the run, inputs never replaced.
+        (
+            "cli-requests-csv-is-the-scenario",
+            &["run", "b2.toml", "--requests-csv", "b2.toml"],
+            2,
+        ),
+        (
+            "cli-out-file-is-the-scenario",
+            &["run", "summary.json", "--out", "."],
+            2,
+        ),
+        (
+            "cli-requests-csv-is-a-directory",
+            &["run", good, "--requests-csv", "a-directory.toml"],
+            2,
+        ),
+        (
+            "cli-requests-csv-is-an-out-file",
+            &[
+                "run",
+                good,
+                "--out",
+                "new/out",
+                "--requests-csv",
+                "new/out/timeseries.csv",
+            ],
+            2,
+        ),
+        (
+            "cli-requests-csv-link-into-nowhere",
+            &["run", good, "--requests-csv", "dangling.csv"],
+            2,
+        ),
+        (
+            "cli-compare-out-is-the-result-file",
+            &["compare", "compare.json", "--scenario", good, "--out", "."],
+            2,
+        ),
+        // Files that never end (class 8).
+        ("cli-scenario-dev-zero", &["run", "/dev/zero"], 2),
     ];
     for (name, args, want) in cases {
         let (code, stderr, _) = servesim(dir, args);
@@ -253,7 +360,179 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, vec!["a-directory.toml", "a-file", "not-utf8.toml"]);
+    assert_eq!(
+        left,
+        vec![
+            "a-directory.toml",
+            "a-file",
+            "b2.toml",
+            "compare.json",
+            "dangling.csv",
+            "not-utf8.toml",
+            "summary.json"
+        ]
+    );
+    let b2 = std::fs::read(root().join("scenarios/case-study-b2.toml")).unwrap();
+    for copy in ["b2.toml", "summary.json"] {
+        assert_eq!(std::fs::read(dir.join(copy)).unwrap(), b2, "{copy}");
+    }
+    assert_eq!(
+        std::fs::read(dir.join("compare.json")).unwrap(),
+        std::fs::read(root().join("tests/fixtures/bench/vllm-0.33.0.json")).unwrap()
+    );
+}
+
+/// Runs whose simulated time would pass 2⁶³ ns (~292 years) stop with exit code 1 (they used to
+/// saturate the clock and exit 0); `check` accepts them: every input is within its bounds.
+#[test]
+fn runs_past_the_representable_time_stop_with_a_message() {
+    let dir = corpus_dir().join("runtime");
+    let mut cases: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    cases.sort();
+    assert!(cases.len() >= 3, "{} runtime cases", cases.len());
+    for case in cases {
+        let file = case.file_name().unwrap().to_str().unwrap().to_string();
+        let (code, stderr, stdout) = servesim(&dir, &["run", &file]);
+        assert!(stdout.is_empty(), "{file}: printed a report:\n{stdout}");
+        let stem = case.file_stem().unwrap().to_str().unwrap();
+        check_failure(&format!("runtime-{stem}"), code, 1, &stderr);
+        let (code, _, _) = servesim(&dir, &["check", &file]);
+        assert_eq!(code, 0, "{file}: check");
+    }
+}
+
+/// `merge` takes the shards of one sweep only, and never writes over a shard.
+#[test]
+fn shards_of_other_sweeps_are_not_merged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let tiny = "name = \"tiny\"\n[engine]\nkv_capacity_tokens = 100000\n[workload]\nrequests = 4\nprompt_tokens = { dist = \"constant\", value = 100 }\noutput_tokens = { dist = \"constant\", value = 50 }\n[client]\nconcurrency = 1\n";
+    std::fs::write(dir.join("s.toml"), tiny).unwrap();
+    // The same name and keys, another text.
+    std::fs::write(dir.join("edited.toml"), format!("{tiny}# edited\n")).unwrap();
+    let shard = |out: &str, file: &str, vary: &str, shard: &str, extra: &[&str]| {
+        let mut args = vec![
+            "sweep", file, "--vary", vary, "--shard", shard, "--out", out,
+        ];
+        args.extend(extra);
+        let (code, stderr, _) = servesim(dir, &args);
+        assert_eq!(code, 0, "{out}: {stderr}");
+    };
+    let vary = "client.concurrency=1,2";
+    shard("a", "s.toml", vary, "0/2", &[]);
+    shard("b", "s.toml", vary, "1/2", &[]);
+    shard("other-set", "s.toml", vary, "1/2", &["--set", "seed=2"]);
+    shard("other-text", "edited.toml", vary, "1/2", &[]);
+    shard("other-axis", "s.toml", "client.concurrency=1,3", "1/2", &[]);
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "cli-merge-other-sets",
+            &["merge", "a", "other-set", "--out", "m"],
+        ),
+        (
+            "cli-merge-other-scenario-text",
+            &["merge", "a", "other-text", "--out", "m"],
+        ),
+        (
+            "cli-merge-other-axes",
+            &["merge", "a", "other-axis", "--out", "m"],
+        ),
+        ("cli-merge-into-a-shard", &["merge", "a", "b", "--out", "b"]),
+    ];
+    let before = std::fs::read(dir.join("b/sweep.csv")).unwrap();
+    for (name, args) in cases {
+        let (code, stderr, _) = servesim(dir, args);
+        check_failure(name, code, 2, &stderr);
+    }
+    assert!(!dir.join("m").exists());
+    assert_eq!(std::fs::read(dir.join("b/sweep.csv")).unwrap(), before);
+    // The shards of one sweep still merge.
+    let (code, stderr, _) = servesim(dir, &["merge", "a", "b", "--out", "m"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+/// `servesim calibrate` on logs it cannot use: every case names the file (and line), what is
+/// wrong and how to fix it, with exit code 2.
+#[test]
+fn bad_logs_are_refused_with_their_exact_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let decode = |n: u32| {
+        format!(
+            "[2026-11-20 14:03:{:02}] Decode batch, #running-req: 8, #token: 9000, token usage: 0.02, cuda graph: True, \
+             gen throughput (token/s): 512.00, #queue-req: 0\n",
+            n % 60
+        )
+    };
+    let prefill = "[2026-11-20 14:03:01] Prefill batch, #new-seq: 1, #new-token: 700, #cached-token: 0, token usage: 0.01, \
+                   #running-req: 7, #queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 800.00\n";
+    let files: &[(&str, Vec<u8>)] = &[
+        ("empty.log", b"\n\n".to_vec()),
+        (
+            "binary.log",
+            b"[2026-11-20 14:03:01] Decode batch\x00\x01\x02".to_vec(),
+        ),
+        (
+            "not-a-log.log",
+            b"name = \"a scenario, not a log\"\n[workload]\nrequests = 10\n".to_vec(),
+        ),
+        (
+            "too-few.log",
+            (0..4).map(decode).collect::<String>().into_bytes(),
+        ),
+        ("no-decode.log", prefill.repeat(5).into_bytes()),
+        (
+            "one-batch.log",
+            (0..12)
+                .map(|n| format!("{prefill}{}", decode(n)))
+                .collect::<String>()
+                .into_bytes(),
+        ),
+        (
+            "truncated.log",
+            format!(
+                "{}{}[2026-11-20 14:03:09] Decode batch, #running-req: 8, #token: 90",
+                decode(1),
+                prefill
+            )
+            .into_bytes(),
+        ),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let cases: &[(&str, &[&str])] = &[
+        ("cli-calibrate-empty", &["calibrate", "empty.log"]),
+        ("cli-calibrate-binary", &["calibrate", "binary.log"]),
+        ("cli-calibrate-not-a-log", &["calibrate", "not-a-log.log"]),
+        ("cli-calibrate-too-few-lines", &["calibrate", "too-few.log"]),
+        (
+            "cli-calibrate-no-decode-lines",
+            &["calibrate", "no-decode.log"],
+        ),
+        (
+            "cli-calibrate-truncated-line",
+            &["calibrate", "truncated.log"],
+        ),
+        ("cli-calibrate-missing-file", &["calibrate", "no-such.log"]),
+        (
+            "cli-calibrate-wrong-engine",
+            &["calibrate", "too-few.log", "--engine", "vllm"],
+        ),
+        (
+            "cli-calibrate-table-one-batch-size",
+            &["calibrate", "one-batch.log", "--table", "t.csv"],
+        ),
+    ];
+    for (name, args) in cases {
+        let (code, stderr, stdout) = servesim(dir, args);
+        assert!(stdout.is_empty(), "{name}: printed {stdout}");
+        check_failure(name, code, 2, &stderr);
+    }
 }
 
 #[test]
@@ -284,4 +563,45 @@ fn a_run_that_cannot_progress_stops_with_a_diagnosis() {
         ],
     );
     check_failure("runtime-max-events", code, 1, &stderr);
+}
+
+#[test]
+fn bad_benchmark_result_files_are_refused_with_the_key_path() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good =
+        std::fs::read_to_string(root().join("tests/fixtures/bench/vllm-0.33.0.json")).unwrap();
+    let scenario = root().join("scenarios/case-study-b2.toml");
+    let scenario = scenario.to_str().unwrap();
+    let cases: &[(&str, String)] = &[
+        ("compare-not-json", "bench_serving finished\n".to_string()),
+        (
+            "compare-no-details",
+            good.replace("\"itls\"", "\"itl_list\""),
+        ),
+        (
+            "compare-lengths-differ",
+            good.replace(
+                "\"output_lens\": [4, 3, 1, 5, 0, 2]",
+                "\"output_lens\": [4, 3, 1, 5, 0]",
+            ),
+        ),
+        (
+            "compare-negative-ttft",
+            good.replace("\"ttfts\": [0.05,", "\"ttfts\": [-0.05,"),
+        ),
+    ];
+    for (name, text) in cases {
+        assert_ne!(text, &good, "{name}: the fixture did not change");
+        let f = tmp.path().join("result.json");
+        std::fs::write(&f, text).unwrap();
+        let (code, stderr, stdout) = servesim(
+            tmp.path(),
+            &["compare", "result.json", "--scenario", scenario],
+        );
+        assert!(stdout.is_empty(), "{name}: {stdout}");
+        check_failure(name, code, 2, &stderr);
+    }
+    std::fs::write(tmp.path().join("result.json"), &good).unwrap();
+    let (code, stderr, _) = servesim(tmp.path(), &["compare", "result.json"]);
+    check_failure("compare-without-scenario", code, 2, &stderr);
 }

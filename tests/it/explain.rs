@@ -96,12 +96,24 @@ fn every_sentence_of_every_teaching_scenario_holds_for_its_run() {
         "scenarios/teaching/concurrency-bound.toml".into(),
         vec!["workload.requests=16".into()],
     ));
+    // Off-GPU overheads add their own paragraph.
+    teaching.push((
+        "scenarios/teaching/kv-bound.toml".into(),
+        vec![
+            "client.network_rtt_ms=2".into(),
+            "client.request_overhead_ms=30".into(),
+            "client.per_token_overhead_ms=0.5".into(),
+        ],
+    ));
     let mut regimes = Vec::new();
+    let mut overheads = 0;
     for (path, sets) in &teaching {
         let sc = load(path, sets);
         let (s, _) = check_all(&sc, path, sets);
         regimes.push(s.steady_state.status);
+        overheads += usize::from(s.overhead.is_some());
     }
+    assert_eq!(overheads, 1);
     for r in ["steady", "overloaded", "no_steady_window"] {
         assert!(regimes.contains(&r), "no {r} run among {regimes:?}");
     }

@@ -294,6 +294,14 @@ impl<'a> Check<'a> {
                 Check::drain,
             ),
             (
+                r"^Not all of the client's latency is the server's: NUM ms of every time to first token is spent off the GPU \(a network round trip of NUM ms, NUM ms of HTTP handling and tokenizer, NUM ms to stream a token\), and each later token reaches the client NUM ms after the one before it on top of the engine's step — NUM s of each response on average\.$",
+                Check::off_gpu,
+            ),
+            (
+                r"^Over the run the engine itself sees DUR to the first token and DUR to the last on average\.$",
+                Check::engine_latency,
+            ),
+            (
                 r"^(The server is overloaded|Run enough requests|The KV budget binds|The slot limit binds|The client's concurrency binds|The server keeps up)(.*)\.$",
                 Check::why,
             ),
@@ -564,6 +572,33 @@ impl<'a> Check<'a> {
         close("rate", num(&c[4]), st.req_per_s);
         let (l, w, z) = (num(&c[1]), dur(&c[2]), num(&c[3]));
         holds("L ÷ W", z, l.0 / w.0, z.0 * (l.1 / l.0 + w.1 / w.0));
+    }
+
+    fn off_gpu(&mut self, c: &Captures) {
+        let o = self.s.overhead.as_ref().expect("a run with off-GPU overheads");
+        close("TTFT added", num(&c[1]), o.ttft_added_ms);
+        close("round trip", num(&c[2]), o.network_rtt_ms);
+        close("request overhead", num(&c[3]), o.request_overhead_ms);
+        close("per token", num(&c[4]), o.per_token_overhead_ms);
+        close("per token", num(&c[5]), o.per_token_overhead_ms);
+        close("E2E added", num(&c[6]), o.e2e_added_ms_mean / 1e3);
+        // What every TTFT gains: the round trip, the request overhead and one token's way.
+        let (ttft, rtt, req, tok) = (num(&c[1]), num(&c[2]), num(&c[3]), num(&c[4]));
+        holds(
+            "rtt + request + token",
+            ttft,
+            rtt.0 + req.0 + tok.0,
+            rtt.1 + req.1 + tok.1,
+        );
+    }
+
+    fn engine_latency(&mut self, c: &Captures) {
+        let o = self.s.overhead.as_ref().expect("a run with off-GPU overheads");
+        close("engine TTFT", dur(&c[1]), o.engine_ttft_ms.mean / 1e3);
+        close("engine E2E", dur(&c[2]), o.engine_e2e_ms.mean / 1e3);
+        // The client's latencies are the engine's plus what the overheads add.
+        let l = &self.s.latency;
+        assert!((l.ttft_ms.mean - o.engine_ttft_ms.mean - o.ttft_added_ms).abs() < 1e-6 * l.ttft_ms.mean.max(1.0));
     }
 
     fn steady_latency(&mut self, c: &Captures) {

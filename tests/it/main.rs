@@ -1,21 +1,30 @@
 //! servesim's integration tests, in one binary.
 
+mod calibrate;
 mod cli;
+mod compare;
 mod corpus;
 mod determinism;
 mod differential;
 mod engines;
 mod explain;
 mod explain_check;
+mod faults;
 mod golden;
 mod hand;
 mod invariants;
+mod lengths_file;
 mod memory;
 mod outputs;
+mod overhead;
+mod plan;
 mod queueing;
 mod scenarios;
 mod schema;
 mod steady;
+mod scorecard;
+mod step_time;
+mod table;
 mod trace;
 
 use std::path::PathBuf;

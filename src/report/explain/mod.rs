@@ -6,7 +6,7 @@
 
 use std::fmt::Write;
 
-use super::summary::{Observation, Summary};
+use super::summary::{Observation, OverheadOut, Summary};
 use super::text::thousands;
 use crate::analysis::{NoWindow, Regime, Window};
 use crate::memory::resolve::KvSource;
@@ -193,11 +193,35 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
         }
         (_, None) => unreachable!("invariant: steady and overloaded runs have a window"),
     }
+    if let Some(o) = &s.overhead {
+        d.para(&off_gpu(o));
+    }
     let n = if a.steady().is_some() { 5 } else { 3 };
     binding(&mut d, s, n);
     hides(&mut d, s, obs.first().copied(), n + 1);
     what_if(&mut d, s, ctx, n + 2);
     d.out
+}
+
+/// What the off-GPU overheads add to the client's latencies (`workload/overhead.rs`), and what
+/// the engine itself sees, over the whole run.
+fn off_gpu(o: &OverheadOut) -> String {
+    format!(
+        "Not all of the client's latency is the server's: {:.0} ms of every time to first token \
+         is spent off the GPU (a network round trip of {:.1} ms, {:.1} ms of HTTP handling and \
+         tokenizer, {:.2} ms to stream a token), and each later token reaches the client {:.2} ms \
+         after the one before it on top of the engine's step — {:.1} s of each response on \
+         average. Over the run the engine itself sees {} to the first token and {} to the last \
+         on average.",
+        o.ttft_added_ms,
+        o.network_rtt_ms,
+        o.request_overhead_ms,
+        o.per_token_overhead_ms,
+        o.per_token_overhead_ms,
+        o.e2e_added_ms_mean / 1000.0,
+        secs(o.engine_ttft_ms.mean / 1000.0),
+        secs(o.engine_e2e_ms.mean / 1000.0)
+    )
 }
 
 fn views(s: &Summary, o: &Observation) -> String {

@@ -4,6 +4,7 @@
 //!
 //! * [`throughput`], [`engine_state`], [`latency_cdf`]: one run (`run.rs`).
 //! * [`sweep_figures`]: every summary metric of a sweep against each varied key (`sweep.rs`).
+//! * [`compare_cdf`]: measured vs. simulated latency CDFs for `servesim compare` (`compare.rs`).
 //! * [`memory_figure`]: SGLang's split of GPU memory over a range of fractions (`memory.rs`).
 //! * [`plan_figure`]: cost against time to finish for `servesim plan` (`plan.rs`).
 //!
@@ -14,12 +15,14 @@
 //! here: plotters' own encoder writes only to files.
 
 mod axis;
+mod compare;
 mod memory;
 mod plan;
 mod run;
 mod style;
 mod sweep;
 
+pub use compare::{compare_cdf, COMPARE_TITLE};
 pub use memory::{memory_figure, MEMORY_TITLE};
 pub use plan::{plan_figure, PLAN_TITLE};
 pub use run::{

@@ -103,7 +103,7 @@ fn series(pts: &[&Sample], x: &Axis, value: fn(&Sample) -> f64) -> Vec<(f64, f64
 }
 
 /// Something a panel draws.
-enum Draw {
+pub(super) enum Draw {
     /// A line: its points, colour and width.
     Line(Vec<(f64, f64)>, RGBColor, u32),
     Dashed(Vec<(f64, f64)>, RGBColor),
@@ -121,15 +121,20 @@ enum Draw {
 /// left above the data, raised by up to 60 % if that makes room for the legend); the legend's
 /// corners; what it draws, in order, each with its legend entry if any. The legend hides none
 /// of the lines and bands if it can.
-struct Panel<'p>(&'p str, Option<f64>, &'static [Corner], Vec<(String, Draw)>);
+pub(super) struct Panel<'p>(
+    pub(super) &'p str,
+    pub(super) Option<f64>,
+    pub(super) &'static [Corner],
+    pub(super) Vec<(String, Draw)>,
+);
 
 impl Panel<'_> {
     /// Draw `draw` next, with a legend entry if `label` is not empty.
-    fn add(&mut self, label: impl Into<String>, draw: Draw) {
+    pub(super) fn add(&mut self, label: impl Into<String>, draw: Draw) {
         self.3.push((label.into(), draw));
     }
 
-    fn draw<DB: DrawingBackend>(
+    pub(super) fn draw<DB: DrawingBackend>(
         self,
         area: &Area<DB>,
         x: &Axis,
@@ -354,7 +359,7 @@ fn cdf_points(d: &Distribution, per: f64) -> Vec<(f64, f64)> {
 
 /// The latency axis for CDF curves of `(latency in unit, fraction)` points, and its
 /// description.
-fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
+pub(super) fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
     let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
     let p1 = at(0.01).fold(f64::INFINITY, f64::min);

@@ -132,6 +132,7 @@ impl Sglang {
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;
         out.generated_tokens += b * n;
+        out.decode_rounds += n;
         Skip {
             steps: n,
             end: now + total,

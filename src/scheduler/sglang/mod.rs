@@ -89,7 +89,7 @@ pub const SIMPLIFICATIONS: &[&str] = &[
     "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
     "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
     "no speculative decoding, priority preemption or data-parallel attention",
-    "the network and tokenizer take no time: a request arrives at the server the moment it is sent",
+    super::NO_OFF_GPU_TIME,
     "step times come from the scenario's step-time model, not from a GPU",
 ];
 
@@ -633,6 +633,7 @@ impl Sglang {
     fn advance_decode(&mut self, reqs: &mut Requests, out: &mut Outbox) -> bool {
         self.decode_step += 1;
         out.generated_tokens += self.running.len() as u64;
+        out.decode_rounds += 1;
         let mut any = false;
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {

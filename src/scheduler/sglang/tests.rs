@@ -100,6 +100,7 @@ fn add(
         ignore_eos: false,
         ready_at: SimTime::ZERO,
         sent_at: SimTime::ZERO,
+        arrived_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
         evicted_at: None,

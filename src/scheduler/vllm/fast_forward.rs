@@ -227,6 +227,7 @@ impl Vllm {
         );
         self.stats.on_outputs(r * steps, prompts, events);
         out.generated_tokens += r * steps;
+        out.decode_rounds += steps;
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
         match waiting {

@@ -38,7 +38,7 @@ pub const SIMPLIFICATIONS: &[&str] = &[
     "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)",
     "FCFS policy, one full-attention KV group, no speculative decoding, no KV connectors",
     "scheduling and output processing take no time; with async scheduling the GPU runs the queued batches back to back",
-    "the network and tokenizer take no time: a request arrives at the server the moment it is sent",
+    crate::scheduler::NO_OFF_GPU_TIME,
     "step times come from the scenario's step-time model, not from a GPU",
 ];
 

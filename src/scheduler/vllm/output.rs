@@ -19,6 +19,7 @@ impl Vllm {
         let mut left_running = false;
         let mut left_waiting = false;
         let (mut generated, mut prompts, mut events) = (0u64, 0u64, 0u64);
+        let mut decode_round = false;
         for it in &batch.items {
             let i = it.id.0 as usize;
             let s = &mut self.seqs[i];
@@ -37,6 +38,7 @@ impl Vllm {
             }
             s.output += 1;
             generated += 1;
+            decode_round |= s.output > 1;
             if !stale && s.placeholders > 0 {
                 s.placeholders -= 1;
             }
@@ -66,6 +68,7 @@ impl Vllm {
         }
         self.stats.on_outputs(generated, prompts, events);
         out.generated_tokens += generated;
+        out.decode_rounds += u64::from(decode_round);
         if left_running {
             let seqs = &self.seqs;
             self.running

@@ -15,181 +15,9 @@ use crate::engine::{self, RunOptions, SimError};
 use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{self, Scenario, ScenarioError, Source};
 
-/// Most points one sweep may have.
-pub const MAX_POINTS: usize = 1_000_000;
+mod vary;
 
-/// One `--vary` axis.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Axis {
-    /// Dotted key path.
-    pub key: String,
-    /// The values, as TOML text, in order.
-    pub values: Vec<String>,
-}
-
-/// Why a `--vary` is not usable.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum VaryError {
-    /// No `=`.
-    #[error("`{0}` is not KEY=SPEC")]
-    NotKeySpec(String),
-    /// Empty key.
-    #[error("`{0}` has an empty key")]
-    EmptyKey(String),
-    /// Nothing after `=`, or an empty list item.
-    #[error("`{0}` has no values")]
-    Empty(String),
-    /// A range part is not a number.
-    #[error("`{spec}`: `{part}` is not a number")]
-    NotANumber {
-        /// The whole spec.
-        spec: String,
-        /// The bad part.
-        part: String,
-    },
-    /// `step` is zero, negative, or not finite.
-    #[error("`{0}`: the step must be a finite number greater than 0")]
-    BadStep(String),
-    /// `stop < start`.
-    #[error("`{0}`: the range is empty (stop is below start)")]
-    EmptyRange(String),
-    /// Too many values.
-    #[error("`{spec}` has more than {MAX_POINTS} values (about {count:.1e})")]
-    TooMany {
-        /// The spec.
-        spec: String,
-        /// How many.
-        count: f64,
-    },
-}
-
-fn decimals(s: &str) -> usize {
-    let mantissa = s.split(['e', 'E']).next().unwrap_or(s);
-    mantissa.split_once('.').map_or(0, |(_, d)| d.len())
-}
-
-/// Parse one `KEY=SPEC`.
-pub fn parse_vary(arg: &str) -> Result<Axis, VaryError> {
-    let (key, spec) = arg
-        .split_once('=')
-        .ok_or_else(|| VaryError::NotKeySpec(arg.to_string()))?;
-    let (key, spec) = (key.trim(), spec.trim());
-    if key.is_empty() {
-        return Err(VaryError::EmptyKey(arg.to_string()));
-    }
-    if spec.is_empty() {
-        return Err(VaryError::Empty(arg.to_string()));
-    }
-    let values = if spec.contains(':') && !spec.starts_with(['[', '{', '"', '\'']) {
-        range_values(arg, spec)?
-    } else {
-        let items: Vec<String> = split_list(spec)
-            .into_iter()
-            .map(|s| s.trim().to_string())
-            .collect();
-        if items.iter().any(String::is_empty) {
-            return Err(VaryError::Empty(arg.to_string()));
-        }
-        items
-    };
-    Ok(Axis {
-        key: key.to_string(),
-        values,
-    })
-}
-
-/// Split a list at top-level commas (commas inside brackets, braces or quotes stay).
-fn split_list(spec: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let (mut depth, mut quote, mut start) = (0i32, None::<char>, 0usize);
-    for (i, c) in spec.char_indices() {
-        match (quote, c) {
-            (Some(q), c) if c == q => quote = None,
-            (Some(_), _) => {}
-            (None, '"' | '\'') => quote = Some(c),
-            (None, '[' | '{') => depth += 1,
-            (None, ']' | '}') => depth -= 1,
-            (None, ',') if depth == 0 => {
-                out.push(&spec[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    out.push(&spec[start..]);
-    out
-}
-
-fn range_values(arg: &str, spec: &str) -> Result<Vec<String>, VaryError> {
-    let parts: Vec<&str> = spec.split(':').map(str::trim).collect();
-    if parts.len() != 3 || parts.iter().any(|p| p.is_empty()) {
-        return Err(VaryError::Empty(arg.to_string()));
-    }
-    let num = |p: &str| {
-        p.replace('_', "")
-            .parse::<f64>()
-            .ok()
-            .filter(|x| x.is_finite())
-            .ok_or_else(|| VaryError::NotANumber {
-                spec: arg.to_string(),
-                part: p.to_string(),
-            })
-    };
-    let (start, stop, step) = (num(parts[0])?, num(parts[1])?, num(parts[2])?);
-    if step <= 0.0 {
-        return Err(VaryError::BadStep(arg.to_string()));
-    }
-    if stop < start {
-        return Err(VaryError::EmptyRange(arg.to_string()));
-    }
-    let count = ((stop - start) / step + 1e-9).floor() + 1.0;
-    if count > MAX_POINTS as f64 {
-        return Err(VaryError::TooMany {
-            spec: arg.to_string(),
-            count,
-        });
-    }
-    let d = parts.iter().map(|p| decimals(p)).max().unwrap_or(0);
-    let integers = d == 0 && parts.iter().all(|p| !p.contains(['e', 'E']));
-    Ok((0..count as u64)
-        .map(|i| {
-            let x = start + i as f64 * step;
-            if integers {
-                format!("{}", x.round() as i64)
-            } else {
-                format!("{x:.d$}")
-            }
-        })
-        .collect())
-}
-
-/// The points of a grid: for each, the `KEY=VALUE` overrides, first axis slowest.
-pub fn points(axes: &[Axis]) -> Result<Vec<Vec<String>>, VaryError> {
-    let total: f64 = axes.iter().map(|a| a.values.len() as f64).product();
-    if total > MAX_POINTS as f64 {
-        return Err(VaryError::TooMany {
-            spec: axes
-                .iter()
-                .map(|a| a.key.as_str())
-                .collect::<Vec<_>>()
-                .join(" × "),
-            count: total,
-        });
-    }
-    let mut out: Vec<Vec<String>> = vec![Vec::new()];
-    for a in axes {
-        let mut next = Vec::with_capacity(out.len() * a.values.len());
-        for p in &out {
-            for v in &a.values {
-                let mut q = p.clone();
-                q.push(format!("{}={v}", a.key));
-                next.push(q);
-            }
-        }
-        out = next;
-    }
-    Ok(out)
-}
+pub use vary::{parse_vary, points, Axis, VaryError, MAX_POINTS};
 
 /// A shard `I/N`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -500,13 +328,19 @@ pub fn to_csv(keys: &[String], rows: &[Row]) -> Vec<u8> {
 }
 
 /// What a shard writes beside its `sweep.csv`, so that `merge` can check the shards belong
-/// together.
+/// together: the same servesim, scenario text, overrides and axes.
 #[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ShardManifest {
     /// servesim's version.
     pub servesim_version: String,
     /// The sweep's scenario name.
     pub scenario: String,
+    /// SHA-256 of the scenario file's text, in hex.
+    pub scenario_sha256: String,
+    /// The `--set` overrides of every point.
+    pub sets: Vec<String>,
+    /// The `--vary` axes.
+    pub axes: Vec<Axis>,
     /// The CSV header.
     pub header: String,
     /// Points in the whole grid.
@@ -556,16 +390,49 @@ pub fn merge(shards: &[(String, ShardManifest, String)]) -> Result<Vec<u8>, Merg
             dir: dir.clone(),
             why,
         };
-        for (what, a, b) in [
-            ("scenario", &m.scenario, &first.scenario),
-            ("header", &m.header, &first.header),
-        ] {
-            if a != b {
-                return Err(MergeError::Mismatch {
-                    dir: dir.clone(),
-                    why: format!("its {what} differs"),
-                });
-            }
+        let list = |sets: &[String]| match sets {
+            [] => "none".to_string(),
+            _ => sets.join(" "),
+        };
+        let other = &shards[0].0;
+        let differs = [
+            (
+                m.servesim_version != first.servesim_version,
+                format!(
+                    "servesim version ({}) differs from `{other}`'s ({})",
+                    m.servesim_version, first.servesim_version
+                ),
+            ),
+            (
+                m.scenario != first.scenario,
+                format!("scenario name differs from `{other}`'s"),
+            ),
+            (
+                m.scenario_sha256 != first.scenario_sha256,
+                format!("scenario file's text differs from `{other}`'s"),
+            ),
+            (
+                m.sets != first.sets,
+                format!(
+                    "--set overrides ({}) differ from `{other}`'s ({})",
+                    list(&m.sets),
+                    list(&first.sets)
+                ),
+            ),
+            (
+                m.axes != first.axes,
+                format!("--vary axes differ from `{other}`'s"),
+            ),
+            (
+                m.header != first.header,
+                format!("header differs from `{other}`'s"),
+            ),
+        ];
+        if let Some((_, what)) = differs.iter().find(|(d, _)| *d) {
+            return Err(MergeError::Mismatch {
+                dir: dir.clone(),
+                why: format!("its {what}"),
+            });
         }
         if m.total_points != first.total_points || m.shard_count != first.shard_count {
             return Err(MergeError::Mismatch {
@@ -655,71 +522,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ranges_are_inclusive_and_free_of_float_drift() {
-        let a = parse_vary("engine.mem_fraction_static=0.80:0.95:0.01").unwrap();
-        assert_eq!(a.values.len(), 16);
-        assert_eq!(a.values[0], "0.80");
-        assert_eq!(a.values[7], "0.87");
-        assert_eq!(a.values[15], "0.95");
-        let b = parse_vary("client.concurrency=50:200:50").unwrap();
-        assert_eq!(b.values, vec!["50", "100", "150", "200"]);
-    }
-
-    #[test]
-    fn lists_keep_toml_values_whole() {
-        let a =
-            parse_vary(r#"workload.output_tokens=[1,2],{ dist = "constant", value = 5 },"a,b""#)
-                .unwrap();
-        assert_eq!(
-            a.values,
-            vec!["[1,2]", r#"{ dist = "constant", value = 5 }"#, r#""a,b""#]
-        );
-        let p = parse_vary("engine.schedule_policy=fcfs,lof").unwrap();
-        assert_eq!(p.values, vec!["fcfs", "lof"]);
-    }
-
-    #[test]
-    fn bad_specs_are_refused() {
-        assert_eq!(
-            parse_vary("a.b=1:2:0"),
-            Err(VaryError::BadStep("a.b=1:2:0".into()))
-        );
-        assert_eq!(
-            parse_vary("a.b=5:1:1"),
-            Err(VaryError::EmptyRange("a.b=5:1:1".into()))
-        );
-        assert_eq!(parse_vary("a.b="), Err(VaryError::Empty("a.b=".into())));
-        assert_eq!(
-            parse_vary("a.b=1,,2"),
-            Err(VaryError::Empty("a.b=1,,2".into()))
-        );
-        assert!(matches!(
-            parse_vary("a.b=0:1e12:1"),
-            Err(VaryError::TooMany { .. })
-        ));
-        assert!(matches!(
-            parse_vary("a.b=0:inf:1"),
-            Err(VaryError::NotANumber { .. })
-        ));
-        assert!(matches!(
-            parse_vary("a.b=x:2:1"),
-            Err(VaryError::NotANumber { .. })
-        ));
-        assert_eq!(parse_vary("=1"), Err(VaryError::EmptyKey("=1".into())));
-        assert_eq!(parse_vary("a.b"), Err(VaryError::NotKeySpec("a.b".into())));
-    }
-
-    #[test]
-    fn the_grid_is_a_cartesian_product_first_axis_slowest() {
-        let axes = vec![parse_vary("a=1,2").unwrap(), parse_vary("b=x,y,z").unwrap()];
-        let p = points(&axes).unwrap();
-        assert_eq!(p.len(), 6);
-        assert_eq!(p[0], vec!["a=1", "b=x"]);
-        assert_eq!(p[1], vec!["a=1", "b=y"]);
-        assert_eq!(p[3], vec!["a=2", "b=x"]);
-    }
-
-    #[test]
     fn shards_partition_the_points() {
         let s: Vec<Shard> = (0..3)
             .map(|i| Shard::parse(&format!("{i}/3")).unwrap())
@@ -793,6 +595,9 @@ mod tests {
                 let manifest = ShardManifest {
                     servesim_version: "test".into(),
                     scenario: "s".into(),
+                    scenario_sha256: "0".into(),
+                    sets: vec![],
+                    axes: vec![],
                     header: header(&keys),
                     total_points: rows.len(),
                     shard_index: i,
@@ -807,5 +612,19 @@ mod tests {
             merge(&shards[..1]),
             Err(MergeError::Coverage("shard 0/2 is missing".into()))
         );
+        // A shard of another sweep: another scenario text, other overrides or other axes.
+        for change in 0..3 {
+            let mut other = shards.clone();
+            let m = &mut other[1].1;
+            match change {
+                0 => m.scenario_sha256 = "1".into(),
+                1 => m.sets = vec!["seed=2".into()],
+                _ => m.axes = vec![parse_vary("a=1,2").unwrap()],
+            }
+            assert!(
+                matches!(merge(&other), Err(MergeError::Mismatch { .. })),
+                "{change}"
+            );
+        }
     }
 }
