@@ -58,8 +58,8 @@ pub struct Summary {
     /// Off-GPU time and the latencies at the engine (only when the scenario gives overheads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<OverheadOut>,
-    /// For the roofline model: one decode step at the steady state's mean batch and KV, term
-    /// by term.
+    /// For the roofline model: one decode step at the window's mean batch and KV (steady or
+    /// overloaded; without a window, the whole run's), term by term.
     pub roofline_step: Option<RooflineStep>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,

@@ -333,9 +333,16 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     if let Some(rs) = &s.roofline_step {
         let b = &rs.breakdown;
         let _ = writeln!(w);
+        // The batch the summary priced: the window's mean (steady or overloaded), else the
+        // whole run's.
+        let at = match (&s.analysis.regime, &s.analysis.window) {
+            (Regime::Steady { .. }, Some(_)) => "at the steady state",
+            (Regime::Overloaded(_), Some(_)) => "at the overloaded window's mean batch",
+            _ => "at the run's mean batch",
+        };
         let _ = writeln!(
             w,
-            "Roofline decode step at the steady state ({} running, {} KV tokens): {:.1} ms → {:.0} tok/s",
+            "Roofline decode step {at} ({} running, {} KV tokens): {:.1} ms → {:.0} tok/s",
             rs.batch,
             thousands(rs.kv_tokens),
             1e3 * b.total_s,
