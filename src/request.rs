@@ -71,10 +71,11 @@ pub struct Requests {
 
 impl Request {
     /// Evicted (retracted or preempted) at `now`: if it holds output tokens, its next one's
-    /// gap counts from here.
+    /// gap counts from here — or from an earlier eviction, when it was evicted again before it
+    /// got that token (re-admitted, then evicted before its recomputation gave one).
     pub fn evicted(&mut self, now: SimTime) {
         if self.first_token_at.is_some() {
-            self.evicted_at = Some(now);
+            self.evicted_at.get_or_insert(now);
         }
     }
 }
