@@ -16,8 +16,7 @@ use std::collections::VecDeque;
 
 use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
-    SteadyFrom, StopReason,
-    TimeAverages, Totals,
+    SteadyFrom, StopReason, TimeAverages, Totals,
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
@@ -541,7 +540,12 @@ impl<'a> Recorder<'a> {
             && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
         {
             let (at, tokens) = ends[k];
-            self.on_tokens(at, tokens, std::mem::take(&mut first), std::mem::take(&mut resumed));
+            self.on_tokens(
+                at,
+                tokens,
+                std::mem::take(&mut first),
+                std::mem::take(&mut resumed),
+            );
             k += 1;
         }
         if k == 0 || k >= ends.len() {

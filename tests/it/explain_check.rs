@@ -575,7 +575,11 @@ impl<'a> Check<'a> {
     }
 
     fn off_gpu(&mut self, c: &Captures) {
-        let o = self.s.overhead.as_ref().expect("a run with off-GPU overheads");
+        let o = self
+            .s
+            .overhead
+            .as_ref()
+            .expect("a run with off-GPU overheads");
         close("TTFT added", num(&c[1]), o.ttft_added_ms);
         close("round trip", num(&c[2]), o.network_rtt_ms);
         close("request overhead", num(&c[3]), o.request_overhead_ms);
@@ -593,12 +597,19 @@ impl<'a> Check<'a> {
     }
 
     fn engine_latency(&mut self, c: &Captures) {
-        let o = self.s.overhead.as_ref().expect("a run with off-GPU overheads");
+        let o = self
+            .s
+            .overhead
+            .as_ref()
+            .expect("a run with off-GPU overheads");
         close("engine TTFT", dur(&c[1]), o.engine_ttft_ms.mean / 1e3);
         close("engine E2E", dur(&c[2]), o.engine_e2e_ms.mean / 1e3);
         // The client's latencies are the engine's plus what the overheads add.
         let l = &self.s.latency;
-        assert!((l.ttft_ms.mean - o.engine_ttft_ms.mean - o.ttft_added_ms).abs() < 1e-6 * l.ttft_ms.mean.max(1.0));
+        assert!(
+            (l.ttft_ms.mean - o.engine_ttft_ms.mean - o.ttft_added_ms).abs()
+                < 1e-6 * l.ttft_ms.mean.max(1.0)
+        );
     }
 
     fn steady_latency(&mut self, c: &Captures) {

@@ -171,7 +171,14 @@ fn the_client_sees_each_decode_step_plus_the_streaming_time_between_tokens() {
         let r = engine::run(&sc, &opts).unwrap();
         let itl = &r.latency.itl_ms;
         assert_eq!(itl.count(), 8, "{stepping:?}");
-        let mean = (101..=104).map(|kv| 11.5 + f64::from(kv) * 1e-6).sum::<f64>() / 4.0;
-        assert!((itl.mean() - mean).abs() < 1e-9, "{stepping:?}: {}", itl.mean());
+        let mean = (101..=104)
+            .map(|kv| 11.5 + f64::from(kv) * 1e-6)
+            .sum::<f64>()
+            / 4.0;
+        assert!(
+            (itl.mean() - mean).abs() < 1e-9,
+            "{stepping:?}: {}",
+            itl.mean()
+        );
     }
 }
