@@ -216,6 +216,8 @@ impl Sglang {
             alloc_since,
             kv_then,
             stay,
+            reserve_bound,
+            ignore_eos,
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -241,6 +243,8 @@ impl Sglang {
                 alloc_since,
                 kv_then,
                 stay,
+                reserve_bound,
+                ignore_eos,
             },
         );
         let max_new = reqs[it.id].max_new_tokens;
