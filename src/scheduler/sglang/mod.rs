@@ -659,7 +659,7 @@ impl Sglang {
         self.decode_step += 1;
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
-        let mut any = false;
+        let first = out.finished.len();
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
                 break;
@@ -675,15 +675,25 @@ impl Sglang {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
-            any = true;
         }
-        if any {
-            // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-            // which reopens admission at once (0.5.23 filters on every pass).
+        let finished = &out.finished[first..];
+        if finished.is_empty() {
+            return false;
+        }
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass). A few are found by
+        // their ids (a scan of the ids alone); many, by their phase.
+        if finished.len() <= 4 {
+            for id in finished {
+                let at = self.running.iter().position(|x| x == id);
+                self.running
+                    .remove(at.expect("invariant: a finished request was running"));
+            }
+        } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
-            self.batch_is_full = false;
         }
-        any
+        self.batch_is_full = false;
+        true
     }
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {

@@ -141,7 +141,7 @@ impl Sglang {
         self.length_due.push(Reverse((due, stay, id)));
         // Entries of past stays leave only when they surface: rebuild now and then so that the
         // heap stays the size of the batch.
-        if self.length_due.len() > 2 * self.running.len() + 64 {
+        if self.length_due.len() > 8 * self.running.len() + 1024 {
             let heap = std::mem::take(&mut self.length_due).into_vec();
             let current = heap
                 .into_iter()
