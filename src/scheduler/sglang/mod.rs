@@ -432,8 +432,11 @@ impl Sglang {
         if schedule_finish {
             self.finish_heap.push(Reverse((finish_step, stay, id)));
         }
+        // A request whose first token is pending is counted with it (a step early: the filter
+        // may only err early), so that the token's arrival needs no second entry.
         let max_new = reqs[id].max_new_tokens;
-        self.note_length_due(id, stay, self.decode_step, out, max_new);
+        let counted = out + u32::from(first_token_pending);
+        self.note_length_due(id, stay, self.decode_step, counted, max_new);
         self.running.push(id);
     }
 

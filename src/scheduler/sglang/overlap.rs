@@ -122,10 +122,10 @@ impl Sglang {
         any
     }
 
-    /// Record when a running request (joining, or with its output count moved) can first be
-    /// set aside by [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at
-    /// which `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop
-    /// sets requests aside.
+    /// Record when a request joining the running batch can first be set aside by
+    /// [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at which
+    /// `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop sets
+    /// requests aside.
     pub(super) fn note_length_due(
         &mut self,
         id: ReqId,
@@ -247,8 +247,6 @@ impl Sglang {
                 ignore_eos,
             },
         );
-        let max_new = reqs[it.id].max_new_tokens;
-        self.note_length_due(it.id, stay, since_step, out_then, max_new);
         let target = reqs[it.id].target_output_tokens;
         if out_then >= target {
             self.leave_running(it.id, reqs);
