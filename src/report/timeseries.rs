@@ -59,17 +59,18 @@ pub struct PrefixColumns {
     pub completed_cached_tokens: u64,
 }
 
-/// The time series as CSV bytes; a workload that shares prompt prefixes (`shares_prefixes`)
+/// The time series as CSV bytes: the points on the scenario's `run.timeseries_interval_s`
+/// grid and the end of the run; a workload that shares prompt prefixes (`shares_prefixes`)
 /// gets the [`PrefixColumns`] too.
 pub fn to_csv(r: &RunResult, shares_prefixes: bool) -> Vec<u8> {
     if !shares_prefixes {
-        return csv_rows::rows_to_bytes(r.samples.iter().map(Row::from));
+        return csv_rows::rows_to_bytes(r.output_samples().iter().map(Row::from));
     }
     let mut header = csv_rows::header::<Row>();
     header.extend(csv_rows::header::<PrefixColumns>());
     csv_rows::to_bytes(
         &header,
-        r.samples.iter().map(|s| {
+        r.output_samples().iter().map(|s| {
             (
                 Row::from(s),
                 PrefixColumns {

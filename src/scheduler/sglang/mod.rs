@@ -598,7 +598,7 @@ impl Sglang {
             // The forward pass over the input yields the next token.
             r.out_tokens += 1;
             out.generated_tokens += 1;
-            r.first_token_at.get_or_insert(now);
+            out.first_token(r, now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
                 r.phase = Phase::Finished;

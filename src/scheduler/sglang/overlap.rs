@@ -232,11 +232,11 @@ impl Sglang {
             // first token (counted there).
             let r = &mut reqs[it.id];
             if r.phase == Phase::Finished {
-                r.first_token_at.get_or_insert(now);
+                out.first_token(r, now);
             }
             return;
         };
-        reqs[it.id].first_token_at.get_or_insert(now);
+        out.first_token(&mut reqs[it.id], now);
         let target = reqs[it.id].target_output_tokens;
         if !add || out_then + 1 < target {
             // Its input is published (a request finishing now publishes as it leaves).
@@ -279,7 +279,7 @@ impl Sglang {
             let written = (u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1).min(kv);
             self.release_kv(id, kv, Some(written as u32), reqs);
             let r = &mut reqs[id];
-            r.first_token_at.get_or_insert(now);
+            out.first_token(r, now);
             out.generated_tokens += 1;
             r.phase = Phase::Finished;
             out.finished.push(id);

@@ -77,6 +77,7 @@ impl Sglang {
         self.counters.evictions += retracted.len() as u64;
         for &id in &retracted {
             reqs[id].evictions += 1;
+            reqs[id].evicted(now);
             self.push_waiting(id, reqs);
         }
         self.batch_is_full = false;

@@ -119,6 +119,7 @@ impl Vllm {
                 pending = None;
             }
             steps = j;
+            out.step_ends.push((t, r));
         }
         if steps == 0 {
             return None;
@@ -214,8 +215,9 @@ impl Vllm {
             if s.output == 0 {
                 // Its first token comes with the run's first output.
                 prompts += u64::from(s.prompt);
-                reqs[id].first_token_at.get_or_insert(first_end);
             }
+            // So does the first after a preemption.
+            out.first_token(&mut reqs[id], first_end);
             s.computed += steps as u32;
             s.output += steps as u32;
             s.blocks = u64::from(s.computed).div_ceil(block) as u32;
