@@ -336,6 +336,7 @@ impl Simulator<'_> {
                 skip.end,
                 skip.running,
                 skip.queued,
+                skip.varying,
                 skip.kv_integral,
                 skip.kv_last,
             );

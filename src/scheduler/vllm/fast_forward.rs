@@ -1,16 +1,24 @@
 //! Fast-forward: a run of steps in which every running request decodes one token, nothing in
-//! WAITING can be admitted, no block runs out and nothing finishes changes only counters, so it
-//! is taken at once — with exactly the state, counters, log totals and KV time integral the
-//! step-by-step path leaves. Under async scheduling each step of the run is one turn of the
-//! batch queue: schedule the next batch, then process the one on the GPU.
+//! WAITING is admitted and nothing finishes changes only counters, the tail of RUNNING and the
+//! head of WAITING, so it is taken at once — with exactly the state, counters, log totals and
+//! time integrals the step-by-step path leaves. Under async scheduling each step of the run is
+//! one turn of the batch queue: schedule the next batch, then process the one on the GPU.
+//!
+//! A step whose block requests outrun the free blocks preempts inside the run, as
+//! `v1/core/sched/scheduler.py: Scheduler.schedule` does: the requests needing a block take one
+//! in RUNNING's order, and when none is left the last request of RUNNING is preempted
+//! (`_preempt_request`), again and again, or the request preempts itself. RUNNING only loses
+//! its tail during a run, so a request's place in it never changes and each step costs O(1)
+//! plus O(1) per preemption: the requests needing a block at step `j` are those whose computed
+//! count is a multiple of the block size, counted per residue class.
 
 use super::{Entry, Vllm};
 use crate::cost::MixedStep;
-use crate::request::Requests;
-use crate::scheduler::{Outbox, Skip};
+use crate::request::{Phase, Requests};
+use crate::scheduler::{Outbox, Skip, StateIntegrals};
 use crate::time::{SimDuration, SimTime};
 
-/// What WAITING does in each step of a run (the same in all of them).
+/// What WAITING does in one step of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum WaitingOutcome {
     /// Nothing to look at, no budget left, or a head too long for the step without chunking.
@@ -21,8 +29,42 @@ enum WaitingOutcome {
     MemoryStop,
 }
 
+/// Scratch space of a run, reused from one run to the next.
+#[derive(Debug, Default)]
+pub(super) struct RunScratch {
+    /// Computed tokens of each request of RUNNING (by place) when the run starts.
+    c0: Vec<u32>,
+    /// Its residue class: computed tokens modulo the block size.
+    class: Vec<u32>,
+    /// Requests per residue class among the places still in RUNNING.
+    classes: Vec<u64>,
+    /// The step (from 1) at which each preempted request was preempted, in preemption order:
+    /// the `k`-th from the tail of RUNNING at the start.
+    preempted_at: Vec<u64>,
+}
+
+/// The outcome of a run, before it is applied.
+struct RunPlan {
+    steps: u64,
+    end: SimTime,
+    /// Requests still in RUNNING at the end.
+    len: usize,
+    /// Free blocks at the end.
+    free: u64,
+    /// Duration of the batch the last turn scheduled (async; it stays queued).
+    next_dur: SimDuration,
+    first_end: SimTime,
+    /// Tokens sampled by the batches processed during the run.
+    generated: u64,
+    slot_stops: u64,
+    memory_stops: u64,
+    /// Steps that preempted, and requests preempted.
+    eviction_events: u64,
+    evictions: u64,
+}
+
 impl Vllm {
-    /// Take the steps from `now` on that change nothing but counters and end before `limit`.
+    /// Take the steps from `now` on that admit nothing, finish nothing and end before `limit`.
     pub(super) fn fast_forward(
         &mut self,
         now: SimTime,
@@ -31,12 +73,17 @@ impl Vllm {
         out: &mut Outbox,
     ) -> Option<Skip> {
         let asynchronous = self.p.depth > 1;
-        let r = self.running.len() as u64;
-        if r == 0 || r > self.p.budget || self.deferred > 0 {
+        let r = self.running.len();
+        if r == 0 || r as u64 > self.p.budget || self.deferred > 0 {
             return None;
         }
-        // What WAITING does (O(1), so first): nothing that could be admitted.
-        let waiting = self.waiting_outcome()?;
+        // The head of WAITING: a request skipped for its output in flight would make the scan
+        // look further.
+        let head_known = match self.waiting.front() {
+            Some(&head) if self.seq(head).stale > 0 => return None,
+            Some(&head) => Some(self.seq(head).tokens()),
+            None => None,
+        };
         // The batch on the GPU (async): every request of RUNNING, in order, each chunk reaching
         // its last known token (so it samples, and the next steps are decodes).
         let first_dur = match (asynchronous, self.queue.len(), self.queue.front()) {
@@ -55,10 +102,15 @@ impl Vllm {
             _ => return None,
         };
         // Every running request decodes: the longest run that finishes nothing.
+        let block = self.p.block;
         let mut most = u64::MAX;
         let mut kv_first = 0u64;
-        self.classes.clear();
-        self.classes.resize(self.p.block as usize, 0);
+        let mut sc = std::mem::take(&mut self.run);
+        sc.c0.clear();
+        sc.class.clear();
+        sc.preempted_at.clear();
+        sc.classes.clear();
+        sc.classes.resize(block as usize, 0);
         for &id in &self.running {
             let s = self.seq(id);
             let c = u64::from(s.computed);
@@ -72,94 +124,210 @@ impl Vllm {
                 || s.stale > 0
                 || u64::from(s.blocks) != self.blocks_for(c)
             {
+                self.run = sc;
                 return None;
             }
             most = most.min(u64::from(s.stop_at - s.output) - 1);
             kv_first += c + 1;
-            let class = (c % self.p.block) as usize;
-            self.classes[class] += 1;
+            let class = (c % block) as u32;
+            sc.c0.push(s.computed);
+            sc.class.push(class);
+            sc.classes[class as usize] += 1;
         }
-        if most == 0 {
+        let plan = if most == 0 {
+            None
+        } else {
+            self.plan_run(&mut sc, now, limit, most, first_dur, kv_first, head_known)
+        };
+        let Some((plan, integrals, kv_integral)) = plan else {
+            self.run = sc;
             return None;
-        }
-        // Step j (from 1) allocates a block for each request whose computed count before it is
-        // a multiple of the block size; all must fit without preempting.
-        let block = self.p.block;
-        let classes = &self.classes;
-        let need_at = |j: u64| classes[((block - (j - 1) % block) % block) as usize];
-        let used0 = self.used_blocks;
-        let free0 = self.free_blocks();
-        let (mut steps, mut t, mut cum, mut kv_integral) = (0u64, now, 0u64, 0u128);
-        let mut pending = first_dur;
-        let mut last_dur = SimDuration::ZERO;
-        while steps < most {
-            let j = steps + 1;
-            let need = need_at(j);
-            if cum + need > free0 {
-                break;
-            }
-            let cost = self.cost.mixed(MixedStep {
-                decode_seqs: r,
-                decode_kv_tokens: kv_first + r * (j - 1),
-                ..MixedStep::default()
-            });
-            // The segment that ends this turn: this step (sync), or the batch already on the
-            // GPU (async), whose successor is the step just priced.
-            let seg = pending.replace(cost).unwrap_or(cost);
-            let pending_now = if asynchronous { pending } else { None };
-            if t + seg >= limit {
-                break;
-            }
-            t += seg;
-            cum += need;
-            let used = (used0 + cum) * block;
-            kv_integral += u128::from(used) * u128::from(seg.as_ns());
-            last_dur = pending_now.unwrap_or(SimDuration::ZERO);
-            if !asynchronous {
-                pending = None;
-            }
-            steps = j;
-        }
-        if steps == 0 {
-            return None;
-        }
-        let first_end = now
-            + first_dur.unwrap_or_else(|| {
-                self.cost.mixed(MixedStep {
-                    decode_seqs: r,
-                    decode_kv_tokens: kv_first,
-                    ..MixedStep::default()
-                })
-            });
-        self.take_run(steps, t, cum, last_dur, waiting, first_end, reqs, out);
+        };
+        self.take_run(&plan, &sc, reqs, out);
+        self.run = sc;
+        let varying = (plan.len < r).then_some(integrals);
         Some(Skip {
-            steps,
-            end: t,
-            running: r,
+            steps: plan.steps,
+            end: plan.end,
+            running: plan.len as u64,
             queued: self.waiting.len() as u64,
+            varying,
             kv_integral,
             kv_last: self.used_blocks * block,
         })
     }
 
-    /// What WAITING would do in every step of a run, if that stays the same while blocks only
-    /// get scarcer; `None` if the head could be admitted.
-    fn waiting_outcome(&self) -> Option<WaitingOutcome> {
-        let Some(&head) = self.waiting.front() else {
-            return Some(WaitingOutcome::Nothing);
+    /// Walk the run step by step in O(1) a step (plus O(1) a preemption), without touching the
+    /// requests: how far it goes and what it does. `None` if not even one step can be taken.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_run(
+        &self,
+        sc: &mut RunScratch,
+        now: SimTime,
+        limit: SimTime,
+        most: u64,
+        first_dur: Option<SimDuration>,
+        kv_first: u64,
+        head_known: Option<u64>,
+    ) -> Option<(RunPlan, StateIntegrals, u128)> {
+        let asynchronous = self.p.depth > 1;
+        let block = self.p.block;
+        let usable = self.usable_blocks();
+        let r = sc.c0.len();
+        let waiting0 = self.waiting.len() as u64;
+        let (mut len, mut free, mut kv) = (r, self.free_blocks(), kv_first);
+        // The known tokens of WAITING's head. A request preempted at step j holds c0 + j: its
+        // outputs of the steps before (sync: computed = known − 1 at the start), and under
+        // async scheduling the one in flight (computed = known at the start), which arrives
+        // before the next step is scheduled.
+        let mut head = head_known;
+        let (mut steps, mut t) = (0u64, now);
+        let mut pending = first_dur;
+        let mut next_dur = SimDuration::ZERO;
+        // The batch the next turn processes (async): the one on the GPU.
+        let mut prev_len = r as u64;
+        let mut integrals = StateIntegrals::default();
+        let mut kv_integral = 0u128;
+        let mut plan = RunPlan {
+            steps: 0,
+            end: now,
+            len: r,
+            free,
+            next_dur,
+            first_end: now,
+            generated: 0,
+            slot_stops: 0,
+            memory_stops: 0,
+            eviction_events: 0,
+            evictions: 0,
         };
-        if self.seq(head).stale > 0 {
-            // Skipped for its output still in flight: the scan would look further.
+        while steps < most {
+            let j = steps + 1;
+            // Step j allocates a block for each request whose computed count before it is a
+            // multiple of the block size.
+            let class = ((block - (j - 1) % block) % block) as u32;
+            let mut wanting = sc.classes[class as usize];
+            let (mut l, mut f, mut k) = (len, free, kv);
+            if wanting <= f {
+                f -= wanting;
+            } else {
+                // The first `f` take the free blocks; the next one preempts the tail, and so on.
+                let mut served = f;
+                f = 0;
+                while served < wanting {
+                    let tail = l - 1;
+                    let in_class = sc.class[tail] == class;
+                    let itself = in_class && served + 1 == wanting;
+                    l -= 1;
+                    let c = u64::from(sc.c0[tail]) + j - 1;
+                    f += c.div_ceil(block);
+                    k -= u64::from(sc.c0[tail]) + 1;
+                    if itself {
+                        break;
+                    }
+                    if in_class {
+                        wanting -= 1;
+                    }
+                    let take = (wanting - served).min(f);
+                    served += take;
+                    f -= take;
+                }
+            }
+            if l == 0 {
+                // Everything preempted: an empty step, left to `schedule()`.
+                break;
+            }
+            let preempted = (len - l) as u64;
+            // WAITING's head: the last request preempted, the lowest place popped.
+            let head_now = if preempted > 0 {
+                Some(u64::from(sc.c0[l]) + j)
+            } else {
+                head
+            };
+            let outcome = if preempted > 0 {
+                WaitingOutcome::Nothing
+            } else {
+                match self.waiting_at(head_now, l as u64, f) {
+                    Some(o) => o,
+                    // The head would be admitted.
+                    None => break,
+                }
+            };
+            let cost = self.cost.mixed(MixedStep {
+                decode_seqs: l as u64,
+                decode_kv_tokens: k + l as u64 * (j - 1),
+                ..MixedStep::default()
+            });
+            // The segment that ends this turn: this step (sync), or the batch already on the
+            // GPU (async), whose successor is the step just priced.
+            let seg = pending.replace(cost).unwrap_or(cost);
+            if t + seg >= limit {
+                break;
+            }
+            // Take step j.
+            for tail in l..len {
+                sc.classes[sc.class[tail] as usize] -= 1;
+                sc.preempted_at.push(j);
+            }
+            if preempted > 0 {
+                plan.eviction_events += 1;
+                plan.evictions += preempted;
+            }
+            match outcome {
+                WaitingOutcome::Nothing => {}
+                WaitingOutcome::SlotStop => plan.slot_stops += 1,
+                WaitingOutcome::MemoryStop => plan.memory_stops += 1,
+            }
+            if j == 1 {
+                plan.first_end = t + seg;
+            }
+            t += seg;
+            let ns = u128::from(seg.as_ns());
+            let queued = waiting0 + (r - l) as u64;
+            integrals.running += ns * l as u128;
+            integrals.queued += ns * u128::from(queued);
+            if queued > 0 {
+                integrals.queue_busy_ns += ns;
+            }
+            kv_integral += u128::from((usable - f) * block) * ns;
+            // The batch processed this turn: the one before (async) or this one (sync).
+            plan.generated += if asynchronous { prev_len } else { l as u64 };
+            prev_len = l as u64;
+            next_dur = if asynchronous {
+                pending.unwrap_or(SimDuration::ZERO)
+            } else {
+                SimDuration::ZERO
+            };
+            if !asynchronous {
+                pending = None;
+            }
+            (len, free, kv, head) = (l, f, k, head_now);
+            steps = j;
+        }
+        if steps == 0 {
             return None;
         }
-        let left = self.p.budget - self.running.len() as u64;
+        plan.steps = steps;
+        plan.end = t;
+        plan.len = len;
+        plan.free = free;
+        plan.next_dur = next_dur;
+        Some((plan, integrals, kv_integral))
+    }
+
+    /// What WAITING does in a step with `running` requests in RUNNING and `free` blocks left
+    /// after RUNNING's, its head holding `head` known tokens; `None` if the head is admitted.
+    fn waiting_at(&self, head: Option<u64>, running: u64, free: u64) -> Option<WaitingOutcome> {
+        let Some(known) = head else {
+            return Some(WaitingOutcome::Nothing);
+        };
+        let left = self.p.budget - running;
         if left == 0 {
             return Some(WaitingOutcome::Nothing);
         }
-        if self.running.len() >= self.p.max_seqs {
+        if running >= self.p.max_seqs as u64 {
             return Some(WaitingOutcome::SlotStop);
         }
-        let known = self.seq(head).tokens();
         let n = if self.p.threshold > 0 && known > self.p.threshold {
             self.p.threshold
         } else {
@@ -169,37 +337,25 @@ impl Vllm {
             return Some(WaitingOutcome::Nothing);
         }
         let mml = self.p.max_model_len;
-        let free = self.free_blocks();
         let full = self.p.full_isl && self.blocks_for(known.min(mml)) > free;
         (full || self.blocks_for(n.min(left).min(mml)) > free).then_some(WaitingOutcome::MemoryStop)
     }
 
-    /// Apply a planned run of `steps` steps ending at `end`, which took `blocks` blocks and
-    /// whose first outputs came at `first_end`; under async scheduling the batch its last turn
-    /// scheduled takes `next_dur` and stays queued.
-    #[allow(clippy::too_many_arguments)]
-    fn take_run(
-        &mut self,
-        steps: u64,
-        end: SimTime,
-        blocks: u64,
-        next_dur: SimDuration,
-        waiting: WaitingOutcome,
-        first_end: SimTime,
-        reqs: &mut Requests,
-        out: &mut Outbox,
-    ) {
-        let r = self.running.len() as u64;
+    /// Apply a planned run: the requests still in RUNNING advanced by `steps` tokens, the
+    /// preempted ones moved to the head of WAITING as `_preempt_request` leaves them (with the
+    /// output in flight processed under async scheduling), the counters and the stats log.
+    fn take_run(&mut self, plan: &RunPlan, sc: &RunScratch, reqs: &mut Requests, out: &mut Outbox) {
+        let steps = plan.steps;
         let (mut events, mut prompts) = (0u64, 0u64);
         let asynchronous = self.p.depth > 1;
-        for k in 0..self.running.len() {
+        let block = self.p.block;
+        for k in 0..plan.len {
             let id = self.running[k];
-            let block = self.p.block;
             let s = &mut self.seqs[id.0 as usize];
             if s.output == 0 {
                 // Its first token comes with the run's first output.
                 prompts += u64::from(s.prompt);
-                reqs[id].first_token_at.get_or_insert(first_end);
+                reqs[id].first_token_at.get_or_insert(plan.first_end);
             }
             s.computed += steps as u32;
             s.output += steps as u32;
@@ -209,7 +365,37 @@ impl Vllm {
             }
             events += u64::from(std::mem::take(&mut s.preemption_events));
         }
-        self.used_blocks += blocks;
+        // The preempted, tail first: each is prepended to WAITING.
+        for (n, &j) in sc.preempted_at.iter().enumerate() {
+            let k = sc.c0.len() - 1 - n;
+            let id = self.running[k];
+            let s = &mut self.seqs[id.0 as usize];
+            // Outputs processed before it was preempted at step j (sync: steps 1 … j − 1),
+            // and under async the one in flight (the batch of step j − 1), stale.
+            let outputs = if asynchronous { j } else { j - 1 };
+            s.output += outputs as u32;
+            s.computed = 0;
+            s.blocks = 0;
+            s.in_flight = 0;
+            s.stale = 0;
+            s.placeholders = 0;
+            s.status = super::Status::Waiting;
+            if outputs > 0 {
+                events += u64::from(std::mem::take(&mut s.preemption_events));
+            }
+            if asynchronous {
+                // The preemption is reported with the stale output.
+                events += 1;
+            } else {
+                s.preemption_events += 1;
+            }
+            let r = &mut reqs[id];
+            r.evictions += 1;
+            r.phase = Phase::Waiting;
+            self.waiting.push_front(id);
+        }
+        self.running.truncate(plan.len);
+        self.used_blocks = self.usable_blocks() - plan.free;
         debug_assert_eq!(
             self.used_blocks,
             self.running
@@ -223,32 +409,33 @@ impl Vllm {
                     .sum::<u64>(),
             "invariant: the pool's use is the requests' blocks"
         );
-        self.stats.on_outputs(r * steps, prompts, events);
-        out.generated_tokens += r * steps;
+        self.stats.on_outputs(plan.generated, prompts, events);
+        out.generated_tokens += plan.generated;
         out.decode_rounds += steps;
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
-        match waiting {
-            WaitingOutcome::Nothing => {}
-            WaitingOutcome::SlotStop => self.counters.slot_stops += steps,
-            WaitingOutcome::MemoryStop => self.counters.memory_stops += steps,
-        }
+        self.counters.slot_stops += plan.slot_stops;
+        self.counters.memory_stops += plan.memory_stops;
+        self.counters.evictions += plan.evictions;
+        self.counters.eviction_events += plan.eviction_events;
         self.finished_pending = false;
-        if self.p.depth > 1 {
+        if asynchronous {
             // The batch the last turn scheduled is on the GPU from `end`.
+            let len = plan.len;
             let Some(Entry::Real(b)) = self.queue.front_mut() else {
                 unreachable!(
                     "invariant: a run under async scheduling starts with a batch on the GPU"
                 );
             };
-            b.start = end;
-            b.end = end + next_dur;
+            b.start = plan.end;
+            b.end = plan.end + plan.next_dur;
+            b.items.truncate(len);
             for it in &mut b.items {
                 it.tokens = 1;
             }
             self.gpu_free = b.end;
         } else {
-            self.gpu_free = end;
+            self.gpu_free = plan.end;
         }
         let (running, waiting_n, used) = (
             self.running.len() as u64,

@@ -178,8 +178,8 @@ pub struct Vllm {
     spare: Vec<Vec<Item>>,
     /// The schedule pass's plan, reused.
     plan: Vec<schedule::Planned>,
-    /// Requests per residue of their computed tokens modulo the block size (fast-forward).
-    classes: Vec<u64>,
+    /// The fast-forward's scratch space.
+    run: fast_forward::RunScratch,
 }
 
 impl Vllm {
@@ -218,7 +218,7 @@ impl Vllm {
             ),
             spare: Vec::new(),
             plan: Vec::new(),
-            classes: Vec::new(),
+            run: fast_forward::RunScratch::default(),
         }
     }
 
