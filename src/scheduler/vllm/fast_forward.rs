@@ -12,7 +12,7 @@
 //! plus O(1) per preemption: the requests needing a block at step `j` are those whose computed
 //! count is a multiple of the block size, counted per residue class.
 
-use super::{Entry, Vllm};
+use super::{blocks_of, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
 use crate::scheduler::{Outbox, Skip, StateIntegrals};
@@ -85,15 +85,22 @@ impl Vllm {
             None => None,
         };
         // The batch on the GPU (async): every request of RUNNING, in order, each chunk reaching
-        // its last known token (so it samples, and the next steps are decodes).
+        // its last known token (so it samples, and the next steps are decodes: a decode, or a
+        // whole prompt or recomputation); besides them only requests finished since it was
+        // scheduled, whose outputs are dropped (`update_from_output`).
         let first_dur = match (asynchronous, self.queue.len(), self.queue.front()) {
             (false, 0, _) => None,
             (true, 1, Some(Entry::Real(b))) => {
-                let same = b.items.len() == self.running.len()
-                    && b.items.iter().zip(&self.running).all(|(it, &id)| {
-                        let s = self.seq(id);
-                        it.id == id && it.uid == s.uid && it.samples && it.tokens == s.in_flight
-                    });
+                let seqs = &self.seqs;
+                let mut live = b.items.iter().filter(|it| {
+                    let s = &seqs[it.id.0 as usize];
+                    s.uid == it.uid && s.status != Status::Absent
+                });
+                let same = self.running.iter().all(|&id| {
+                    live.next().is_some_and(|it| {
+                        it.id == id && it.samples && it.tokens == seqs[id.0 as usize].in_flight
+                    })
+                }) && live.next().is_none();
                 if !same || b.start != now {
                     return None;
                 }
@@ -114,22 +121,20 @@ impl Vllm {
         for &id in &self.running {
             let s = self.seq(id);
             let c = u64::from(s.computed);
+            // Async: its chunk on the GPU (checked above) samples the token after the known
+            // ones, possibly its first; sync: one known token left to compute, after the first.
             let decoding = if asynchronous {
-                c == s.tokens() && s.placeholders == 1 && s.in_flight == 1
+                c == s.tokens() && s.placeholders == 1 && s.in_flight >= 1
             } else {
-                c + 1 == s.tokens() && s.placeholders == 0 && s.in_flight == 0
+                c + 1 == s.tokens() && s.placeholders == 0 && s.in_flight == 0 && s.output > 0
             };
-            if !decoding
-                || s.output == 0
-                || s.stale > 0
-                || u64::from(s.blocks) != self.blocks_for(c)
-            {
+            if !decoding || s.stale > 0 || u64::from(s.blocks) != self.blocks_for(c) {
                 self.run = sc;
                 return None;
             }
             most = most.min(u64::from(s.stop_at - s.output) - 1);
             kv_first += c + 1;
-            let class = (c % block) as u32;
+            let class = self.in_block(c) as u32;
             sc.c0.push(s.computed);
             sc.class.push(class);
             sc.classes[class as usize] += 1;
@@ -205,7 +210,7 @@ impl Vllm {
             let j = steps + 1;
             // Step j allocates a block for each request whose computed count before it is a
             // multiple of the block size.
-            let class = ((block - (j - 1) % block) % block) as u32;
+            let class = self.in_block(block - self.in_block(j - 1)) as u32;
             let mut wanting = sc.classes[class as usize];
             let (mut l, mut f, mut k) = (len, free, kv);
             if wanting <= f {
@@ -220,7 +225,7 @@ impl Vllm {
                     let itself = in_class && served + 1 == wanting;
                     l -= 1;
                     let c = u64::from(sc.c0[tail]) + j - 1;
-                    f += c.div_ceil(block);
+                    f += self.blocks_for(c);
                     k -= u64::from(sc.c0[tail]) + 1;
                     if itself {
                         break;
@@ -349,9 +354,13 @@ impl Vllm {
         let (mut events, mut prompts) = (0u64, 0u64);
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
+        // Whether the first batch processed had a request past its first token (a decode
+        // round); every later one has.
+        let mut decoded = false;
         for k in 0..plan.len {
             let id = self.running[k];
             let s = &mut self.seqs[id.0 as usize];
+            decoded |= s.output > 0;
             if s.output == 0 {
                 // Its first token comes with the run's first output.
                 prompts += u64::from(s.prompt);
@@ -359,7 +368,7 @@ impl Vllm {
             }
             s.computed += steps as u32;
             s.output += steps as u32;
-            s.blocks = u64::from(s.computed).div_ceil(block) as u32;
+            s.blocks = blocks_of(block, u64::from(s.computed)) as u32;
             if asynchronous {
                 s.in_flight = 1;
             }
@@ -373,13 +382,18 @@ impl Vllm {
             // Outputs processed before it was preempted at step j (sync: steps 1 … j − 1),
             // and under async the one in flight (the batch of step j − 1), stale.
             let outputs = if asynchronous { j } else { j - 1 };
+            decoded |= s.output > 0;
+            if s.output == 0 && outputs > 0 {
+                prompts += u64::from(s.prompt);
+                reqs[id].first_token_at.get_or_insert(plan.first_end);
+            }
             s.output += outputs as u32;
             s.computed = 0;
             s.blocks = 0;
             s.in_flight = 0;
             s.stale = 0;
             s.placeholders = 0;
-            s.status = super::Status::Waiting;
+            s.status = Status::Waiting;
             if outputs > 0 {
                 events += u64::from(std::mem::take(&mut s.preemption_events));
             }
@@ -411,7 +425,7 @@ impl Vllm {
         );
         self.stats.on_outputs(plan.generated, prompts, events);
         out.generated_tokens += plan.generated;
-        out.decode_rounds += steps;
+        out.decode_rounds += steps - u64::from(!decoded);
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
         self.counters.slot_stops += plan.slot_stops;
@@ -429,10 +443,13 @@ impl Vllm {
             };
             b.start = plan.end;
             b.end = plan.end + plan.next_dur;
-            b.items.truncate(len);
-            for it in &mut b.items {
-                it.tokens = 1;
-            }
+            b.items.clear();
+            b.items.extend(self.running[..len].iter().map(|&id| Item {
+                id,
+                uid: self.seqs[id.0 as usize].uid,
+                tokens: 1,
+                samples: true,
+            }));
             self.gpu_free = b.end;
         } else {
             self.gpu_free = plan.end;
