@@ -378,12 +378,15 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction — and that all end before `limit` (the next event, observation
-    /// or time-series point). Their log lines go to `out`. The state afterwards must be exactly
+    /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
+    /// that all end before `limit` (the next event, observation or time-series point). Their
+    /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
+    /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
     /// skips.
     ///
     /// [`start_next`]: Scheduler::start_next
+    /// [`next_log_at`]: Scheduler::next_log_at
     fn skip_decode(
         &mut self,
         _now: SimTime,

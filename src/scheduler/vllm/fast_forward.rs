@@ -12,10 +12,11 @@
 //! plus O(1) per preemption: the requests needing a block at step `j` are those whose computed
 //! count is a multiple of the block size, counted per residue class.
 
+use super::log::INTERVAL;
 use super::{blocks_of, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
-use crate::scheduler::{Outbox, Skip, StateIntegrals};
+use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals};
 use crate::time::{SimDuration, SimTime};
 
 /// What WAITING does in one step of a run.
@@ -41,6 +42,21 @@ pub(super) struct RunScratch {
     /// The step (from 1) at which each preempted request was preempted, in preemption order:
     /// the `k`-th from the tail of RUNNING at the start.
     preempted_at: Vec<u64>,
+    /// Preemptions of each request not yet reported (they go with its next output).
+    old_events: Vec<u32>,
+    /// The stats lines due inside the run.
+    logs: Vec<LogPoint>,
+}
+
+/// A stats line due inside a run, with the totals of the run's outputs processed before it
+/// and the state at the last of them (`None`: none processed yet).
+#[derive(Clone, Copy, Debug)]
+struct LogPoint {
+    at: SimTime,
+    generated: u64,
+    prompts: u64,
+    events: u64,
+    seen: Option<(u64, u64, u64)>,
 }
 
 /// The outcome of a run, before it is applied.
@@ -54,8 +70,11 @@ struct RunPlan {
     /// Duration of the batch the last turn scheduled (async; it stays queued).
     next_dur: SimDuration,
     first_end: SimTime,
-    /// Tokens sampled by the batches processed during the run.
+    /// Tokens sampled by the batches processed during the run, the prompts of the first
+    /// tokens among them, and the preemptions reported with them.
     generated: u64,
+    prompts: u64,
+    events: u64,
     slot_stops: u64,
     memory_stops: u64,
     /// Steps that preempted, and requests preempted.
@@ -84,6 +103,16 @@ impl Vllm {
             Some(&head) => Some(self.seq(head).tokens()),
             None => None,
         };
+        // After a completion the head is usually admitted at the first step: if it would be
+        // with every request of RUNNING taking a block (none preempted), there is no run.
+        let free = self.free_blocks();
+        if r as u64 <= free
+            && self
+                .waiting_at(head_known, r as u64, free - r as u64)
+                .is_none()
+        {
+            return None;
+        }
         // The batch on the GPU (async): every request of RUNNING, in order, each chunk reaching
         // its last known token (so it samples, and the next steps are decodes: a decode, or a
         // whole prompt or recomputation); besides them only requests finished since it was
@@ -116,6 +145,9 @@ impl Vllm {
         sc.c0.clear();
         sc.class.clear();
         sc.preempted_at.clear();
+        sc.old_events.clear();
+        sc.logs.clear();
+        let mut prompts = 0u64;
         sc.classes.clear();
         sc.classes.resize(block as usize, 0);
         for &id in &self.running {
@@ -135,6 +167,11 @@ impl Vllm {
             most = most.min(u64::from(s.stop_at - s.output) - 1);
             kv_first += c + 1;
             let class = self.in_block(c) as u32;
+            if s.output == 0 {
+                // Its first token comes with the run's first output (async only).
+                prompts += u64::from(s.prompt);
+            }
+            sc.old_events.push(s.preemption_events);
             sc.c0.push(s.computed);
             sc.class.push(class);
             sc.classes[class as usize] += 1;
@@ -142,7 +179,8 @@ impl Vllm {
         let plan = if most == 0 {
             None
         } else {
-            self.plan_run(&mut sc, now, limit, most, first_dur, kv_first, head_known)
+            let start = (most, first_dur, kv_first, head_known, prompts);
+            self.plan_run(&mut sc, now, limit, start)
         };
         let Some((plan, integrals, kv_integral)) = plan else {
             self.run = sc;
@@ -164,17 +202,16 @@ impl Vllm {
 
     /// Walk the run step by step in O(1) a step (plus O(1) a preemption), without touching the
     /// requests: how far it goes and what it does. `None` if not even one step can be taken.
-    #[allow(clippy::too_many_arguments)]
+    /// `start`: the longest run, the batch on the GPU's duration (async), the KV the first
+    /// step attends, WAITING's head's known tokens, the prompts of first tokens to come.
     fn plan_run(
         &self,
         sc: &mut RunScratch,
         now: SimTime,
         limit: SimTime,
-        most: u64,
-        first_dur: Option<SimDuration>,
-        kv_first: u64,
-        head_known: Option<u64>,
+        start: (u64, Option<SimDuration>, u64, Option<u64>, u64),
     ) -> Option<(RunPlan, StateIntegrals, u128)> {
+        let (most, first_dur, kv_first, head_known, prompts) = start;
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
         let usable = self.usable_blocks();
@@ -193,6 +230,8 @@ impl Vllm {
         let mut prev_len = r as u64;
         let mut integrals = StateIntegrals::default();
         let mut kv_integral = 0u128;
+        let mut next_log = self.stats.next_at();
+        let mut seen = None;
         let mut plan = RunPlan {
             steps: 0,
             end: now,
@@ -201,6 +240,8 @@ impl Vllm {
             next_dur,
             first_end: now,
             generated: 0,
+            prompts: 0,
+            events: 0,
             slot_stops: 0,
             memory_stops: 0,
             eviction_events: 0,
@@ -269,7 +310,34 @@ impl Vllm {
             if t + seg >= limit {
                 break;
             }
-            // Take step j.
+            // Take step j. The stats lines due before its output see the outputs before.
+            while next_log < t + seg {
+                sc.logs.push(LogPoint {
+                    at: next_log,
+                    generated: plan.generated,
+                    prompts: plan.prompts,
+                    events: plan.events,
+                    seen,
+                });
+                next_log += INTERVAL;
+            }
+            if j == 1 {
+                // The first output reports the preemptions each request carried, except (sync)
+                // from those preempted before it.
+                plan.prompts = prompts;
+                plan.events = sc.old_events.iter().map(|&e| u64::from(e)).sum();
+                if !asynchronous {
+                    plan.events -= sc.old_events[l..len]
+                        .iter()
+                        .map(|&e| u64::from(e))
+                        .sum::<u64>();
+                }
+            }
+            if asynchronous {
+                // A request preempted now reports it with its output in flight, processed in
+                // this turn.
+                plan.events += (len - l) as u64;
+            }
             for tail in l..len {
                 sc.classes[sc.class[tail] as usize] -= 1;
                 sc.preempted_at.push(j);
@@ -298,6 +366,7 @@ impl Vllm {
             // The batch processed this turn: the one before (async) or this one (sync).
             plan.generated += if asynchronous { prev_len } else { l as u64 };
             prev_len = l as u64;
+            seen = Some((l as u64, queued, (usable - f) * block));
             next_dur = if asynchronous {
                 pending.unwrap_or(SimDuration::ZERO)
             } else {
@@ -423,7 +492,32 @@ impl Vllm {
                     .sum::<u64>(),
             "invariant: the pool's use is the requests' blocks"
         );
-        self.stats.on_outputs(plan.generated, prompts, events);
+        debug_assert_eq!(
+            (prompts, events),
+            (plan.prompts, plan.events),
+            "invariant: the plan's reports are the requests'"
+        );
+        // The stats lines inside the run, each after the outputs before it.
+        let mut reported = (0, 0, 0);
+        for lp in &sc.logs {
+            self.stats.on_outputs(
+                lp.generated - reported.0,
+                lp.prompts - reported.1,
+                lp.events - reported.2,
+            );
+            reported = (lp.generated, lp.prompts, lp.events);
+            if let Some((running, waiting, used)) = lp.seen {
+                self.stats.snapshot(running, waiting, self.deferred, used);
+            }
+            if let Some(rec) = self.stats.tick(lp.at) {
+                out.log.push(LogRecord::Interval(rec));
+            }
+        }
+        self.stats.on_outputs(
+            plan.generated - reported.0,
+            plan.prompts - reported.1,
+            plan.events - reported.2,
+        );
         out.generated_tokens += plan.generated;
         out.decode_rounds += steps - u64::from(!decoded);
         self.counters.decode_steps += steps;
