@@ -29,6 +29,7 @@
 #![warn(missing_docs)]
 
 pub mod analysis;
+pub mod calibrate;
 pub mod catalog;
 pub mod cli;
 pub mod compare;

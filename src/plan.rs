@@ -4,10 +4,18 @@
 //! Every candidate `(GPU, number of GPUs, tensor parallelism)` is the scenario with the catalog's
 //! GPU, the KV budget derived from that GPU's memory and the roofline step-time model. With more
 //! GPUs than one server uses (`num_gpus = replicas × TP`) the job is split evenly: each replica
-//! is simulated with its share of the requests and of the client's concurrency (or arrival
-//! rate), and the totals scale by the number of replicas. Candidates whose model does not fit,
-//! whose attention heads do not split over the TP degree, or whose memory verdict is `oom` are
-//! listed as infeasible with the reason.
+//! is simulated with its share of the requests, and the totals scale by the number of replicas.
+//! Candidates whose model does not fit, whose attention heads do not split over the TP degree,
+//! or whose memory verdict is `oom` are listed as infeasible with the reason.
+//!
+//! The load ([`Load`]): by default each replica gets its share of the scenario client's
+//! concurrency (or arrival rate) — which often binds before the hardware does, so the ranking
+//! then measures the client; [`Load::Saturate`] keeps every server full instead, so that each
+//! candidate is ranked by what its hardware can do. [`slo`] searches, per candidate, the
+//! highest arrival rate that keeps p99 TTFT and p99 TPOT under given bounds.
+
+pub mod saturate;
+pub mod slo;
 
 use serde::{Serialize, Serializer};
 
@@ -15,7 +23,7 @@ use crate::analysis::{self, Constraint};
 use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
 use crate::memory::Verdict;
-use crate::metrics::StopReason;
+use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{self, ClientSpec, Scenario, Source, StepTimeSpec};
 
 /// One candidate layout.
@@ -60,11 +68,40 @@ pub enum Outcome {
     },
 }
 
+/// At what load each candidate is simulated.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Load {
+    /// The scenario's client, its concurrency (or arrival rate) split evenly over the servers.
+    Scenario,
+    /// Each server kept full: a closed-loop client with the concurrency that finishes the
+    /// server's share soonest, searched ([`saturate`]) from the most the server could run at
+    /// once down, so that the hardware binds — the KV budget or the slot limit — and not the
+    /// client. An open-loop scenario becomes a batch job of its requests.
+    Saturate,
+}
+
+impl Load {
+    /// One line for the plan's heading.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Load::Scenario => {
+                "load: the scenario's client, its concurrency (or rate) split evenly over the servers"
+            }
+            Load::Saturate => {
+                "load: every server kept full (in flight per server: the concurrency that finishes its share soonest): the hardware binds, not the client"
+            }
+        }
+    }
+}
+
 /// What a feasible candidate achieves (all servers together unless said otherwise).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PlanMetrics {
     /// KV pool per server.
     pub kv_capacity_tokens: u64,
+    /// Requests the client keeps in flight per server (`None`: an open loop without a cap).
+    pub concurrency_per_server: Option<u64>,
     /// `safe` or `tight`; `None` without a memory model.
     pub oom_verdict: Option<Verdict>,
     /// Steady output tokens per second.
@@ -79,12 +116,27 @@ pub struct PlanMetrics {
     pub usd_per_m_output_tokens: f64,
     /// TTFT p99.
     pub ttft_p99_ms: f64,
+    /// TPOT p99.
+    pub tpot_p99_ms: f64,
     /// E2E p99.
     pub e2e_p99_ms: f64,
     /// What binds each server's batch.
     pub binding: Constraint,
     /// Whether it finishes by the deadline (when one is given).
     pub meets_deadline: Option<bool>,
+    /// With [`Load::Saturate`]: the concurrencies the search tried, in order, each with the
+    /// time its server took to finish its share (JSON only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub saturation_search: Option<Vec<SaturationStep>>,
+}
+
+/// One run of the saturation search.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SaturationStep {
+    /// Requests in flight per server.
+    pub concurrency: u64,
+    /// The time the server took to finish its share.
+    pub time_to_finish_s: f64,
 }
 
 #[cfg(test)]
@@ -93,6 +145,7 @@ impl PlanMetrics {
     pub(crate) fn example(time_to_finish_s: f64, cost_usd: f64) -> Self {
         PlanMetrics {
             kv_capacity_tokens: 1000,
+            concurrency_per_server: Some(64),
             oom_verdict: Some(Verdict::Safe),
             gen_tok_per_s: 100.0,
             steady_req_per_s: 1.0,
@@ -100,9 +153,11 @@ impl PlanMetrics {
             cost_usd,
             usd_per_m_output_tokens: 2.0,
             ttft_p99_ms: 10.0,
+            tpot_p99_ms: 15.0,
             e2e_p99_ms: 20.0,
             binding: Constraint::KvBudget,
             meets_deadline: None,
+            saturation_search: None,
         }
     }
 }
@@ -255,35 +310,27 @@ fn candidate_sets(base: &Scenario, c: &Candidate) -> Vec<String> {
     sets
 }
 
-/// Evaluate one candidate. `price` is $/GPU-hour; `deadline_s` optional.
-pub fn evaluate(
+/// The candidate's scenario — one replica's share, at `load` — or why the candidate cannot
+/// work. `extra` are overrides applied last (a probe's client and requests).
+pub fn prepare(
     source: &Source,
     base_sets: &[String],
     base: &Scenario,
     c: &Candidate,
-    price: f64,
-    deadline_s: Option<f64>,
-    opts: &RunOptions,
-) -> Result<PlanRow, SimError> {
+    load: Load,
+    extra: &[String],
+) -> Result<Scenario, String> {
     if c.tensor_parallel == 0 || c.num_gpus % c.tensor_parallel != 0 {
-        return Ok(PlanRow::infeasible(
-            c,
-            price,
-            format!(
-                "TP {} does not divide {} GPUs",
-                c.tensor_parallel, c.num_gpus
-            ),
+        return Err(format!(
+            "TP {} does not divide {} GPUs",
+            c.tensor_parallel, c.num_gpus
         ));
     }
     if let Some(m) = base.model.as_ref().and_then(|m| m.entry.as_ref()) {
         if m.q_heads % c.tensor_parallel != 0 {
-            return Ok(PlanRow::infeasible(
-                c,
-                price,
-                format!(
-                    "{} attention heads do not split over TP {}",
-                    m.q_heads, c.tensor_parallel
-                ),
+            return Err(format!(
+                "{} attention heads do not split over TP {}",
+                m.q_heads, c.tensor_parallel
             ));
         }
     }
@@ -291,52 +338,100 @@ pub fn evaluate(
     if replicas > base.workload.requests {
         // Each server simulates at least one request: the totals would count requests that
         // do not exist (and a lone request's rate is no throughput).
-        return Ok(PlanRow::infeasible(
-            c,
-            price,
-            format!(
-                "{replicas} servers for {} requests: some would get none",
-                base.workload.requests
-            ),
+        return Err(format!(
+            "{replicas} servers for {} requests: some would get none",
+            base.workload.requests
         ));
     }
-    let sets: Vec<String> = base_sets
+    let mut sets: Vec<String> = base_sets
         .iter()
         .cloned()
         .chain(candidate_sets(base, c))
         .collect();
-    let sc = match scenario::load(source, &sets) {
-        Ok(sc) => sc,
-        Err(e) => {
-            let why = e
-                .problems
+    let load_with = |sets: &[String]| {
+        scenario::load(source, sets).map_err(|e| {
+            e.problems
                 .first()
-                .map_or_else(|| e.to_string(), |p| p.message.clone());
-            return Ok(PlanRow::infeasible(c, price, why));
-        }
+                .map_or_else(|| e.to_string(), |p| p.message.clone())
+        })
     };
-    let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
-    if verdict == Some(Verdict::Oom) {
-        let f = sc
-            .memory
-            .as_ref()
-            .and_then(|m| m.mem_fraction_static())
-            .unwrap_or(0.0);
-        return Ok(PlanRow::infeasible(
-            c,
-            price,
-            format!("would run out of memory at mem_fraction_static {f:.3}"),
+    let mut sc = load_with(&sets)?;
+    if load == Load::Saturate {
+        let cap = saturate::upper_bound(&sc);
+        sets.push(format!(
+            "client={{ mode = \"closed\", concurrency = {cap} }}"
         ));
     }
-    let r = match engine::run(&sc, opts) {
-        Ok(r) => r,
-        Err(SimError::Stuck { reason, .. }) => {
-            return Ok(PlanRow::infeasible(c, price, reason));
+    if load == Load::Saturate || !extra.is_empty() {
+        sets.extend(extra.iter().cloned());
+        sc = load_with(&sets)?;
+    }
+    if let Some(m) = &sc.memory {
+        if m.verdict() == Some(Verdict::Oom) {
+            let f = m.mem_fraction_static().unwrap_or(0.0);
+            return Err(format!(
+                "would run out of memory at mem_fraction_static {f:.3}"
+            ));
         }
-        Err(e @ SimError::TimeOverflow { .. }) => {
-            return Ok(PlanRow::infeasible(c, price, e.to_string()));
+    }
+    Ok(sc)
+}
+
+/// Evaluate one candidate at `load`. `price` is $/GPU-hour; `deadline_s` optional.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate(
+    source: &Source,
+    base_sets: &[String],
+    base: &Scenario,
+    c: &Candidate,
+    load: Load,
+    price: f64,
+    deadline_s: Option<f64>,
+    opts: &RunOptions,
+) -> Result<PlanRow, SimError> {
+    let sc = match prepare(source, base_sets, base, c, load, &[]) {
+        Ok(sc) => sc,
+        Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
+    };
+    let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
+    let (r, in_flight, saturation_search) = match load {
+        Load::Scenario => match engine::run(&sc, opts) {
+            Ok(r) => (r, sc.client.concurrency().map(u64::from), None),
+            Err(SimError::Stuck { reason, .. }) => {
+                return Ok(PlanRow::infeasible(c, price, reason));
+            }
+            Err(e @ SimError::TimeOverflow { .. }) => {
+                return Ok(PlanRow::infeasible(c, price, e.to_string()));
+            }
+            Err(e) => return Err(e),
+        },
+        // The concurrency that finishes the server's share soonest, searched down from the
+        // most it could run at once.
+        Load::Saturate => {
+            let upper = sc.client.concurrency().map_or(1, u64::from);
+            let at = |n: u64| {
+                let closed = [format!("client={{ mode = \"closed\", concurrency = {n} }}")];
+                prepare(source, base_sets, base, c, Load::Scenario, &closed)
+            };
+            let sooner = |r: &RunResult| match r.stop {
+                StopReason::AllAnswered => 1.0 / r.totals.sim_duration_s,
+                _ => 0.0,
+            };
+            match saturate::search(upper, at, sooner, opts)? {
+                Ok(s) => {
+                    let steps = s
+                        .tried
+                        .iter()
+                        .map(|&(concurrency, _, time_to_finish_s)| SaturationStep {
+                            concurrency,
+                            time_to_finish_s,
+                        })
+                        .collect();
+                    (s.result, Some(s.concurrency), Some(steps))
+                }
+                Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
+            }
         }
-        Err(e) => return Err(e),
     };
     if r.stop != StopReason::AllAnswered {
         return Ok(PlanRow::infeasible(
@@ -352,6 +447,7 @@ pub fn evaluate(
     let tokens = r.totals.output_tokens as f64 * replicas;
     let metrics = PlanMetrics {
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
+        concurrency_per_server: in_flight,
         oom_verdict: verdict,
         gen_tok_per_s: a.steady.output_tok_per_s * replicas,
         steady_req_per_s: a.steady.req_per_s * replicas,
@@ -363,11 +459,51 @@ pub fn evaluate(
             0.0
         },
         ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
+        tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
         e2e_p99_ms: r.latency.e2e_ms.quantile(0.99),
-        binding: a.binding.constraint,
+        binding: match (load, a.binding.constraint, in_flight) {
+            // Kept full, the client binds only where more in flight finishes no sooner: the
+            // slot limit when the concurrency reaches it, else the KV pool (vLLM preempts
+            // when it overfills).
+            (Load::Saturate, Constraint::ClientConcurrency, Some(n)) => {
+                if n >= u64::from(sc.engine.policy.max_running_requests()) {
+                    Constraint::MaxRunningRequests
+                } else {
+                    Constraint::KvBudget
+                }
+            }
+            (_, b, _) => b,
+        },
         meets_deadline: deadline_s.map(|d| time <= d),
+        saturation_search,
     };
     Ok(PlanRow::new(c, price, Outcome::Feasible(metrics)))
+}
+
+/// The feasible rows whose batch the client's concurrency binds: there the plan measures the
+/// client, not the hardware.
+pub fn client_bound(rows: &[PlanRow]) -> usize {
+    rows.iter()
+        .filter_map(PlanRow::metrics)
+        .filter(|m| m.binding == Constraint::ClientConcurrency)
+        .count()
+}
+
+/// The feasible rows whose server's share of the job is all in flight at once (a closed loop
+/// with at least as many slots as requests): one burst, no steady state, so their rates are
+/// the burst's averages.
+pub fn single_bursts(base: &Scenario, rows: &[PlanRow]) -> usize {
+    rows.iter()
+        .filter(|r| {
+            let share = base
+                .workload
+                .requests
+                .div_ceil(u64::from(r.replicas.max(1)));
+            r.metrics()
+                .and_then(|m| m.concurrency_per_server)
+                .is_some_and(|c| c >= share)
+        })
+        .count()
 }
 
 /// Order: feasible candidates meeting the deadline by cost, then feasible ones by time to
@@ -477,6 +613,7 @@ struct CsvRow<'a> {
     feasible: bool,
     reason: Option<&'a str>,
     kv_capacity_tokens: Option<u64>,
+    concurrency_per_server: Option<u64>,
     oom_verdict: Option<&'static str>,
     gen_tok_per_s: Option<Fixed<3>>,
     steady_req_per_s: Option<Fixed<6>>,
@@ -485,6 +622,7 @@ struct CsvRow<'a> {
     cost_usd: Option<Fixed<2>>,
     usd_per_m_output_tokens: Option<Fixed<4>>,
     ttft_p99_ms: Option<Fixed<3>>,
+    tpot_p99_ms: Option<Fixed<3>>,
     e2e_p99_ms: Option<Fixed<3>>,
     binding: Option<&'static str>,
     meets_deadline: Option<bool>,
@@ -501,6 +639,7 @@ impl<'a> From<&'a PlanRow> for CsvRow<'a> {
             feasible: m.is_some(),
             reason: r.reason(),
             kv_capacity_tokens: m.map(|m| m.kv_capacity_tokens),
+            concurrency_per_server: m.and_then(|m| m.concurrency_per_server),
             oom_verdict: m.and_then(|m| m.oom_verdict).map(Verdict::as_str),
             gen_tok_per_s: m.map(|m| Fixed(m.gen_tok_per_s)),
             steady_req_per_s: m.map(|m| Fixed(m.steady_req_per_s)),
@@ -509,6 +648,7 @@ impl<'a> From<&'a PlanRow> for CsvRow<'a> {
             cost_usd: m.map(|m| Fixed(m.cost_usd)),
             usd_per_m_output_tokens: m.map(|m| Fixed(m.usd_per_m_output_tokens)),
             ttft_p99_ms: m.map(|m| Fixed(m.ttft_p99_ms)),
+            tpot_p99_ms: m.map(|m| Fixed(m.tpot_p99_ms)),
             e2e_p99_ms: m.map(|m| Fixed(m.e2e_p99_ms)),
             binding: m.map(|m| m.binding.describe()),
             meets_deadline: m.and_then(|m| m.meets_deadline),
@@ -594,9 +734,9 @@ mod tests {
         let csv = String::from_utf8(to_csv(&rows)).unwrap();
         assert_eq!(
             csv,
-            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,oom_verdict,gen_tok_per_s,steady_req_per_s,time_to_finish_s,price_usd_per_gpu_hour,cost_usd,usd_per_m_output_tokens,ttft_p99_ms,e2e_p99_ms,binding,meets_deadline\n\
-             h100,1,1,1,true,,1000,safe,100.000,1.000000,3600.000,1.0000,12.50,2.0000,10.000,20.000,the KV budget,true\n\
-             l40s,1,1,1,false,\"too small, really\",,,,,,1.4000,,,,,,\n"
+            "gpu,num_gpus,tensor_parallel,replicas,feasible,reason,kv_capacity_tokens,concurrency_per_server,oom_verdict,gen_tok_per_s,steady_req_per_s,time_to_finish_s,price_usd_per_gpu_hour,cost_usd,usd_per_m_output_tokens,ttft_p99_ms,tpot_p99_ms,e2e_p99_ms,binding,meets_deadline\n\
+             h100,1,1,1,true,,1000,64,safe,100.000,1.000000,3600.000,1.0000,12.50,2.0000,10.000,15.000,20.000,the KV budget,true\n\
+             l40s,1,1,1,false,\"too small, really\",,,,,,,1.4000,,,,,,,\n"
         );
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(json[0]["feasible"], true);

@@ -85,11 +85,47 @@ pub enum WeightDtype {
     /// 128 × 128 block; embeddings, LM head and router in BF16.
     #[serde(rename = "fp8")]
     Fp8,
+    /// Every linear layer (attention, dense FFNs, shared and routed experts) in INT4 with one BF16
+    /// scale per group of 32 weights (AWQ / GPTQ-style W4A16); router, embeddings, LM head and
+    /// vision tower in BF16.
+    #[serde(rename = "int4")]
+    Int4,
     /// Routed experts in INT4 with one BF16 scale per group of 32 weights (compressed-tensors
     /// `pack-quantized`, symmetric); attention, shared experts, dense layers, embeddings, LM head
     /// and vision tower in BF16 (Kimi-K2.5, Kimi-K2-Thinking).
     #[serde(rename = "int4-experts")]
     Int4Experts,
+}
+
+impl WeightDtype {
+    /// Every format, in the order documentation lists them.
+    pub const ALL: [WeightDtype; 4] = [
+        WeightDtype::Bf16,
+        WeightDtype::Fp8,
+        WeightDtype::Int4,
+        WeightDtype::Int4Experts,
+    ];
+
+    /// The name as written in catalogs and scenarios (`model.weight_dtype`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WeightDtype::Bf16 => "bf16",
+            WeightDtype::Fp8 => "fp8",
+            WeightDtype::Int4 => "int4",
+            WeightDtype::Int4Experts => "int4-experts",
+        }
+    }
+
+    /// The format named `name` (as [`WeightDtype::as_str`] writes it).
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.as_str() == name)
+    }
+
+    /// Whether the linear layers other than the routed experts are FP8, so that a GPU with FP8
+    /// tensor cores runs their matmuls at its FP8 rate (SGLang's block-FP8 W8A8 path).
+    pub fn fp8_matmuls(self) -> bool {
+        self == WeightDtype::Fp8
+    }
 }
 
 /// One model: architecture facts from its `config.json`, sizes, and the released dtype.
@@ -438,6 +474,7 @@ impl Model {
     fn linear_storage(&self) -> Storage {
         match self.weight_dtype {
             WeightDtype::Fp8 => Storage::Fp8Block,
+            WeightDtype::Int4 => Storage::Int4Group32,
             WeightDtype::Bf16 | WeightDtype::Int4Experts => Storage::Bf16,
         }
     }
@@ -447,7 +484,16 @@ impl Model {
         match self.weight_dtype {
             WeightDtype::Bf16 => Storage::Bf16,
             WeightDtype::Fp8 => Storage::Fp8Block,
-            WeightDtype::Int4Experts => Storage::Int4Group32,
+            WeightDtype::Int4 | WeightDtype::Int4Experts => Storage::Int4Group32,
+        }
+    }
+
+    /// This model with its weights stored as `dtype` (a quantised variant of the checkpoint):
+    /// weight bytes in memory and bytes read per step follow it.
+    pub fn with_weight_dtype(&self, dtype: WeightDtype) -> Model {
+        Model {
+            weight_dtype: dtype,
+            ..self.clone()
         }
     }
 

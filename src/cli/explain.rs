@@ -49,5 +49,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let text = explain::render(&summary, &ctx, fmt);
     interrupt::check()?;
-    term::out(&text)
+    term::out(&text)?;
+    super::check::warn(&sc);
+    Ok(())
 }

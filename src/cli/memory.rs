@@ -13,7 +13,7 @@ use crate::memory::SglangMemory;
 use crate::report::plots::{self, Format};
 use crate::report::text::thousands;
 use crate::report::{self};
-use crate::scenario::{MemoryDerivation, MemoryModel};
+use crate::scenario::{KvSource, MemoryDerivation, MemoryModel, Scenario};
 use crate::sweep::{self, Axis, PointError};
 
 /// `servesim memory`.
@@ -92,9 +92,13 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         outputs.commit()?;
         term::note(&format!("wrote the memory figure to {}", dir.display()));
     }
+    let pin = pin_note(&sc, &base);
     if args.print.json {
         let j = serde_json::json!({
             "scenario": sc.name,
+            "kv_capacity_tokens": sc.engine.kv_capacity_tokens,
+            "kv_capacity_source": sc.engine.kv_source.as_str(),
+            "pin_note": pin,
             "memory": base,
             "range": rows.iter().map(|r| serde_json::json!({ "set": r.sets, "memory": r.memory })).collect::<Vec<_>>(),
         });
@@ -103,11 +107,40 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         return term::out(&text);
     }
     let mut text = report::memory::derivation(&base, &sc.name);
+    if let Some(note) = pin {
+        text.push_str(&format!("note: {note}\n"));
+    }
     if !rows.is_empty() {
         text.push('\n');
         text.push_str(&range_table(&base, &rows));
     }
     term::out(&text)
+}
+
+/// When the scenario pins its KV pool (`engine.kv_capacity_tokens` or vLLM's
+/// `num_gpu_blocks_override`), what the pin means for the derivation: the run uses the pin, so
+/// the memory settings change nothing it sees — except that a pin above what memory holds is
+/// more than the engine would allocate.
+fn pin_note(sc: &Scenario, m: &MemoryModel) -> Option<String> {
+    let key = match sc.engine.kv_source {
+        KvSource::Derived => return None,
+        KvSource::Given => "engine.kv_capacity_tokens",
+        KvSource::BlocksOverride => "engine.num_gpu_blocks_override",
+    };
+    let (pinned, derived) = (sc.engine.kv_capacity_tokens, m.kv_tokens());
+    let mut note = format!(
+        "{key} pins the KV pool at {} tokens: runs use the pin, not the {} tokens derived above, so \
+         changing the memory settings (mem_fraction_static, the weights, the GPU) changes nothing a \
+         run sees; the derivation and its verdict describe what a server with these settings would allocate",
+        thousands(pinned),
+        thousands(derived)
+    );
+    if pinned > derived && matches!(m.derivation, MemoryDerivation::Sglang(_)) {
+        note.push_str(
+            "; SGLang itself would cap a --max-total-tokens above the profiled pool at the profiled value",
+        );
+    }
+    Some(note)
 }
 
 /// The first problems of the invalid settings.

@@ -6,7 +6,7 @@
 //! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
 //!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
-//!   `check`, `compare`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
+//!   `check`, `compare`, `calibrate`, each with its `Args` and `run(Args) -> Result<(), Failure>`.
 //! * `parallel` — a parallel map with a progress bar; `interrupt` — SIGINT and SIGTERM;
 //!   `output` — the output files, written as one set under one rule; `term` — stdout and
 //!   stderr without panics; `table` — terminal tables; [`Failure`] — `error:` /
@@ -15,6 +15,7 @@
 //! Adding a verb: a new file with its `Args` and `run`, one arm in `Command` and in `dispatch`.
 
 mod args;
+mod calibrate;
 mod catalog;
 mod check;
 mod compare;
@@ -64,8 +65,11 @@ enum Command {
     /// first (roofline step times from the catalog's datasheet figures).
     ///
     /// The scenario gives the model, the workload and the client; it must not pin the KV
-    /// budget or the weights, which each candidate derives from its GPU. --out writes
-    /// plan.csv, plan.json and the cost-versus-time figure.
+    /// budget or the weights, which each candidate derives from its GPU. --load saturate
+    /// replaces the client's concurrency by the one that keeps each server full (searched);
+    /// --slo-ttft-p99-s / --slo-tpot-p99-ms search instead the highest rate each candidate
+    /// sustains within the bounds. --out writes plan.csv, plan.json and (without an SLO) the
+    /// cost-versus-time figure.
     Plan(plan::Args),
     /// The KV budget from GPU memory, term by term, with an out-of-memory verdict.
     Memory(memory::Args),
@@ -78,6 +82,10 @@ enum Command {
     ///
     /// --out writes compare.json and the figure of the CDFs.
     Compare(compare::Args),
+    /// Fit the step times to a real server's log (SGLang or vLLM) and write a scenario
+    /// fragment: the KV pool and settings from the start-up lines, the step-time coefficients
+    /// from the periodic lines, with the fit's quality.
+    Calibrate(calibrate::Args),
 }
 
 /// Parse the arguments and run; returns the exit code.
@@ -126,5 +134,6 @@ fn dispatch(command: Command) -> Result<(), Failure> {
         Command::Catalog(a) => catalog::run(a),
         Command::Check(a) => check::run(a),
         Command::Compare(a) => compare::run(a),
+        Command::Calibrate(a) => calibrate::run(a),
     }
 }

@@ -3,13 +3,14 @@
 
 use super::args::{JobsArgs, OutputArgs, ScenarioFileArgs};
 use super::interrupt::{self, interruptible};
-use super::output::Outputs;
+use super::output::{FileId, OutDir, Outputs};
 use super::parallel::map_with_progress;
 use super::table::{render, table};
 use super::values::{self, GpuPrice};
 use super::{term, Failure};
 use crate::catalog::Catalog;
-use crate::plan::{self, Outcome, PlanRow};
+use crate::plan::slo::{self, Slo, SloOutcome, SloRow};
+use crate::plan::{self, Load, Outcome, PlanRow};
 use crate::report::plots::{self, Format};
 use crate::report::text::thousands;
 use crate::scenario::{self, Scenario};
@@ -37,10 +38,33 @@ pub(super) struct Args {
     /// Override a GPU's $/GPU-hour, e.g. --price h100=2.49 (repeatable).
     #[arg(long = "price", value_name = "GPU=USD", value_parser = values::gpu_price)]
     prices: Vec<GpuPrice>,
+    /// The load each candidate is simulated at: `scenario` (the scenario's client, its
+    /// concurrency split over the servers) or `saturate` (every server kept full — the
+    /// concurrency that finishes its share soonest, searched — so the hardware binds, not the
+    /// client).
+    #[arg(long, value_enum, default_value_t = LoadArg::Scenario)]
+    load: LoadArg,
+    /// SLO search: the highest arrival rate each candidate sustains with p99 TTFT within this
+    /// many seconds (with --slo-tpot-p99-ms, both).
+    #[arg(long, value_name = "SECONDS", value_parser = values::seconds, conflicts_with_all = ["deadline_h", "load"])]
+    slo_ttft_p99_s: Option<f64>,
+    /// SLO search: … with p99 TPOT within this many milliseconds.
+    #[arg(long, value_name = "MS", value_parser = values::milliseconds, conflicts_with_all = ["deadline_h", "load"])]
+    slo_tpot_p99_ms: Option<f64>,
+    /// With an SLO: the rate all servers must sustain together; candidates reaching it come
+    /// first, fewest GPUs first.
+    #[arg(long, value_name = "REQ_PER_S", value_parser = values::rate)]
+    target_rate: Option<f64>,
     #[command(flatten)]
     output: OutputArgs,
     #[command(flatten)]
     jobs: JobsArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum LoadArg {
+    Scenario,
+    Saturate,
 }
 
 pub(super) fn run(args: Args) -> Result<(), Failure> {
@@ -92,7 +116,8 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             let csv = outputs.file_in(&dir, "plan.csv")?;
             let json = outputs.file_in(&dir, "plan.json")?;
             let mut figures = Vec::new();
-            if args.output.figures() {
+            let slo_search = args.slo_ttft_p99_s.is_some() || args.slo_tpot_p99_ms.is_some();
+            if args.output.figures() && !slo_search {
                 for fmt in Format::ALL {
                     figures.push((
                         fmt,
@@ -114,8 +139,48 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let deadline_s = args.deadline_h.map(|h| h * 3600.0);
     let opts = interruptible();
+    let slo = Slo {
+        ttft_p99_s: args.slo_ttft_p99_s,
+        tpot_p99_ms: args.slo_tpot_p99_ms,
+    };
+    if slo.ttft_p99_s.is_some() || slo.tpot_p99_ms.is_some() {
+        let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
+            slo::search(
+                &source,
+                sets,
+                &base,
+                c,
+                price_of(&c.gpu),
+                slo,
+                args.target_rate,
+                &opts,
+            )
+        })?;
+        let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        slo::sort(&mut rows);
+        return write_slo(&args, &base, &rows, &slo, outputs, planned);
+    }
+    if args.target_rate.is_some() {
+        return Err(Failure::usage(
+            "--target-rate needs an SLO to search under",
+            "add --slo-ttft-p99-s and/or --slo-tpot-p99-ms",
+        ));
+    }
+    let load = match args.load {
+        LoadArg::Scenario => Load::Scenario,
+        LoadArg::Saturate => Load::Saturate,
+    };
     let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
-        plan::evaluate(&source, sets, &base, c, price_of(&c.gpu), deadline_s, &opts)
+        plan::evaluate(
+            &source,
+            sets,
+            &base,
+            c,
+            load,
+            price_of(&c.gpu),
+            deadline_s,
+            &opts,
+        )
     })?;
     let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     plan::sort(&mut rows);
@@ -137,22 +202,147 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         term::note(&format!("wrote {n} files to {}", dir.shown().display()));
     }
     if args.output.json() {
-        term::out(&json)
+        term::out(&json)?;
     } else {
-        term::out(&plan_table(&base, &rows, args.deadline_h))
+        term::out(&plan_table(&base, &rows, args.deadline_h, load))?;
     }
+    let bound = plan::client_bound(&rows);
+    if bound > 0 && load == Load::Scenario {
+        term::note(&format!(
+            "warning: the client's concurrency binds {bound} of {} feasible candidates: each server gets its share of the scenario's \
+             concurrency, so those rows measure the client, not the hardware (and the ranking changes with the concurrency); \
+             rerun with --load saturate to rank what each candidate can do, or with --slo-ttft-p99-s / --slo-tpot-p99-ms for the \
+             highest rate within a latency target",
+            rows.iter().filter(|r| r.metrics().is_some()).count()
+        ));
+    }
+    let bursts = plan::single_bursts(&base, &rows);
+    if bursts > 0 {
+        term::note(&format!(
+            "warning: {bursts} candidate(s) keep their whole share of the {} requests in flight at once: each server runs one \
+             burst with no steady state, so its req/s and tok/s are the burst's averages, not what it sustains; compare them \
+             by time to finish and cost, or give the workload more requests",
+            thousands(base.workload.requests)
+        ));
+    }
+    Ok(())
 }
 
-fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> String {
-    let model = base
-        .model
+/// The planned `--out` files: the directory, plan.csv, plan.json and the figures.
+type Planned = (OutDir, FileId, FileId, Vec<(Format, FileId)>);
+
+/// An SLO search's outputs: plan.csv and plan.json with `--out`, the table or JSON on stdout.
+fn write_slo(
+    args: &Args,
+    base: &Scenario,
+    rows: &[SloRow],
+    slo: &Slo,
+    mut outputs: Outputs,
+    planned: Option<Planned>,
+) -> Result<(), Failure> {
+    let mut json = serde_json::to_string_pretty(rows).expect("invariant: rows serialise");
+    json.push('\n');
+    if let Some((dir, csv, json_file, _)) = planned {
+        outputs.write(csv, &slo::to_csv(rows))?;
+        outputs.write(json_file, json.as_bytes())?;
+        interrupt::check()?;
+        let n = outputs.commit()?;
+        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
+    }
+    if args.output.json() {
+        return term::out(&json);
+    }
+    let model = model_name(base);
+    let mut o = format!(
+        "servesim plan — {model}: the highest Poisson arrival rate with {} (p99 over {} requests per server and probe)\n",
+        slo.describe(),
+        base.workload.requests.min(slo::PROBE_REQUESTS)
+    );
+    if let Some(t) = args.target_rate {
+        o.push_str(&format!(
+            "target {t} req/s in all: the candidates reaching it first, fewest GPUs first\n"
+        ));
+    }
+    o.push('\n');
+    let mut t = table(
+        &[
+            "GPU",
+            "GPUs",
+            "TP",
+            "reps",
+            "KV tokens",
+            "full req/s",
+            "SLO req/s",
+            "misses at",
+            "gen tok/s",
+            "TTFT p99",
+            "TPOT p99",
+            "$/h",
+            "$/M tok",
+            "why not",
+        ],
+        1,
+    );
+    if let Some(last) = t.column_mut(13) {
+        last.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    for r in rows {
+        let c = &r.candidate;
+        let mut cells = vec![
+            c.gpu.clone(),
+            c.num_gpus.to_string(),
+            c.tensor_parallel.to_string(),
+            r.replicas.to_string(),
+        ];
+        match &r.outcome {
+            SloOutcome::NotFound { reason } => {
+                cells.push("—".into());
+                cells.extend(std::iter::repeat_n(String::new(), 8));
+                cells.push(format!("no rate: {reason}"));
+            }
+            SloOutcome::Found(m) => cells.extend([
+                m.kv_capacity_tokens.to_string(),
+                format!("{:.2}", m.saturated_req_per_s),
+                format!("{:.2}", m.slo_req_per_s),
+                m.missed_req_per_s
+                    .map_or("—".to_string(), |x| format!("{x:.2}")),
+                format!("{:.0}", m.gen_tok_per_s),
+                format!("{:.2}s", m.ttft_p99_ms / 1000.0),
+                format!("{:.0}ms", m.tpot_p99_ms),
+                format!("{:.2}", m.usd_per_hour),
+                format!("{:.2}", m.usd_per_m_output_tokens),
+                match (m.meets_target, m.missed_req_per_s) {
+                    (Some(false), _) => "below the target rate".into(),
+                    (_, None) => "the SLO holds even full: the hardware binds".into(),
+                    _ => String::new(),
+                },
+            ]),
+        }
+        t.add_row(cells);
+    }
+    o.push_str(&render(&t));
+    o.push_str(
+        "\n\"full req/s\" is every server kept full (the most the hardware completes); \"SLO req/s\" the highest \
+         Poisson rate found within the bounds, all servers together, and \"misses at\" the lowest rate probed above it \
+         that missed them (probes bisect between 1/64 of full and full, to 1/128 of full).\n",
+    );
+    term::out(&o)
+}
+
+fn model_name(base: &Scenario) -> String {
+    base.model
         .as_ref()
         .and_then(|m| m.entry.as_ref())
-        .map_or("the model".to_string(), |m| m.display.clone());
+        .map_or("the model".to_string(), |m| m.display.clone())
+}
+
+fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>, load: Load) -> String {
+    let model = model_name(base);
     let mut o = format!(
-        "servesim plan — {model}, {} requests ({}); roofline step times from the catalog, uncalibrated\n",
+        "servesim plan — {model}, {} requests ({}); roofline step times from the catalog, uncalibrated\n{}\n",
         thousands(base.workload.requests),
-        base.name
+        base.name,
+        load.describe()
     );
     if let Some(d) = deadline_h {
         o.push_str(&format!(
@@ -172,13 +362,15 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
             "finish h",
             "cost $",
             "$/M tok",
+            "in flight",
             "TTFT p99",
+            "TPOT p99",
             "E2E p99",
             "binds / why not",
         ],
         1,
     );
-    if let Some(last) = t.column_mut(12) {
+    if let Some(last) = t.column_mut(14) {
         last.set_cell_alignment(comfy_table::CellAlignment::Left);
     }
     for r in rows {
@@ -191,7 +383,7 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
         match &r.outcome {
             Outcome::Infeasible { reason } => {
                 cells.push("—".into());
-                cells.extend(std::iter::repeat_n(String::new(), 7));
+                cells.extend(std::iter::repeat_n(String::new(), 9));
                 cells.push(format!("infeasible: {reason}"));
             }
             Outcome::Feasible(m) => {
@@ -206,7 +398,10 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
                     format!("{:.2}", m.time_to_finish_s / 3600.0),
                     format!("{:.0}", m.cost_usd),
                     format!("{:.2}", m.usd_per_m_output_tokens),
+                    m.concurrency_per_server
+                        .map_or("open".to_string(), |c| c.to_string()),
                     format!("{:.1}s", m.ttft_p99_ms / 1000.0),
+                    format!("{:.0}ms", m.tpot_p99_ms),
                     format!("{:.0}s", m.e2e_p99_ms / 1000.0),
                     format!("{}{mark}", m.binding.describe()),
                 ]);
@@ -215,9 +410,17 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>) -> Str
         t.add_row(cells);
     }
     o.push_str(&render(&t));
-    o.push_str(
-        "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
-         gets an equal share of the requests and of the client's concurrency.\n",
-    );
+    o.push_str(match load {
+        Load::Scenario => {
+            "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
+             gets an equal share of the requests and of the client's concurrency (\"in flight\", per server).\n"
+        }
+        Load::Saturate => {
+            "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
+             gets an equal share of the requests and keeps \"in flight\" of them sent: the concurrency that finishes its \
+             share soonest, searched from the most it could run at once (its max_running_requests, or the mean prompts its \
+             KV pool holds if fewer) down by factors of √2.\n"
+        }
+    });
     o
 }

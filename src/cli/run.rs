@@ -174,12 +174,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     }
     if args.format == RunFormat::BenchJson {
         let (samples, duration_s) = compare::simulated(&sc, &result);
-        term::out(&BenchJson::new(&sc, &samples, duration_s).to_line())
+        term::out(&BenchJson::new(&sc, &samples, duration_s).to_line())?;
     } else if args.output.json() || args.format == RunFormat::Json {
-        term::out(&json)
+        term::out(&json)?;
     } else {
-        term::out(&text::render(&summary, &source.name))
+        term::out(&text::render(&summary, &source.name))?;
     }
+    super::check::warn(&sc);
+    Ok(())
 }
 
 /// Say on stderr when the server refused some requests (they are counted in the report).

@@ -136,6 +136,8 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     } else if out.is_none() || std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         term::out(&sweep_table(&keys, &rows))?;
     }
+    let base = crate::scenario::load(&source, &args.scenario.set.sets).ok();
+    super::check::warn_sweep(base.as_ref(), &scenarios);
     Ok(())
 }
 

@@ -129,6 +129,32 @@ pub(super) fn hours(s: &str) -> Result<f64, FlagError> {
     }
 }
 
+/// A positive, finite number, in the unit `what` names (`--slo-ttft-p99-s`, …).
+fn positive_number(s: &str, what: &str, example: &str) -> Result<f64, FlagError> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(bad(
+            format!("`{s}` is not a positive number of {what}"),
+            format!("e.g. {example}"),
+        )),
+    }
+}
+
+/// Seconds (`--slo-ttft-p99-s`).
+pub(super) fn seconds(s: &str) -> Result<f64, FlagError> {
+    positive_number(s, "seconds", "--slo-ttft-p99-s 2")
+}
+
+/// Milliseconds (`--slo-tpot-p99-ms`).
+pub(super) fn milliseconds(s: &str) -> Result<f64, FlagError> {
+    positive_number(s, "milliseconds", "--slo-tpot-p99-ms 50")
+}
+
+/// Requests per second (`--target-rate`).
+pub(super) fn rate(s: &str) -> Result<f64, FlagError> {
+    positive_number(s, "requests per second", "--target-rate 20")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +195,12 @@ mod tests {
         assert_eq!(hours("1.5").unwrap(), 1.5);
         for h in ["0", "-2", "inf", "NaN"] {
             assert!(hours(h).is_err(), "{h}");
+            assert!(seconds(h).is_err() && milliseconds(h).is_err() && rate(h).is_err());
         }
+        assert_eq!(seconds("2.5").unwrap(), 2.5);
+        assert!(rate("x")
+            .unwrap_err()
+            .message
+            .contains("requests per second"));
     }
 }

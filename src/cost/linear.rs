@@ -32,6 +32,15 @@ KEYS:
     "cost per prefilled token", e.g. "60.0";
 }
 
+/// The coefficient keys in `[engine.step_time]`, after the prefix.
+pub const COEFFICIENTS: [&str; 5] = [
+    "decode_base_ms",
+    "decode_per_seq_ms",
+    "decode_per_kv_token_ns",
+    "prefill_base_ms",
+    "prefill_per_token_us",
+];
+
 /// The linear step-time model, quantised to integers so that simulated time stays exact:
 /// fixed and per-request terms in nanoseconds, per-token terms in picoseconds.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 
 pub mod linear;
 pub mod roofline;
+pub mod table;
 
 use crate::memory::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
 use crate::settings::{keys, Bad, Values};
@@ -15,38 +16,78 @@ use crate::workload::WorkloadSpec;
 keys! {
 /// `[engine.step_time]` (each model declares its own coefficients).
 KEYS:
-"engine.step_time" [Table, Absent("linear, with the defaults below"), All, ""]
+"engine.step_time" [Table, Derived("the roofline when hardware.gpu and model.name are catalog entries; otherwise the linear model with servesim's made-up defaults below, flagged in every report"), All, ""]
     "the cost of one scheduler iteration", e.g. "[engine.step_time]";
-"engine.step_time.model" [OneOf(&["linear", "roofline"]), Word("linear"), All, ""]
-    "linear coefficients, or a roofline from the catalog's GPU and model (hardware.gpu, model.name)", e.g. r#""roofline""#;
+"engine.step_time.model" [OneOf(&["linear", "roofline", "table"]), Word("linear"), All, ""]
+    "linear coefficients, a roofline from the catalog's GPU and model (hardware.gpu, model.name), or a table of measured step times (written by `servesim calibrate --table`)", e.g. r#""roofline""#;
 }
 
 /// `[engine.step_time]`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepTimeSpec {
-    /// The linear model.
+    /// The linear model with coefficients the scenario gives (servesim's defaults for any it
+    /// leaves out).
     Linear(linear::LinearStepTime),
+    /// The linear model with none of its coefficients given: servesim's made-up defaults, which
+    /// describe no hardware.
+    LinearDefaults(linear::LinearStepTime),
     /// The roofline model, resolved against the catalog's GPU and model.
     Roofline(Box<roofline::Roofline>),
+    /// Measured step times, interpolated.
+    Table(Box<table::StepTable>),
+}
+
+/// Why the roofline predicts the step times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RooflineChoice {
+    /// The scenario asks for it (`engine.step_time.model = "roofline"`).
+    Asked,
+    /// The scenario has no `[engine.step_time]` and names a catalog GPU and model.
+    Default,
 }
 
 impl StepTimeSpec {
-    /// Read `[engine.step_time]`. The roofline needs the catalog's GPU and model, the KV bytes
-    /// per token (from the memory model when there is one) and, to calibrate without the KV in
-    /// use, the workload's mean lengths.
+    /// Read `[engine.step_time]`. Without the table, the roofline when the scenario names a
+    /// catalog GPU and model, else the linear model's made-up defaults. The roofline needs the
+    /// catalog's GPU and model, the KV bytes per token (from the memory model when there is
+    /// one) and, to calibrate, the workload's mean lengths and the prefill chunk
+    /// (`prefill_chunk_tokens`).
     pub fn read(
         v: &mut dyn Values,
         hardware: Option<&HardwareSpec>,
         model: Option<&ModelSpec>,
         memory: Option<&MemoryModel>,
         workload: Option<&WorkloadSpec>,
+        prefill_chunk_tokens: u64,
     ) -> Result<Self, Bad> {
-        if v.get::<String>("engine.step_time.model")? == "linear" {
-            return Ok(StepTimeSpec::Linear(linear::LinearStepTime::read(v)?));
-        }
-        let settings = roofline::RooflineSettings::read(v)?;
         let gpu = hardware.and_then(|h| h.gpu_entry.as_ref());
-        let (Some(gpu), Some(entry)) = (gpu, model.and_then(|m| m.entry.as_ref())) else {
+        let entry = model.and_then(|m| m.entry.as_ref());
+        let given = v.has("engine.step_time")?;
+        let model_key = match given {
+            true => v.get::<String>("engine.step_time.model")?,
+            false => String::new(),
+        };
+        let choice = match (given, gpu, entry) {
+            (true, ..) if model_key == "table" => {
+                return Ok(StepTimeSpec::Table(Box::new(table::read::read(v)?)));
+            }
+            (true, ..) if model_key == "roofline" => RooflineChoice::Asked,
+            (false, Some(_), Some(_)) => RooflineChoice::Default,
+            (table, ..) => {
+                let l = linear::LinearStepTime::read(v)?;
+                let mut given = false;
+                for key in linear::COEFFICIENTS {
+                    given |= table && v.opt::<f64>(&format!("engine.step_time.{key}"))?.is_some();
+                }
+                return Ok(match given {
+                    true => StepTimeSpec::Linear(l),
+                    false => StepTimeSpec::LinearDefaults(l),
+                });
+            }
+        };
+        let settings = roofline::RooflineSettings::read(v)?;
+        let (Some(gpu), Some(entry)) = (gpu, entry) else {
             let msg = "\"roofline\" predicts step times from the catalog's GPU and model, and this scenario names no catalog GPU or model";
             let hint = "set hardware.gpu and model.name (see `servesim catalog`), or use model = \"linear\"";
             return Err(v.bad("engine.step_time.model", msg, hint));
@@ -61,11 +102,56 @@ impl StepTimeSpec {
             (None, Some(b)) => b,
             (None, None) => entry.kv_bytes_per_token(tp, 2),
         };
-        let roofline = roofline::Roofline::new(gpu, entry, tp, kv_bytes, settings);
-        let calibrated = roofline::calibration(v, workload, roofline)?;
+        let mut roofline = roofline::Roofline::new(gpu, entry, tp, kv_bytes, settings);
+        roofline.choice = choice;
+        let calibrated = roofline::calibration(v, workload, Some(prefill_chunk_tokens), roofline)?;
         Ok(StepTimeSpec::Roofline(Box::new(calibrated)))
     }
+
+    /// The model, as reports name it: its terms, and for the linear model's defaults that
+    /// nothing measured them.
+    pub fn describe(&self) -> String {
+        let d = from_spec(self).describe();
+        match self {
+            StepTimeSpec::LinearDefaults(_) => format!("{d} — {MADE_UP}"),
+            _ => d,
+        }
+    }
+
+    /// Where the step times come from, in a few words (the summary's `step_time_source`).
+    pub fn source(&self) -> &'static str {
+        match self {
+            StepTimeSpec::Linear(_) => "linear, coefficients given by the scenario",
+            StepTimeSpec::LinearDefaults(_) => "linear, servesim's made-up defaults",
+            StepTimeSpec::Table(_) => "table of measured step times",
+            StepTimeSpec::Roofline(r) => match (r.choice, r.calibration.is_some()) {
+                (RooflineChoice::Asked, false) => "roofline from datasheets, uncalibrated",
+                (RooflineChoice::Asked, true) => "roofline from datasheets, calibrated",
+                (RooflineChoice::Default, false) => {
+                    "roofline from datasheets, uncalibrated (the default for a catalog GPU and model)"
+                }
+                (RooflineChoice::Default, true) => {
+                    "roofline from datasheets, calibrated (the default for a catalog GPU and model)"
+                }
+            },
+        }
+    }
+
+    /// A warning when the step times describe no hardware (the linear model's defaults).
+    pub fn warning(&self) -> Option<String> {
+        match self {
+            StepTimeSpec::LinearDefaults(_) => Some(format!(
+                "step times are {MADE_UP}: every time, rate and latency of this run is illustrative only; \
+                 name a catalog GPU and model (hardware.gpu, model.name) to predict them with the roofline, \
+                 or give [engine.step_time] coefficients fitted to your server"
+            )),
+            _ => None,
+        }
+    }
 }
+
+/// What the linear model's defaults are.
+const MADE_UP: &str = "servesim's made-up linear defaults (35 ms + 0.3 ms per running request per decode step, 10 ms + 120 µs per token per prefill), not measured on any hardware";
 
 /// One forward pass that mixes decode rows (one token each) with chunks of prompt tokens —
 /// vLLM's every step, and SGLang's with `--enable-mixed-chunk`.
@@ -159,7 +245,10 @@ pub trait StepTimeModel: Send + Sync {
 /// Build the model a scenario asks for.
 pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
     match spec {
-        StepTimeSpec::Linear(l) => Box::new(linear::Linear::new(l.clone())),
+        StepTimeSpec::Linear(l) | StepTimeSpec::LinearDefaults(l) => {
+            Box::new(linear::Linear::new(l.clone()))
+        }
         StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
+        StepTimeSpec::Table(t) => Box::new((**t).clone()),
     }
 }

@@ -3,14 +3,16 @@
 //!
 //! Per GPU, for a decode step of `B` running requests attending `K` KV tokens in all:
 //!
-//! * **bytes read** = the weights every step reads (attention, dense layers, shared experts,
-//!   router, LM head: [`Model::dense_read_bytes_per_gpu`]) + the routed experts the batch
+//! * **bytes read** = the weights every step reads, stored as the served checkpoint stores them
+//!   (`model.weight_dtype`, by default the released format) — attention, dense layers, shared
+//!   experts, router, LM head: [`Model::dense_read_bytes_per_gpu`] — + the routed experts the batch
 //!   touches — under uniform routing a layer's `E` experts, `k` per token, are touched
 //!   `E·(1 − (1 − k/E)^B)` distinct times in expectation, each costing
 //!   [`Model::expert_bytes_per_gpu`] — + the KV cache, `K × KV bytes per token` (per GPU, with
 //!   SGLang's TP rules: MLA's latent is read whole on every GPU);
 //! * **FLOPs** = `B × 2 × active parameters / TP` + attention over the context,
-//!   `K × 4 × heads × head width × layers / TP` (scores and weighted values);
+//!   `K × 4 × heads × head width × layers / TP` (scores and weighted values); with FP8 weights
+//!   on a GPU with FP8 tensor cores the weight matmuls run at the FP8 rate;
 //! * **time** = `max(bytes / (bandwidth × η_bw), FLOPs / (BF16 peak × η_c))` + the tensor-parallel
 //!   all-reduces — two per layer, each `latency + 2(TP − 1)/TP × B × hidden × 2 B / link
 //!   bandwidth` — + a fixed per-step overhead.
@@ -31,12 +33,17 @@
 //!   and 5 ms per prefill batch — servesim's own assumptions, not sourced; calibrate them away
 //!   when a measured point exists.
 //!
-//! An optional calibration point (`gen_tok_per_s` at `running` requests) scales every step time
-//! by one factor so the model reproduces that point, leaving its shape intact.
+//! An optional calibration point — one `Decode batch` line of the real server's log: its `gen
+//! throughput`, `#running-req` and `#token` — scales every step time by one factor so the model
+//! reproduces that line, leaving its shape intact. SGLang's `gen throughput` is the decode
+//! tokens of the last 40 steps over the wall time since the previous line, prefill batches
+//! included (`managers/scheduler_components/metrics_reporter.py`), so the point is matched with
+//! the same quantity: decode steps of `running` requests plus the prefill of the requests that
+//! replace the ones finishing ([`Roofline::logged_gen_tok_per_s`]).
 
 use serde::Serialize;
 
-use super::{MixedStep, StepTimeModel};
+use super::{MixedStep, RooflineChoice, StepTimeModel};
 use crate::catalog::{Attention, Gpu, Model};
 use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
@@ -56,13 +63,15 @@ KEYS:
 "engine.step_time.prefill_overhead_ms" [Number(Within(0.0, 1e6)), Num(DEFAULT_PREFILL_OVERHEAD_MS), ROOFLINE, "ms"]
     "overhead per prefill batch", e.g. "5";
 "engine.step_time.calibration" [Table, Absent("none"), ROOFLINE, ""]
-    "scale the roofline to one point observed on the real server", e.g. "{ gen_tok_per_s = 850, running = 50 }";
+    "scale the roofline to one Decode batch line of the real server's log (its gen throughput includes the prefill batches between decode steps, and so does the model it is matched with)", e.g. "{ gen_tok_per_s = 850, running = 50, kv_tokens = 104000 }";
 "engine.step_time.calibration.gen_tok_per_s" [Number(Within(1e-6, 1e12)), Required, All, "tok/s"]
-    "the gen throughput observed", e.g. "850";
+    "the line's gen throughput (token/s)", e.g. "850";
 "engine.step_time.calibration.running" [Integer(1, 1 << 24), Required, All, ""]
-    "the running requests at that moment", e.g. "50";
-"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Derived("each running request halfway through its response"), All, "tokens"]
-    "KV tokens in use at that moment", e.g. "100000";
+    "the line's #running-req", e.g. "50";
+"engine.step_time.calibration.kv_tokens" [Integer(0, 1 << 40), Required, All, "tokens"]
+    "the line's #token: KV tokens in use (or token usage × the pool)", e.g. "104000";
+"engine.step_time.calibration_table" [Text, Absent("none"), ROOFLINE, ""]
+    "scale the roofline by the one factor that best matches a table of measured step times (a CSV in the format of model = \"table\", relative to the scenario; least squares on the relative error of every point)", e.g. r#""measured.csv""#;
 }
 
 /// Default fraction of peak memory bandwidth reached.
@@ -97,6 +106,10 @@ pub struct Roofline {
     pub kv_bytes_per_token: f64,
     /// FLOPs per generated token: `2 × active parameters / TP`.
     pub flops_per_token: f64,
+    /// The time of a weight-matmul FLOP relative to a BF16 one: `BF16 peak / FP8 peak` when the
+    /// weights are FP8 and the GPU has FP8 tensor cores (SGLang's W8A8 block-FP8 kernels), else
+    /// 1 (BF16 weights, and INT4 weights dequantised to BF16 as W4A16 kernels do).
+    pub matmul_time_factor: f64,
     /// Attention FLOPs per (token, context token) pair, full (non-causal) form:
     /// `4 × heads × head width × layers / TP`.
     pub attention_flops_per_pair: f64,
@@ -122,6 +135,49 @@ pub struct Roofline {
     pub prefill_overhead_s: f64,
     /// Calibration factor applied to every step (1 without calibration).
     pub scale: f64,
+    /// Why the roofline is used: asked for, or the default for a catalog GPU and model.
+    pub choice: RooflineChoice,
+    /// What the model was calibrated on, if anything.
+    pub calibration: Option<Calibration>,
+}
+
+/// What a roofline was scaled to match.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub enum Calibration {
+    /// One log line.
+    Point(CalibrationPoint),
+    /// A table of measured step times.
+    Table(TableCalibration),
+}
+
+/// A table of measured step times the roofline was scaled to, and how well it then matches.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TableCalibration {
+    /// The table's file.
+    pub source: String,
+    /// Points matched (decode and prefill).
+    pub points: usize,
+    /// Root-mean-square relative error of the scaled roofline over the points.
+    pub rms_relative_error: f64,
+}
+
+/// One point observed on the real server — a `Decode batch` log line — and what the workload
+/// says about the prefill its throughput includes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CalibrationPoint {
+    /// The line's `gen throughput (token/s)`.
+    pub gen_tok_per_s: f64,
+    /// The line's `#running-req`.
+    pub running: u64,
+    /// The line's `#token`: KV tokens in use.
+    pub kv_tokens: u64,
+    /// The workload's mean prompt length: what each replacement request prefills.
+    pub mean_prompt_tokens: f64,
+    /// The workload's mean response length: decode tokens per completion, plus the first one,
+    /// which the prefill produces.
+    pub mean_output_tokens: f64,
+    /// The prefill chunk (`chunked_prefill_size`), if prompts are chunked.
+    pub prefill_chunk_tokens: Option<u64>,
 }
 
 /// The terms of one step, seconds (before `scale`, except `total`).
@@ -171,27 +227,46 @@ impl RooflineSettings {
     }
 }
 
-/// `roofline` scaled to `[engine.step_time.calibration]` if the scenario gives one. Without the
-/// KV in use, each running request is taken halfway through its response.
+/// `roofline` scaled to `[engine.step_time.calibration]` if the scenario gives one, matched
+/// with the workload's mean lengths and the prefill chunk.
 pub fn calibration(
-    v: &dyn Values,
+    v: &mut dyn Values,
     workload: Option<&WorkloadSpec>,
+    prefill_chunk_tokens: Option<u64>,
     roofline: Roofline,
 ) -> Result<Roofline, Bad> {
+    if let Some(file) = v.opt::<String>("engine.step_time.calibration_table")? {
+        if v.has("engine.step_time.calibration")? {
+            let msg = "a roofline is calibrated on one log line or on a table, not both";
+            return Err(v.bad(
+                "engine.step_time.calibration_table",
+                msg,
+                "remove calibration or calibration_table",
+            ));
+        }
+        let table = super::table::read::load_for(v, "engine.step_time.calibration_table", &file)?;
+        return Ok(roofline.calibrated_to_table(&table));
+    }
     if !v.has("engine.step_time.calibration")? {
         return Ok(roofline);
     }
-    let gen_tok_per_s = v.get("engine.step_time.calibration.gen_tok_per_s")?;
-    let running: u64 = v.get("engine.step_time.calibration.running")?;
-    let kv_tokens = match (v.opt("engine.step_time.calibration.kv_tokens")?, workload) {
-        (Some(k), _) => k,
-        (None, Some(w)) => {
-            let (prompt, output) = w.mean_lengths();
-            (running as f64 * (prompt + output / 2.0)).round() as u64
-        }
-        (None, None) => return Err(Bad), // the workload has problems of its own
+    let Some(w) = workload else {
+        return Err(Bad); // the workload has problems of its own
     };
-    Ok(roofline.calibrated(gen_tok_per_s, running, kv_tokens))
+    let (prompt, output) = w.mean_lengths();
+    let output = match (w.max_new_tokens, w.ignore_eos) {
+        (Some(cap), false) => output.min(f64::from(cap)),
+        _ => output,
+    };
+    let point = CalibrationPoint {
+        gen_tok_per_s: v.get("engine.step_time.calibration.gen_tok_per_s")?,
+        running: v.get("engine.step_time.calibration.running")?,
+        kv_tokens: v.get("engine.step_time.calibration.kv_tokens")?,
+        mean_prompt_tokens: prompt,
+        mean_output_tokens: output,
+        prefill_chunk_tokens,
+    };
+    Ok(roofline.calibrated(point))
 }
 
 impl Default for RooflineSettings {
@@ -239,6 +314,12 @@ impl Roofline {
             moe_layers: f64::from(model.moe_layers()),
             kv_bytes_per_token: kv_bytes_per_token as f64,
             flops_per_token: 2.0 * model.active_params() as f64 / tpf,
+            matmul_time_factor: match gpu.fp8_dense_tflops {
+                Some(fp8) if model.weight_dtype.fp8_matmuls() && fp8 > 0.0 => {
+                    gpu.bf16_dense_tflops / fp8
+                }
+                _ => 1.0,
+            },
             attention_flops_per_pair: 4.0 * heads * width * f64::from(model.layers) / tpf,
             layers: f64::from(model.layers),
             hidden_size: f64::from(model.hidden_size),
@@ -251,6 +332,8 @@ impl Roofline {
             decode_overhead_s: s.decode_overhead_ms * 1e-3,
             prefill_overhead_s: s.prefill_overhead_ms * 1e-3,
             scale: 1.0,
+            choice: RooflineChoice::Asked,
+            calibration: None,
         }
     }
 
@@ -285,7 +368,8 @@ impl Roofline {
         let touched = self.experts_touched(b);
         let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
         let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
-        let flops = b * self.flops_per_token + kv_tokens as f64 * self.attention_flops_per_pair;
+        let flops = b * self.flops_per_token * self.matmul_time_factor
+            + kv_tokens as f64 * self.attention_flops_per_pair;
         self.finish(Breakdown {
             weights_s: weights / bw,
             kv_s: kv_tokens as f64 * self.kv_bytes_per_token / bw,
@@ -299,12 +383,17 @@ impl Roofline {
 
     /// The terms of a prefill batch of `seqs` requests computing `tokens` new tokens.
     pub fn prefill_breakdown(&self, seqs: u64, tokens: u64) -> Breakdown {
-        let t = tokens as f64;
-        let n = seqs.max(1) as f64;
+        self.prefill_terms(seqs.max(1) as f64, tokens as f64)
+    }
+
+    /// [`Roofline::prefill_breakdown`] of `n` requests (≥ 1, possibly fractional: a mean)
+    /// computing `t` tokens.
+    fn prefill_terms(&self, n: f64, t: f64) -> Breakdown {
         let touched = self.experts_touched(t);
         let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
         // Causal attention: half of the full T²/n pairs.
-        let flops = t * self.flops_per_token + 0.5 * t * t / n * self.attention_flops_per_pair;
+        let flops = t * self.flops_per_token * self.matmul_time_factor
+            + 0.5 * t * t / n * self.attention_flops_per_pair;
         self.finish(Breakdown {
             weights_s: weights / (self.bandwidth_bytes_per_s * self.bandwidth_efficiency),
             kv_s: 0.0,
@@ -331,7 +420,8 @@ impl Roofline {
         let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
         let kv_read = step.decode_kv_tokens as f64 + (k - t).max(0.0);
         let pairs = step.decode_kv_tokens as f64 + t * (k - 0.5 * t).max(0.0) / n;
-        let flops = tokens * self.flops_per_token + pairs * self.attention_flops_per_pair;
+        let flops = tokens * self.flops_per_token * self.matmul_time_factor
+            + pairs * self.attention_flops_per_pair;
         self.finish(Breakdown {
             weights_s: weights / bw,
             kv_s: kv_read * self.kv_bytes_per_token / bw,
@@ -343,13 +433,72 @@ impl Roofline {
         })
     }
 
-    /// Scale every step so that a decode step of `running` requests attending `kv_tokens`
-    /// tokens generates `gen_tok_per_s`.
-    pub fn calibrated(mut self, gen_tok_per_s: f64, running: u64, kv_tokens: u64) -> Self {
+    /// The `gen throughput` SGLang would log at this point: decode tokens over wall time with
+    /// the prefill batches in between. In a steady state each of the `running` requests
+    /// finishes after `mean output − 1` decode steps (its first token comes from its prefill),
+    /// so `c = running / (mean output − 1)` requests finish per decode step on average, and as
+    /// many new ones are prefilled. Finishing requests taken as Poisson, a prefill batch
+    /// follows a step with probability `1 − e^{−c}` and holds `c / (1 − e^{−c})` prompts of
+    /// the mean length, split into chunks of at most `chunk` tokens:
+    ///
+    /// ```text
+    /// gen = running / (decode(running, kv) + (1 − e^{−c}) × prefill(batch))
+    /// ```
+    pub fn logged_gen_tok_per_s(&self, p: &CalibrationPoint) -> f64 {
+        let b = p.running.max(1) as f64;
+        let decode = self.decode_breakdown(p.running.max(1), p.kv_tokens).total_s;
+        let c = b / (p.mean_output_tokens - 1.0).max(1.0);
+        let batches_per_step = 1.0 - (-c).exp();
+        let requests = c / batches_per_step;
+        let tokens = requests * p.mean_prompt_tokens.max(1.0);
+        let pieces = match p.prefill_chunk_tokens {
+            Some(chunk) if chunk > 0 => (tokens / chunk as f64).ceil().max(1.0),
+            _ => 1.0,
+        };
+        let batch = pieces
+            * self
+                .prefill_terms((requests / pieces).max(1.0), tokens / pieces)
+                .total_s;
+        b / (decode + batches_per_step * batch)
+    }
+
+    /// Scale every step so that the model logs `point`'s gen throughput at its running
+    /// requests and KV tokens ([`Roofline::logged_gen_tok_per_s`]).
+    pub fn calibrated(mut self, point: CalibrationPoint) -> Self {
         self.scale = 1.0;
-        let modelled = self.decode_breakdown(running, kv_tokens).total_s;
-        let observed = running as f64 / gen_tok_per_s;
-        self.scale = observed / modelled;
+        self.scale = self.logged_gen_tok_per_s(&point) / point.gen_tok_per_s;
+        self.calibration = Some(Calibration::Point(point));
+        self
+    }
+
+    /// Scale every step by the one factor `s` that best matches the table's points: with
+    /// `q` = roofline ÷ measured at each decode point (batch, KV) and prefill point (tokens, as
+    /// one request), `s = Σ q / Σ q²` minimises `Σ (s·q − 1)²`, the relative errors.
+    pub fn calibrated_to_table(mut self, table: &super::table::StepTable) -> Self {
+        self.scale = 1.0;
+        let decode = table
+            .decode_points()
+            .map(|(b, k, t)| (self.decode_breakdown(b, k).total_s, t));
+        let prefill = table
+            .prefill_points()
+            .map(|(n, t)| (self.prefill_breakdown(1, n).total_s, t));
+        let q: Vec<f64> = decode
+            .chain(prefill)
+            .filter(|&(_, t)| t > 0.0)
+            .map(|(r, t)| r / t)
+            .collect();
+        let (sum, sum_sq) = q.iter().fold((0.0, 0.0), |(a, b), x| (a + x, b + x * x));
+        self.scale = if sum_sq > 0.0 { sum / sum_sq } else { 1.0 };
+        let mse = q
+            .iter()
+            .map(|x| (self.scale * x - 1.0).powi(2))
+            .sum::<f64>()
+            / q.len().max(1) as f64;
+        self.calibration = Some(Calibration::Table(TableCalibration {
+            source: table.source.clone(),
+            points: q.len(),
+            rms_relative_error: mse.sqrt(),
+        }));
         self
     }
 }
@@ -377,13 +526,26 @@ impl StepTimeModel for Roofline {
     }
 
     fn describe(&self) -> String {
-        let cal = if self.scale == 1.0 {
-            "uncalibrated".to_string()
-        } else {
-            format!("calibrated ×{:.3}", self.scale)
+        let cal = match &self.calibration {
+            None => "uncalibrated (predicted from datasheets)".to_string(),
+            Some(Calibration::Point(p)) => format!(
+                "calibrated ×{:.3} on {} tok/s at {} running and {} KV tokens",
+                self.scale, p.gen_tok_per_s, p.running, p.kv_tokens
+            ),
+            Some(Calibration::Table(t)) => format!(
+                "calibrated ×{:.3} on the {} points of {} (RMS error {:.1} % after scaling)",
+                self.scale,
+                t.points,
+                t.source,
+                100.0 * t.rms_relative_error
+            ),
+        };
+        let why = match self.choice {
+            RooflineChoice::Asked => "",
+            RooflineChoice::Default => " (the default for a catalog GPU and model)",
         };
         format!(
-            "roofline: {} on {} at TP {}, {:.0} % of bandwidth, {:.0} % of compute, {cal}",
+            "roofline{why}: {} on {} at TP {}, {:.0} % of bandwidth, {:.0} % of compute, {cal}",
             self.model,
             self.gpu,
             self.tensor_parallel,
@@ -495,8 +657,19 @@ mod tests {
         let r = Roofline::new(&gpu, &model, 8, 70_272, RooflineSettings::default());
         let ratio =
             r.decode_breakdown(20, 50_000).total_s / r.decode_breakdown(50, 100_000).total_s;
-        let c = r.calibrated(850.0, 50, 100_000);
-        assert!((50.0 / c.decode_breakdown(50, 100_000).total_s - 850.0).abs() < 1e-6);
+        let point = CalibrationPoint {
+            gen_tok_per_s: 850.0,
+            running: 50,
+            kv_tokens: 100_000,
+            mean_prompt_tokens: 250.0,
+            mean_output_tokens: 4116.0,
+            prefill_chunk_tokens: Some(8192),
+        };
+        let c = r.clone().calibrated(point.clone());
+        assert!((c.logged_gen_tok_per_s(&point) - 850.0).abs() < 1e-6);
+        // The logged rate includes the prefill of the requests replacing the finished ones, so
+        // it is below the pure decode rate.
+        assert!(50.0 / c.decode_breakdown(50, 100_000).total_s > 850.0);
         let ratio_c =
             c.decode_breakdown(20, 50_000).total_s / c.decode_breakdown(50, 100_000).total_s;
         assert!((ratio - ratio_c).abs() < 1e-12);

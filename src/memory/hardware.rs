@@ -1,7 +1,7 @@
 //! `[hardware]` and `[model]`: the GPUs and the model, by catalog name or by their numbers. Both
 //! are optional; they are what derives the KV budget and predicts step times.
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, WeightDtype};
 use crate::settings::{keys, Bad, Values};
 
 const SGLANG: crate::settings::When = crate::settings::When::Engine(&["sglang"], "SGLang");
@@ -27,8 +27,10 @@ KEYS:
     "a model of the catalog (`servesim catalog`)", e.g. r#""llama-3.1-8b""#;
 "model.kv_bytes_per_token" [Integer(1, 1 << 30), Derived("the catalog's, with SGLang's TP rules"), All, "bytes"]
     "KV cache bytes per token per GPU", e.g. "70272";
-"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Derived("the catalog model's parameters, sharded over TP"), All, "GiB"]
-    "weights resident on each GPU", e.g. "72.3";
+"model.weight_gib_per_gpu" [Number(Within(0.0, 1e6)), Derived("the catalog model's parameters in model.weight_dtype, sharded over TP"), All, "GiB"]
+    "weights resident on each GPU (the memory model only: the roofline reads the weights in model.weight_dtype)", e.g. "72.3";
+"model.weight_dtype" [OneOf(&["bf16", "fp8", "int4", "int4-experts"]), Derived("the catalog's released format"), All, ""]
+    "how the served checkpoint stores its weights: drives the weights in memory and the bytes the roofline reads (fp8 also runs the matmuls at the GPU's FP8 rate)", e.g. r#""fp8""#;
 "model.context_len" [Integer(2, 1 << 31), Derived("the catalog's"), All, "tokens"]
     "the model's context length; caps request lengths as SGLang does (min(context − 1, pool − 1))", e.g. "262144";
 }
@@ -100,8 +102,10 @@ impl HardwareSpec {
 pub struct ModelSpec {
     /// Catalog name of the model, if given.
     pub name: Option<String>,
-    /// The catalog entry of `name`.
+    /// The catalog entry of `name`, with its weights in `model.weight_dtype` when given.
     pub entry: Option<crate::catalog::Model>,
+    /// `model.weight_dtype`, when given (the entry's format then is this one).
+    pub weight_dtype: Option<WeightDtype>,
     /// KV bytes per token per GPU, if given.
     pub kv_bytes_per_token: Option<u64>,
     /// Weights resident per GPU (GiB), if given.
@@ -128,15 +132,63 @@ impl ModelSpec {
                 return Err(v.bad("model.name", "is not in the catalog", hint));
             }
         };
+        let weight_dtype = match v.opt::<String>("model.weight_dtype")? {
+            None => None,
+            Some(d) => match WeightDtype::from_name(&d) {
+                Some(d) if entry.is_some() => Some(d),
+                _ => {
+                    let msg = "a weight format needs the model's architecture, and this scenario names no catalog model";
+                    let hint = "set model.name (see `servesim catalog`), or give model.weight_gib_per_gpu alone";
+                    return Err(v.bad("model.weight_dtype", msg, hint));
+                }
+            },
+        };
+        let entry = match (entry, weight_dtype) {
+            (Some(e), Some(d)) => Some(e.with_weight_dtype(d)),
+            (e, _) => e,
+        };
         let context_len = v
             .opt("model.context_len")?
             .or(entry.as_ref().map(|e| u64::from(e.context_len_tokens)));
         Ok(Some(ModelSpec {
             name,
             entry,
+            weight_dtype,
             kv_bytes_per_token: v.opt("model.kv_bytes_per_token")?,
             weight_gib_per_gpu: v.opt("model.weight_gib_per_gpu")?,
             context_len,
         }))
+    }
+}
+
+impl ModelSpec {
+    /// A note when `model.weight_gib_per_gpu` is given beside a catalog model and differs by
+    /// more than a quarter from that model's weights at TP `tp` in its format: the memory model
+    /// then uses the given figure while the roofline reads the format's bytes, so the note names
+    /// the format whose weights come closest to the given figure.
+    pub fn weights_note(&self, tp: u32) -> Option<String> {
+        let (given, entry) = (self.weight_gib_per_gpu?, self.entry.as_ref()?);
+        let gib = |m: &crate::catalog::Model| m.weight_bytes_per_gpu(tp) as f64 / super::GIB;
+        let derived = gib(entry);
+        if derived <= 0.0 || (given / derived - 1.0).abs() <= 0.25 {
+            return None;
+        }
+        let closest = WeightDtype::ALL
+            .into_iter()
+            .map(|d| (d, gib(&entry.with_weight_dtype(d))))
+            .min_by(|a, b| (a.1 - given).abs().total_cmp(&(b.1 - given).abs()))
+            .filter(|(d, _)| *d != entry.weight_dtype);
+        let fix = match closest {
+            Some((d, w)) => format!(
+                "if the served checkpoint is {0} ({w:.1} GiB per GPU), set model.weight_dtype = \"{0}\" so both agree",
+                d.as_str()
+            ),
+            None => "check the figure, or set model.weight_dtype to the served format".into(),
+        };
+        Some(format!(
+            "model.weight_gib_per_gpu = {given} sizes the KV pool, but {} in {} is {derived:.1} GiB per GPU at TP {tp}, and the roofline reads those bytes every step; {fix}",
+            entry.display,
+            entry.weight_dtype.as_str(),
+        ))
     }
 }

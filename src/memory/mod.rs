@@ -3,7 +3,8 @@
 //!
 //! Files: [`hardware`] reads `[hardware]` and `[model]`; [`resolve`] the memory keys of
 //! `[engine]`, where each term of the derivation comes from, and the KV budget; [`sglang`] and
-//! [`vllm`] each engine's derivation.
+//! [`vllm`] each engine's derivation; [`need`] what the engines allocate besides weights and
+//! KV, from the model's shapes.
 //!
 //! # SGLang (`shared/spec/engine-semantics.md` §1)
 //!
@@ -18,12 +19,13 @@
 //! ```
 //!
 //! The rest of the GPU, `(1 − f) · M_pre`, is the slack that must hold what SGLang allocates
-//! outside the static pool: activations of the largest prefill chunk, CUDA graphs, NCCL and
-//! custom all-reduce buffers, the request-to-token table, allocator fragmentation. SGLang does
-//! not measure it: it guesses it when it picks the default fraction
-//! (`arg_groups/memory_hook.py: handle_gpu_memory_settings`). Raising `f` by Δ adds `Δ · M_pre`
-//! to the pool and takes the same amount from the slack — which is why 0.85 → 0.95 is not
-//! "+12 %".
+//! outside the static pool: activations of the largest prefill chunk or eager decode batch,
+//! CUDA graphs, the logits buffer, the request-to-token table. SGLang does not measure it: it
+//! guesses it, ignoring the model, when it picks the default fraction
+//! (`arg_groups/memory_hook.py: handle_gpu_memory_settings`). servesim derives it from the
+//! model and the settings, term by term ([`need`]), and calls a fraction `oom` when the slack
+//! is smaller. Raising `f` by Δ adds `Δ · M_pre` to the pool and takes the same amount from the
+//! slack — which is why 0.85 → 0.95 is not "+12 %".
 //!
 //! # vLLM (§4.1–4.2)
 //!
@@ -36,6 +38,7 @@
 //! ```
 
 pub mod hardware;
+pub mod need;
 pub mod resolve;
 pub mod sglang;
 pub mod vllm;
@@ -43,6 +46,7 @@ pub mod vllm;
 use serde::Serialize;
 
 pub use hardware::{HardwareSpec, ModelSpec};
+pub use need::{ClientLoad, ForwardShapes, SglangNeed, SlackTerms};
 pub use resolve::{
     EngineSources, KvCacheDtype, KvSource, MemorySources, PoolSettings, SglangSources, Source,
     VllmSources,
@@ -100,6 +104,44 @@ impl MemoryModel {
             MemoryDerivation::Sglang(m) => Some(m.verdict),
             MemoryDerivation::Vllm(_) => None,
         }
+    }
+
+    /// A warning when the memory settings are predicted to run out of memory (SGLang: the
+    /// slack is smaller than what must live in it), naming the largest term and the fraction
+    /// that would fit.
+    pub fn oom_warning(&self) -> Option<String> {
+        let MemoryDerivation::Sglang(m) = &self.derivation else {
+            return None;
+        };
+        if m.verdict != Verdict::Oom {
+            return None;
+        }
+        let largest = m.need_terms.as_ref().map_or(String::new(), |t| {
+            let terms = [
+                (
+                    t.activations_gib,
+                    format!("activations for {}", t.activations_for),
+                ),
+                (
+                    t.cuda_graphs_gib,
+                    format!("CUDA graphs ({})", t.cuda_graphs_for),
+                ),
+                (t.req_to_token_gib, "the request-to-token table".to_string()),
+                (t.workspace_gib, "the attention workspace".to_string()),
+                (t.logits_buffer_gib, "the logits buffer".to_string()),
+            ];
+            let (gib, what) = terms
+                .into_iter()
+                .max_by(|a, b| a.0.total_cmp(&b.0))
+                .expect("invariant: five terms");
+            format!(" (the largest: {gib:.2} GiB of {what})")
+        });
+        Some(format!(
+            "the memory settings are predicted to run out of memory: at mem_fraction_static {:.3} the slack is {:.2} GiB per GPU, \
+             but {:.2} GiB must live outside the KV pool{largest}; the largest safe fraction is {:.3} \
+             (`servesim memory` shows every term)",
+            m.inputs.mem_fraction_static, m.slack_gib, m.need_gib, m.largest_safe_fraction
+        ))
     }
 
     /// SGLang's `mem_fraction_static`, given or defaulted (SGLang only).

@@ -6,6 +6,9 @@ use std::fmt;
 
 use serde::ser::{Serialize, Serializer};
 
+use super::need::{
+    vllm_activation_peak_gib, vllm_cuda_graph_gib, ClientLoad, ForwardShapes, SglangNeed,
+};
 use super::{sglang_default_fraction, HeuristicReserve, SglangInputs, SlackNeed, VllmInputs, GIB};
 use super::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
 use crate::catalog::Attention;
@@ -32,12 +35,12 @@ KEYS:
     "the mem_fraction_static the free memory was seen at", e.g. "0.85";
 "engine.gpu_memory_utilization" [Number(Fraction), Num(VLLM_DEFAULT_UTILIZATION), VLLM, ""]
     "vLLM's --gpu-memory-utilization", e.g. "0.9";
-"engine.activation_peak_gib" [Number(MEM), Num(VLLM_DEFAULT_ACTIVATION_GIB), VLLM, "GiB"]
-    "activation peak of vLLM's profiling run, from its startup log (assumed if absent)", e.g. "1.2";
+"engine.activation_peak_gib" [Number(MEM), Derived("from the catalog model: a forward of max_num_batched_tokens tokens or the sampler on max_num_seqs rows, the larger (1.2 without a catalog model)"), VLLM, "GiB"]
+    "activation peak of vLLM's profiling run, from its startup log", e.g. "1.2";
 "engine.non_torch_gib" [Number(MEM), Num(VLLM_DEFAULT_NON_TORCH_GIB), VLLM, "GiB"]
     "non-torch memory (NCCL, cuBLAS), from vLLM's startup log (assumed if absent)", e.g. "0.6";
-"engine.cuda_graph_gib" [Number(MEM), Num(VLLM_DEFAULT_GRAPH_GIB), VLLM, "GiB"]
-    "CUDA-graph memory, from vLLM's startup log (assumed if absent)", e.g. "0.7";
+"engine.cuda_graph_gib" [Number(MEM), Derived("from the catalog model: the largest capture's pool and 8 MiB per graph over vLLM's capture sizes (0.7 without a catalog model)"), VLLM, "GiB"]
+    "CUDA-graph memory, from vLLM's startup log", e.g. "0.7";
 }
 
 /// The KV cache's element type (`engine.kv_cache_dtype`).
@@ -100,17 +103,38 @@ pub enum PoolSettings {
         activation_tokens: u64,
         /// The decode CUDA-graph max batch size.
         graph_max_bs: u32,
+        /// `max_running_requests`, when given (it sizes the request table and the largest
+        /// decode batch).
+        max_running_requests: Option<u64>,
     },
-    /// vLLM: its blocks.
+    /// vLLM: its blocks, and the batch limits its profiling run is sized by.
     Vllm {
         /// `block_size`.
         block_size: u32,
         /// `num_gpu_blocks_override`: total blocks, vLLM's null block 0 included.
         num_gpu_blocks_override: Option<u64>,
+        /// `max_num_seqs`, given or defaulted.
+        max_num_seqs: u32,
+        /// `max_num_batched_tokens`, given or defaulted.
+        max_num_batched_tokens: u32,
     },
 }
 
 impl PoolSettings {
+    /// The most prompt tokens one forward computes: SGLang's chunk (`max_prefill_tokens` with
+    /// chunking off), vLLM's step budget.
+    pub fn prefill_tokens_per_forward(self) -> u64 {
+        match self {
+            PoolSettings::Sglang {
+                activation_tokens, ..
+            } => activation_tokens,
+            PoolSettings::Vllm {
+                max_num_batched_tokens,
+                ..
+            } => u64::from(max_num_batched_tokens),
+        }
+    }
+
     /// The pool's unit: tokens, its name, and the key that sets it.
     fn unit(self) -> (u64, &'static str, &'static str) {
         match self {
@@ -273,9 +297,9 @@ pub fn kv_budget(
 pub const VLLM_DEFAULT_UTILIZATION: f64 = 0.92;
 /// Assumed non-torch memory growth (NCCL, cuBLAS workspaces) when not measured, GiB.
 pub const VLLM_DEFAULT_NON_TORCH_GIB: f64 = 0.6;
-/// Assumed activation peak of vLLM's profiling forward when not measured, GiB.
+/// Assumed activation peak of vLLM's profiling forward when neither measured nor derivable, GiB.
 pub const VLLM_DEFAULT_ACTIVATION_GIB: f64 = 1.2;
-/// Assumed CUDA-graph memory when not measured, GiB.
+/// Assumed CUDA-graph memory when neither measured nor derivable, GiB.
 pub const VLLM_DEFAULT_GRAPH_GIB: f64 = 0.7;
 
 /// The CUDA context and NCCL / custom all-reduce buffers allocated before SGLang measures the
@@ -431,6 +455,7 @@ pub fn read(
     model: Option<&ModelSpec>,
     kv_cache_dtype: KvCacheDtype,
     pool: PoolSettings,
+    load: Option<ClientLoad>,
 ) -> Result<Result<MemoryModel, Missing>, Bad> {
     let mut missing = Vec::new();
     let tp = hw.map_or(1, |h| h.tensor_parallel);
@@ -470,7 +495,14 @@ pub fn read(
     let weights = match (model.and_then(|m| m.weight_gib_per_gpu), entry) {
         (Some(w), _) => Some((w, Source::Key("model.weight_gib_per_gpu"))),
         (None, Some(e)) => {
-            let source = Source::Catalog(format!("{} parameters, sharded over TP {tp}", e.display));
+            let format = match model.and_then(|m| m.weight_dtype) {
+                Some(d) => format!("{} (model.weight_dtype)", d.as_str()),
+                None => format!("{}, as released", e.weight_dtype.as_str()),
+            };
+            let source = Source::Catalog(format!(
+                "{} parameters in {format}, sharded over TP {tp}",
+                e.display
+            ));
             Some((e.weight_bytes_per_gpu(tp) as f64 / GIB, source))
         }
         _ => {
@@ -492,6 +524,7 @@ pub fn read(
             page_size,
             activation_tokens,
             graph_max_bs,
+            max_running_requests,
         } => {
             let gpu_gib = gpu_mib as f64 / 1024.0;
             let (m_pre, memory_before_weights) = match hw.and_then(|h| h.memory_before_weights_gib)
@@ -559,12 +592,29 @@ pub fn read(
                         },
                     )
                 }
-                None => (
-                    SlackNeed::Heuristic(reserve),
-                    Source::EngineDefault(
-                        "SGLang 0.5.23's reservation heuristic (conservative; give engine.observed_free_gib if you measured it)".into(),
+                None => match (entry, model.and_then(|m| m.context_len)) {
+                    (Some(e), Some(context_len_tokens)) => (
+                        SlackNeed::Derived(SglangNeed {
+                            shapes: ForwardShapes::new(e, tp),
+                            prefill_tokens: activation_tokens,
+                            cuda_graph_max_bs: graph_max_bs,
+                            mla,
+                            max_running_requests,
+                            context_len_tokens,
+                            load,
+                        }),
+                        Source::Catalog(format!(
+                            "{}'s shapes and the engine settings, as SGLang 0.5.23 allocates (give engine.observed_free_gib if you measured it)",
+                            e.display
+                        )),
                     ),
-                ),
+                    _ => (
+                        SlackNeed::Heuristic(reserve),
+                        Source::EngineDefault(
+                            "SGLang 0.5.23's reservation heuristic: no catalog model to derive it from (conservative; give engine.observed_free_gib if you measured it)".into(),
+                        ),
+                    ),
+                },
             };
             let memory = SglangInputs {
                 gpu_memory_mib: gpu_mib,
@@ -585,12 +635,29 @@ pub fn read(
                 }),
             )
         }
-        PoolSettings::Vllm { block_size, .. } => {
-            // A measured term given by its key, or servesim's assumption.
-            let pick = |key: &'static str, default: f64| {
-                Ok(match v.opt::<f64>(key)? {
-                    Some(x) => (x, Source::Key(key)),
-                    None => (
+        PoolSettings::Vllm {
+            block_size,
+            max_num_seqs,
+            max_num_batched_tokens,
+            ..
+        } => {
+            // A measured term given by its key; or derived from the catalog model as vLLM's
+            // profiling sizes it; or servesim's assumption.
+            let shapes = entry.map(|e| ForwardShapes::new(e, tp));
+            let pick = |key: &'static str,
+                        default: f64,
+                        derive: fn(&ForwardShapes, u32, u32) -> f64,
+                        how: &str| {
+                Ok(match (v.opt::<f64>(key)?, &shapes, entry) {
+                    (Some(x), ..) => (x, Source::Key(key)),
+                    (None, Some(s), Some(e)) => (
+                        derive(s, max_num_seqs, max_num_batched_tokens),
+                        Source::Catalog(format!(
+                            "{how} of {}, max_num_seqs {max_num_seqs}, max_num_batched_tokens {max_num_batched_tokens} (measure it from vLLM's startup log)",
+                            e.display
+                        )),
+                    ),
+                    _ => (
                         default,
                         Source::Assumption(format!(
                             "assumed {default} (measure it from vLLM's startup log)"
@@ -605,12 +672,27 @@ pub fn read(
                     Source::EngineDefault("vLLM 0.33.0's default".into()),
                 ),
             };
-            let (non_torch_gib, non_torch) =
-                pick("engine.non_torch_gib", VLLM_DEFAULT_NON_TORCH_GIB)?;
-            let (activation_peak_gib, activation_peak) =
-                pick("engine.activation_peak_gib", VLLM_DEFAULT_ACTIVATION_GIB)?;
-            let (cuda_graph_gib, cuda_graphs) =
-                pick("engine.cuda_graph_gib", VLLM_DEFAULT_GRAPH_GIB)?;
+            let (non_torch_gib, non_torch) = match v.opt::<f64>("engine.non_torch_gib")? {
+                Some(x) => (x, Source::Key("engine.non_torch_gib")),
+                None => (
+                    VLLM_DEFAULT_NON_TORCH_GIB,
+                    Source::Assumption(format!(
+                        "assumed {VLLM_DEFAULT_NON_TORCH_GIB} (measure it from vLLM's startup log)"
+                    )),
+                ),
+            };
+            let (activation_peak_gib, activation_peak) = pick(
+                "engine.activation_peak_gib",
+                VLLM_DEFAULT_ACTIVATION_GIB,
+                vllm_activation_peak_gib,
+                "profiling run (profile_run, _dummy_sampler_run)",
+            )?;
+            let (cuda_graph_gib, cuda_graphs) = pick(
+                "engine.cuda_graph_gib",
+                VLLM_DEFAULT_GRAPH_GIB,
+                vllm_cuda_graph_gib,
+                "capture sizes (profile_cudagraph_memory)",
+            )?;
             let memory = VllmInputs {
                 gpu_memory_mib: gpu_mib,
                 gpu_memory_utilization: util,

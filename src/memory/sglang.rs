@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::need::{SglangNeed, SlackTerms};
 use super::{GIB, MIB_PER_GIB};
 
 /// What must fit in SGLang's slack `(1 − f) · M_pre`.
@@ -19,9 +20,12 @@ pub enum SlackNeed {
         /// The fraction it was seen at.
         at_fraction: f64,
     },
-    /// SGLang's own reservation heuristic (0.5.23), which is conservative. SGLang sizes it
-    /// against the GPU's total memory, so part of it — the CUDA context and communication
-    /// buffers — is already in use before the weights load and is not in the slack.
+    /// Derived from the model and the engine settings, term by term ([`super::need`]).
+    Derived(SglangNeed),
+    /// SGLang's own reservation heuristic (0.5.23), when the model's shapes are unknown (no
+    /// catalog model). It ignores the model and is conservative. SGLang sizes it against the
+    /// GPU's total memory, so part of it — the CUDA context and communication buffers — is
+    /// already in use before the weights load and is not in the slack.
     Heuristic(HeuristicReserve),
 }
 
@@ -148,6 +152,8 @@ pub struct SglangMemory {
     pub slack_gib: f64,
     /// What the slack must hold, GiB.
     pub need_gib: f64,
+    /// The terms of the need, when derived from the model.
+    pub need_terms: Option<SlackTerms>,
     /// The verdict.
     pub verdict: Verdict,
     /// Largest fraction that still leaves the `safe` margin.
@@ -162,19 +168,64 @@ fn margin_gib(need: f64) -> f64 {
 }
 
 impl SglangInputs {
-    /// GiB that must live in the slack.
-    pub fn need_gib(&self) -> f64 {
+    /// The KV pool at fraction `f`, tokens: `floor(floor((M_pre · f − W) · 2^30) / cell / page) ·
+    /// page`, 0 when the weights do not fit.
+    fn pool_tokens(&self, f: f64) -> u64 {
+        let rest = self.memory_before_weights_gib * f - self.weight_gib_per_gpu;
+        let page = u64::from(self.page_size_tokens.max(1));
+        if rest > 0.0 && self.kv_bytes_per_token > 0 {
+            let bytes = (rest * GIB).floor() as u64;
+            bytes / self.kv_bytes_per_token / page * page
+        } else {
+            0
+        }
+    }
+
+    /// GiB that must live in the slack at fraction `f` (a derived need depends on the pool
+    /// through SGLang's default `max_running_requests`), and its terms when derived.
+    fn need_at(&self, f: f64) -> (f64, Option<SlackTerms>) {
         match &self.need {
             SlackNeed::Observed {
                 free_gib,
                 at_fraction,
-            } => ((1.0 - at_fraction) * self.memory_before_weights_gib - free_gib).max(0.0),
+            } => (
+                ((1.0 - at_fraction) * self.memory_before_weights_gib - free_gib).max(0.0),
+                None,
+            ),
             SlackNeed::Heuristic(h) => {
                 let before_weights =
                     self.gpu_memory_mib as f64 / MIB_PER_GIB - self.memory_before_weights_gib;
-                (h.total_mib() / MIB_PER_GIB - before_weights.max(0.0)).max(0.0)
+                (
+                    (h.total_mib() / MIB_PER_GIB - before_weights.max(0.0)).max(0.0),
+                    None,
+                )
+            }
+            SlackNeed::Derived(d) => {
+                let terms = d.terms(self.pool_tokens(f));
+                (terms.total_gib(), Some(terms))
             }
         }
+    }
+
+    /// GiB that must live in the slack.
+    pub fn need_gib(&self) -> f64 {
+        self.need_at(self.mem_fraction_static).0
+    }
+
+    /// The largest fraction whose slack holds the need plus `margin(need)`: `1 − (need +
+    /// margin) / M_pre`, iterated because the need moves with the fraction.
+    fn largest_fraction(&self, margin: impl Fn(f64) -> f64) -> f64 {
+        let m = self.memory_before_weights_gib;
+        let mut f = self.mem_fraction_static;
+        for _ in 0..16 {
+            let need = self.need_at(f).0;
+            let next = (1.0 - (need + margin(need)) / m).clamp(0.0, 1.0);
+            if (next - f).abs() < 1e-12 {
+                break;
+            }
+            f = next;
+        }
+        f
     }
 
     /// Derive the pool and the verdict.
@@ -183,15 +234,9 @@ impl SglangInputs {
         let f = self.mem_fraction_static;
         let static_gib = m * f;
         let rest = static_gib - self.weight_gib_per_gpu;
-        let page = u64::from(self.page_size_tokens.max(1));
-        let tokens = if rest > 0.0 && self.kv_bytes_per_token > 0 {
-            let bytes = (rest * GIB).floor() as u64;
-            bytes / self.kv_bytes_per_token / page * page
-        } else {
-            0
-        };
+        let tokens = self.pool_tokens(f);
         let slack = (1.0 - f) * m;
-        let need = self.need_gib();
+        let (need, need_terms) = self.need_at(f);
         let verdict = if slack < need {
             Verdict::Oom
         } else if slack < need + margin_gib(need) {
@@ -206,9 +251,10 @@ impl SglangInputs {
             max_total_num_tokens: tokens,
             slack_gib: slack,
             need_gib: need,
+            need_terms,
             verdict,
-            largest_safe_fraction: (1.0 - (need + margin_gib(need)) / m).clamp(0.0, 1.0),
-            oom_above_fraction: (1.0 - need / m).clamp(0.0, 1.0),
+            largest_safe_fraction: self.largest_fraction(margin_gib),
+            oom_above_fraction: self.largest_fraction(|_| 0.0),
         }
     }
 }

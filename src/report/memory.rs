@@ -101,6 +101,33 @@ fn sglang_table(w: &mut String, src: &MemorySources, own: &SglangSources, s: &Sg
         format!("{:.2} GiB", s.need_gib),
         &own.slack_need,
     );
+    if let Some(t) = &s.need_terms {
+        let terms = [
+            (
+                t.workspace_gib,
+                "constant metadata and attention workspace".to_string(),
+            ),
+            (
+                t.activations_gib,
+                format!("activations: {}", t.activations_for),
+            ),
+            (
+                t.cuda_graphs_gib,
+                format!("CUDA graphs: {}", t.cuda_graphs_for),
+            ),
+            (
+                t.logits_buffer_gib,
+                "the decode graphs' FP32 logits buffer".to_string(),
+            ),
+            (
+                t.req_to_token_gib,
+                format!("request-to-token table: {}", t.req_to_token_for),
+            ),
+        ];
+        for (gib, what) in terms {
+            let _ = writeln!(w, "  {:<36} {:>18}     {gib:.2} GiB {what}", "", "");
+        }
+    }
     if let SlackNeed::Heuristic(h) = &i.need {
         let _ = writeln!(
             w,

@@ -84,6 +84,8 @@ pub struct EngineInfo {
     pub settings: PolicyInfo,
     /// Step-time model.
     pub step_time: String,
+    /// Where the step times come from: given, servesim's made-up defaults, or the roofline.
+    pub step_time_source: &'static str,
 }
 
 /// An engine's own settings in `engine`.
@@ -123,7 +125,8 @@ impl EngineInfo {
         EngineInfo {
             kind: e.kind().as_str(),
             settings,
-            step_time: crate::cost::from_spec(&e.step_time).describe(),
+            step_time: e.step_time.describe(),
+            step_time_source: e.step_time.source(),
         }
     }
 
@@ -445,7 +448,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                     gen_tok_per_s: batch as f64 / breakdown.total_s,
                 })
             }
-            crate::scenario::StepTimeSpec::Linear(_) => None,
+            _ => None,
         },
     }
 }

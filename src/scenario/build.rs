@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::catalog::Catalog;
-use crate::memory::{resolve, KvCacheDtype};
+use crate::memory::{resolve, ClientLoad, KvCacheDtype};
 use crate::scheduler::PolicySpec;
 use crate::settings::{keys, Bad, Values};
 
@@ -40,7 +40,22 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let client = ClientSpec::read(v, workload.as_ref().ok());
     let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
-    let (engine, memory) = engine(v, hardware.as_ref(), model.as_ref(), workload.as_ref().ok())?;
+    let load = match (&workload, &client) {
+        (Ok(w), Ok(c)) => Some(ClientLoad {
+            max_in_flight: c
+                .concurrency()
+                .map_or(w.requests, |n| w.requests.min(u64::from(n))),
+            mean_prompt_tokens: w.mean_lengths().0,
+        }),
+        _ => None,
+    };
+    let (engine, memory) = engine(
+        v,
+        hardware.as_ref(),
+        model.as_ref(),
+        workload.as_ref().ok(),
+        load,
+    )?;
     let workload = workload?;
     let context_len = model.as_ref().and_then(|m| m.context_len);
     let kv = engine.kv_capacity_tokens;
@@ -63,20 +78,23 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     })
 }
 
-/// The engine, in dependency order: the settings its pool depends on, the memory model, the KV
-/// budget, the step-time model, then the engine's own settings for that pool.
+/// The engine, in dependency order: the settings its pool depends on, the memory model (whose
+/// verdict weighs the largest decode batch the client's `load` allows), the KV budget, the
+/// step-time model, then the engine's own settings for that pool.
 fn engine(
     v: &mut dyn Values,
     hardware: Option<&HardwareSpec>,
     model: Option<&ModelSpec>,
     workload: Option<&WorkloadSpec>,
+    load: Option<ClientLoad>,
 ) -> Result<(EngineSpec, Option<MemoryModel>), Bad> {
-    let pool = PolicySpec::pool(v, hardware)?;
+    let pool = PolicySpec::pool(v, hardware, model)?;
     let kv_cache_dtype = KvCacheDtype::read(v)?;
-    let memory = resolve::read(v, hardware, model, kv_cache_dtype, pool)?;
+    let memory = resolve::read(v, hardware, model, kv_cache_dtype, pool, load)?;
     let (kv_capacity_tokens, kv_source) = resolve::kv_budget(v, &memory, pool)?;
     let memory = memory.ok();
-    let step_time = StepTimeSpec::read(v, hardware, model, memory.as_ref(), workload)?;
+    let chunk = pool.prefill_tokens_per_forward();
+    let step_time = StepTimeSpec::read(v, hardware, model, memory.as_ref(), workload, chunk)?;
     let policy = PolicySpec::read(v, hardware, model, kv_capacity_tokens)?;
     let spec = EngineSpec {
         kv_capacity_tokens,

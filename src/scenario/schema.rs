@@ -24,6 +24,7 @@ pub const SECTIONS: &[(&str, &[Key])] = &[
     ("src/cost/mod.rs", cost::KEYS),
     ("src/cost/linear.rs", cost::linear::KEYS),
     ("src/cost/roofline.rs", cost::roofline::KEYS),
+    ("src/cost/table/read.rs", cost::table::read::KEYS),
     ("src/workload/mod.rs", workload::KEYS),
     ("src/workload/client.rs", workload::client::KEYS),
     ("src/workload/overhead.rs", workload::overhead::KEYS),

@@ -77,11 +77,15 @@ pub enum PolicySpec {
 
 impl PolicySpec {
     /// The engine's settings that the KV pool depends on (read before the pool is known).
-    pub fn pool(v: &mut dyn Values, hw: Option<&HardwareSpec>) -> Result<PoolSettings, Bad> {
+    pub fn pool(
+        v: &mut dyn Values,
+        hw: Option<&HardwareSpec>,
+        model: Option<&ModelSpec>,
+    ) -> Result<PoolSettings, Bad> {
         v.has("engine")?;
         match EngineKind::read(v)? {
             EngineKind::Sglang => sglang::settings::SglangSettings::pool(v, hw),
-            EngineKind::Vllm => vllm::settings::VllmSettings::pool(v),
+            EngineKind::Vllm => vllm::settings::VllmSettings::pool(v, hw, model),
         }
     }
 

@@ -209,6 +209,34 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             ],
             2,
         ),
+        (
+            "cli-plan-zero-slo",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--slo-tpot-p99-ms",
+                "0",
+            ],
+            2,
+        ),
+        (
+            "cli-plan-target-rate-without-slo",
+            &[
+                "plan",
+                plan,
+                "--gpus",
+                "h100",
+                "--counts",
+                "8",
+                "--target-rate",
+                "20",
+            ],
+            2,
+        ),
         ("cli-missing-file", &["run", "no-such-scenario.toml"], 2),
         (
             "cli-scenario-is-a-directory",
@@ -425,6 +453,86 @@ fn shards_of_other_sweeps_are_not_merged() {
     // The shards of one sweep still merge.
     let (code, stderr, _) = servesim(dir, &["merge", "a", "b", "--out", "m"]);
     assert_eq!(code, 0, "{stderr}");
+}
+
+/// `servesim calibrate` on logs it cannot use: every case names the file (and line), what is
+/// wrong and how to fix it, with exit code 2.
+#[test]
+fn bad_logs_are_refused_with_their_exact_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let decode = |n: u32| {
+        format!(
+            "[2026-11-20 14:03:{:02}] Decode batch, #running-req: 8, #token: 9000, token usage: 0.02, cuda graph: True, \
+             gen throughput (token/s): 512.00, #queue-req: 0\n",
+            n % 60
+        )
+    };
+    let prefill = "[2026-11-20 14:03:01] Prefill batch, #new-seq: 1, #new-token: 700, #cached-token: 0, token usage: 0.01, \
+                   #running-req: 7, #queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 800.00\n";
+    let files: &[(&str, Vec<u8>)] = &[
+        ("empty.log", b"\n\n".to_vec()),
+        (
+            "binary.log",
+            b"[2026-11-20 14:03:01] Decode batch\x00\x01\x02".to_vec(),
+        ),
+        (
+            "not-a-log.log",
+            b"name = \"a scenario, not a log\"\n[workload]\nrequests = 10\n".to_vec(),
+        ),
+        (
+            "too-few.log",
+            (0..4).map(decode).collect::<String>().into_bytes(),
+        ),
+        ("no-decode.log", prefill.repeat(5).into_bytes()),
+        (
+            "one-batch.log",
+            (0..12)
+                .map(|n| format!("{prefill}{}", decode(n)))
+                .collect::<String>()
+                .into_bytes(),
+        ),
+        (
+            "truncated.log",
+            format!(
+                "{}{}[2026-11-20 14:03:09] Decode batch, #running-req: 8, #token: 90",
+                decode(1),
+                prefill
+            )
+            .into_bytes(),
+        ),
+    ];
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let cases: &[(&str, &[&str])] = &[
+        ("cli-calibrate-empty", &["calibrate", "empty.log"]),
+        ("cli-calibrate-binary", &["calibrate", "binary.log"]),
+        ("cli-calibrate-not-a-log", &["calibrate", "not-a-log.log"]),
+        ("cli-calibrate-too-few-lines", &["calibrate", "too-few.log"]),
+        (
+            "cli-calibrate-no-decode-lines",
+            &["calibrate", "no-decode.log"],
+        ),
+        (
+            "cli-calibrate-truncated-line",
+            &["calibrate", "truncated.log"],
+        ),
+        ("cli-calibrate-missing-file", &["calibrate", "no-such.log"]),
+        (
+            "cli-calibrate-wrong-engine",
+            &["calibrate", "too-few.log", "--engine", "vllm"],
+        ),
+        (
+            "cli-calibrate-table-one-batch-size",
+            &["calibrate", "one-batch.log", "--table", "t.csv"],
+        ),
+    ];
+    for (name, args) in cases {
+        let (code, stderr, stdout) = servesim(dir, args);
+        assert!(stdout.is_empty(), "{name}: printed {stdout}");
+        check_failure(name, code, 2, &stderr);
+    }
 }
 
 #[test]

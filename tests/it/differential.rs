@@ -104,6 +104,26 @@ fn every_scenario_runs_identically_with_both_engines() {
     assert!(vllm.1 > 0.8, "{skipped:?}");
 }
 
+#[test]
+fn a_table_of_step_times_from_a_csv_runs_identically_with_both_engines() {
+    let src = Source::read(&root().join("tests/fixtures/table/table.toml")).unwrap();
+    let sc = sc_mod::load(&src, &["workload.requests=1500".to_string()]).unwrap();
+    assert!(matches!(
+        sc.engine.step_time,
+        sc_mod::StepTimeSpec::Table(_)
+    ));
+    let skipped = assert_same(&sc, "tests/fixtures/table/table.toml");
+    assert!(skipped > 0.5, "the fast engine skipped only {skipped}");
+    // vLLM prices every step as a mixed one.
+    let sets = [
+        "workload.requests=1500".to_string(),
+        "engine.kind=\"vllm\"".to_string(),
+    ];
+    let sc = sc_mod::load(&src, &sets).unwrap();
+    let skipped = assert_same(&sc, "tests/fixtures/table/table.toml under vLLM");
+    assert!(skipped > 0.1, "the fast engine skipped only {skipped}");
+}
+
 fn random_scenario() -> impl Strategy<Value = String> {
     (
         (1_000u64..40_000, 0u32..3, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..200),
@@ -154,6 +174,49 @@ ignore_eos = {eos}
                 req * 10
             )
         })
+}
+
+/// A random scenario priced by an inline table (random axes and times, so that runs cross
+/// KV segments and the table is extended outside its points).
+fn random_table_scenario() -> impl Strategy<Value = String> {
+    (
+        (random_scenario(), proptest::collection::btree_set(1u32..300, 2..5)),
+        (proptest::collection::btree_set(0u32..60_000, 2..5), proptest::collection::vec(1.0f64..40.0, 16)),
+        (1.0f64..30.0, 1.0f64..90.0),
+    )
+        .prop_map(|((text, batch), (kv, times), (p0, p1))| {
+            let (batch, kv): (Vec<u32>, Vec<u32>) = (batch.into_iter().collect(), kv.into_iter().collect());
+            let ms = &times[..batch.len() * kv.len()];
+            let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+            let floats = |v: &[f64]| v.iter().map(|x| format!("{x:.6}")).collect::<Vec<_>>().join(", ");
+            let start = text.find("[engine.step_time]").unwrap();
+            let end = text.find("[workload]").unwrap();
+            let table = format!(
+                "[engine.step_time]\nmodel = \"table\"\ndecode_batch = [{}]\ndecode_kv_tokens = [{}]\ndecode_ms = [{}]\n\
+                 prefill_tokens = [64, 1024]\nprefill_ms = [{p0:.6}, {:.6}]\n",
+                list(&batch),
+                list(&kv),
+                floats(ms),
+                p0 + p1,
+            );
+            format!("{}{table}{}", &text[..start], &text[end..])
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_table_scenarios_run_identically_with_both_engines(text in random_table_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
 }
 
 proptest! {

@@ -1,5 +1,6 @@
 //! servesim's integration tests, in one binary.
 
+mod calibrate;
 mod cli;
 mod compare;
 mod corpus;
@@ -15,10 +16,13 @@ mod lengths_file;
 mod memory;
 mod outputs;
 mod overhead;
+mod plan;
 mod queueing;
 mod scenarios;
 mod schema;
 mod scorecard;
+mod step_time;
+mod table;
 mod trace;
 
 use std::path::PathBuf;

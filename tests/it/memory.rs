@@ -284,3 +284,236 @@ fn a_key_of_the_old_catalog_schema_is_refused_with_its_new_name() {
         "{first}"
     );
 }
+
+/// Llama-3.1-8B or Qwen2.5-32B on one H100 under the same workload, at `fraction` (SGLang's
+/// default when `None`), with `concurrency` requests in flight.
+fn one_h100(
+    model: &str,
+    fraction: Option<f64>,
+    concurrency: u32,
+) -> servesim::memory::SglangMemory {
+    let engine = fraction.map_or(String::new(), |f| format!("mem_fraction_static = {f}"));
+    let text = format!(
+        r#"
+name = "{model} on one H100"
+[hardware]
+gpu = "h100"
+[model]
+name = "{model}"
+[engine]
+{engine}
+[workload]
+requests = 10000
+prompt_tokens = {{ dist = "lognormal", mean = 500, cv = 0.5 }}
+output_tokens = {{ dist = "lognormal", mean = 800, cv = 0.5 }}
+[client]
+concurrency = {concurrency}
+"#
+    );
+    sglang(&scenario(&text))
+}
+
+#[test]
+fn the_slack_need_depends_on_the_model_and_llama_8b_and_qwen_32b_get_different_verdicts() {
+    // Issue 13, item 6: both used to get "tight, largest safe 0.825" at SGLang's default 0.830
+    // from SGLang's heuristic, which ignores the model.
+    let (llama, qwen) = (
+        one_h100("llama-3.1-8b", None, 1024),
+        one_h100("qwen2.5-32b", None, 1024),
+    );
+    // SGLang's own default is not called tight: the slack, 0.17 × 78.65 = 13.37 GiB, holds
+    // about 3.1–3.5 GiB.
+    for m in [&llama, &qwen] {
+        assert!((m.inputs.mem_fraction_static - 0.830).abs() < 1e-12);
+        assert!((m.slack_gib - 13.37).abs() < 0.01, "{}", m.slack_gib);
+        assert_eq!(m.verdict, Verdict::Safe, "{m:?}");
+        assert!(
+            m.largest_safe_fraction > 0.94,
+            "{}",
+            m.largest_safe_fraction
+        );
+    }
+    let (lt, qt) = (
+        llama.need_terms.clone().expect("derived"),
+        qwen.need_terms.clone().expect("derived"),
+    );
+    // Qwen's prefill chunk of 8192 tokens needs 1.42 GiB of activations (hidden 5120, FFN
+    // 27,648), Llama's 0.78 GiB; Llama's 128K context makes its request table 1.00 GiB against
+    // Qwen's 0.25 GiB (32K); and Llama's 50 GiB pool lets the 1,024 requests in flight (822 of
+    // them with these prompts) decode beyond the 256-wide CUDA graphs, with 128,256-wide logits,
+    // while Qwen's 4.7 GiB pool holds about 35 of them.
+    assert!((qt.activations_gib - 8192.0 * 186_368.0 / 1_073_741_824.0).abs() < 1e-9);
+    assert!(qt
+        .activations_for
+        .contains("prefill forward of 8192 tokens"));
+    assert!(
+        lt.activations_for.contains("decode batch of 822 requests"),
+        "{lt:?}"
+    );
+    assert!((lt.req_to_token_gib - 2049.0 * 131_076.0 * 4.0 / 1_073_741_824.0).abs() < 1e-9);
+    assert!((qt.req_to_token_gib - 2049.0 * 32_772.0 * 4.0 / 1_073_741_824.0).abs() < 1e-9);
+    assert!((llama.need_gib - 3.44).abs() < 0.01, "{}", llama.need_gib);
+    assert!((qwen.need_gib - 3.10).abs() < 0.01, "{}", qwen.need_gib);
+    assert!(llama.largest_safe_fraction < qwen.largest_safe_fraction - 0.005);
+    // So the same setting gets different verdicts.
+    let at = |f: f64| {
+        (
+            one_h100("llama-3.1-8b", Some(f), 1024).verdict,
+            one_h100("qwen2.5-32b", Some(f), 1024).verdict,
+        )
+    };
+    assert_eq!(at(0.95), (Verdict::Tight, Verdict::Safe));
+    assert_eq!(at(0.955), (Verdict::Oom, Verdict::Tight));
+    assert_eq!(at(0.97), (Verdict::Oom, Verdict::Oom));
+}
+
+#[test]
+fn the_slack_need_follows_the_engine_settings() {
+    let base = one_h100("llama-3.1-8b", Some(0.85), 64);
+    let setting = |engine: &str| {
+        sglang(&scenario(&with(
+            "gpu = \"h100\"",
+            "name = \"llama-3.1-8b\"",
+            &format!("mem_fraction_static = 0.85\n{engine}"),
+        )))
+    };
+    // A smaller prefill chunk needs fewer activations; fewer CUDA graphs less graph memory; a
+    // lower max_running_requests a smaller request table.
+    let chunk = setting("chunked_prefill_size = 2048");
+    let graphs = setting("cuda_graph_max_bs = 64");
+    let running = setting("max_running_requests = 256");
+    let t = |m: &servesim::memory::SglangMemory| m.need_terms.clone().expect("derived");
+    assert!(t(&chunk).activations_gib < t(&base).activations_gib / 3.0);
+    assert!(t(&graphs).cuda_graphs_gib < t(&base).cuda_graphs_gib);
+    assert!(t(&running).req_to_token_gib < t(&base).req_to_token_gib / 7.0);
+    for m in [&chunk, &graphs, &running] {
+        assert!(m.need_gib < base.need_gib);
+    }
+    // Without a catalog model the shapes are unknown: SGLang's heuristic, said as such.
+    let src = Source {
+        name: "numbers.toml".into(),
+        base_dir: root(),
+        text: with(
+            "gpu = \"h100\"",
+            "kv_bytes_per_token = 131072\nweight_gib_per_gpu = 15.0\ncontext_len = 131072",
+            "mem_fraction_static = 0.85",
+        ),
+    };
+    let sc = sc_mod::load(&src, &[]).unwrap();
+    let m = sglang(&sc);
+    assert!(m.need_terms.is_none());
+    assert!(matches!(
+        m.inputs.need,
+        servesim::memory::SlackNeed::Heuristic(_)
+    ));
+}
+
+#[test]
+fn no_shipped_scenario_is_predicted_to_run_out_of_memory() {
+    // The six teaching scenarios with a derived pool and short-responses.toml were "oom" by
+    // SGLang's heuristic at 0.85 on an H100; by the derived need they are safe.
+    let mut dirs = vec![root().join("scenarios"), root().join("scenarios/teaching")];
+    let mut seen = 0;
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_none_or(|x| x != "toml") {
+                continue;
+            }
+            let sc = sc_mod::load(&Source::read(&p).unwrap(), &[]).unwrap();
+            // vLLM gives no verdict (its memory model says whether it starts).
+            if let Some(v) = sc.memory.as_ref().and_then(|m| m.verdict()) {
+                seen += 1;
+                assert_eq!(v, Verdict::Safe, "{}", p.display());
+            }
+        }
+    }
+    assert!(seen >= 11, "{seen} scenarios with a memory model");
+}
+
+fn servesim(args: &[&str]) -> (bool, String, String) {
+    let out = assert_cmd::Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "0")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn run_explain_sweep_and_check_warn_when_the_settings_are_predicted_to_run_out_of_memory() {
+    let f = "scenarios/teaching/heavy-tail.toml";
+    let high = "engine.mem_fraction_static=0.97";
+    let small = "workload.requests=200";
+    let warning = "warning: the memory settings are predicted to run out of memory: at mem_fraction_static 0.970";
+    for verb in ["run", "explain"] {
+        let (ok, _, stderr) = servesim(&[verb, f, "--set", high, "--set", small]);
+        assert!(ok, "{stderr}");
+        assert!(stderr.contains(warning), "{verb}: {stderr}");
+        assert!(stderr.contains("largest safe fraction is 0.9"), "{stderr}");
+        // At the scenario's own 0.85: no warning.
+        let (_, _, quiet) = servesim(&[verb, f, "--set", small]);
+        assert!(!quiet.contains("warning"), "{verb}: {quiet}");
+    }
+    let (ok, _, stderr) = servesim(&[
+        "sweep",
+        f,
+        "--set",
+        small,
+        "--vary",
+        "engine.mem_fraction_static=0.85,0.97",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stderr.contains("warning: 1 of 2 points are predicted to run out of memory"),
+        "{stderr}"
+    );
+    let (ok, stdout, _) = servesim(&["check", f, "--set", high]);
+    assert!(ok);
+    assert!(stdout.contains("  memory: KV pool"), "{stdout}");
+    assert!(
+        stdout.contains("oom at mem_fraction_static 0.970"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(warning.trim_start_matches("warning: ")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn memory_on_a_pinned_pool_says_the_pin_overrides_the_derivation() {
+    let (ok, stdout, _) = servesim(&["memory", "scenarios/teaching/kv-bound.toml"]);
+    assert!(ok);
+    assert!(
+        stdout.contains(
+            "note: engine.kv_capacity_tokens pins the KV pool at 40,000 tokens: runs use the pin, not the 412,224 tokens derived above"
+        ),
+        "{stdout}"
+    );
+    let (_, json, _) = servesim(&["memory", "scenarios/teaching/kv-bound.toml", "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(j["kv_capacity_tokens"], 40_000);
+    assert_eq!(j["kv_capacity_source"], "given");
+    assert!(j["pin_note"]
+        .as_str()
+        .unwrap()
+        .contains("changes nothing a run sees"));
+    // A derived pool has no such note.
+    let (_, stdout, _) = servesim(&["memory", "scenarios/teaching/concurrency-bound.toml"]);
+    assert!(!stdout.contains("pins the KV pool"), "{stdout}");
+    // `check` says it too.
+    let (_, stdout, _) = servesim(&["check", "scenarios/teaching/kv-bound.toml"]);
+    assert!(
+        stdout.contains(
+            "KV pool 40,000 tokens (given: it overrides the 412,224 derived from memory)"
+        ),
+        "{stdout}"
+    );
+}

@@ -116,6 +116,7 @@ impl MemoryFigure<'_> {
             } => {
                 format!("{free_gib:.2} GiB seen free at f = {}", fraction_label(*f))
             }
+            SlackNeed::Derived(_) => "derived from the model and settings".to_string(),
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),
         };
         let (free, need) = (m.inputs.memory_before_weights_gib, m.need_gib);

@@ -205,6 +205,11 @@ pub struct Sglang {
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
+    /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
+    /// stay, id)` of each running request — a filter that lets
+    /// [`set_aside_finishing`](Self::set_aside_finishing) skip its scan of the batch when no
+    /// request can be finishing by length (entries of past stays are dropped lazily).
+    length_due: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     /// Σ KV tokens held by the decode batch.
     running_kv_tokens: u64,
     /// Running requests by `(context − since_step) mod page` (see the module docs).
@@ -282,6 +287,7 @@ impl Sglang {
             decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
+            length_due: BinaryHeap::new(),
             running_kv_tokens: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
@@ -412,6 +418,8 @@ impl Sglang {
         if schedule_finish {
             self.finish_heap.push(Reverse((finish_step, stay, id)));
         }
+        let max_new = reqs[id].max_new_tokens;
+        self.note_length_due(id, stay, self.decode_step, out, max_new);
         self.running.push(id);
     }
 

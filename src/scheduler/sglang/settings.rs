@@ -1,6 +1,7 @@
 //! SGLang's section of `[engine]`: its flags and environment variables, with SGLang 0.5.23's
 //! defaults (`server_args.py`) and its request limits (`managers/scheduler.py`).
 
+use crate::memory::need::sglang_max_running_requests;
 use crate::memory::{sglang_memory_bucket, HardwareSpec, ModelSpec, PoolSettings};
 use crate::settings::{keys, Bad, Values, When};
 use crate::workload::dist::MAX_TOKENS_PER_REQUEST as MAX_TOKENS;
@@ -149,6 +150,7 @@ impl SglangSettings {
             page_size,
             activation_tokens: u64::from(chunk.unwrap_or(max_prefill_tokens)),
             graph_max_bs: graph_max_bs(v, hw)?,
+            max_running_requests: v.opt("engine.max_running_requests")?,
         })
     }
 
@@ -161,14 +163,11 @@ impl SglangSettings {
     ) -> Result<Self, Bad> {
         // `resolve_max_num_reqs` (`mem_cache/kv_cache_configurator.py`): the user's value, or
         // the estimate from the context length, is capped at half the pool.
-        let estimated = match model.and_then(|m| m.context_len) {
-            Some(ctx) => ((kv_tokens as f64 / ctx as f64 * 512.0) as u64).clamp(2048, 4096),
-            None => 4096,
-        };
-        let max_running_requests = v
-            .opt::<u64>("engine.max_running_requests")?
-            .unwrap_or(estimated)
-            .min((kv_tokens / 2).max(1));
+        let max_running_requests = sglang_max_running_requests(
+            v.opt("engine.max_running_requests")?,
+            kv_tokens,
+            model.and_then(|m| m.context_len),
+        );
         Ok(SglangSettings {
             page_size: v.get("engine.page_size")?,
             max_running_requests: max_running_requests as u32,

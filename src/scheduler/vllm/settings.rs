@@ -78,12 +78,47 @@ fn batch_defaults(hw: Option<&HardwareSpec>) -> (u32, u32) {
     }
 }
 
+/// `(max_num_seqs, max_num_batched_tokens)`: given, or vLLM's defaults for the GPU.
+fn batch_limits(
+    v: &dyn Values,
+    hw: Option<&HardwareSpec>,
+    max_model_len: Option<u64>,
+) -> Result<(u32, u32), Bad> {
+    let (seqs, tokens) = batch_defaults(hw);
+    // Without chunked prefill a whole prompt must fit in one step's budget.
+    let default_tokens = match (
+        v.get::<bool>("engine.enable_chunked_prefill")?,
+        max_model_len,
+    ) {
+        (false, Some(len)) => u64::from(tokens).max(len) as u32,
+        _ => tokens,
+    };
+    Ok((
+        v.opt("engine.max_num_seqs")?.unwrap_or(seqs),
+        v.opt("engine.max_num_batched_tokens")?
+            .unwrap_or(default_tokens),
+    ))
+}
+
+fn max_model_len(v: &dyn Values, model: Option<&ModelSpec>) -> Result<Option<u64>, Bad> {
+    Ok(v.opt("engine.max_model_len")?
+        .or(model.and_then(|m| m.context_len)))
+}
+
 impl VllmSettings {
-    /// What vLLM's KV pool depends on: its blocks.
-    pub fn pool(v: &mut dyn Values) -> Result<PoolSettings, Bad> {
+    /// What vLLM's KV pool depends on: its blocks, and the batch limits its profiling run and
+    /// CUDA graphs are sized by.
+    pub fn pool(
+        v: &mut dyn Values,
+        hw: Option<&HardwareSpec>,
+        model: Option<&ModelSpec>,
+    ) -> Result<PoolSettings, Bad> {
+        let (max_num_seqs, max_num_batched_tokens) = batch_limits(v, hw, max_model_len(v, model)?)?;
         Ok(PoolSettings::Vllm {
             block_size: v.get("engine.block_size")?,
             num_gpu_blocks_override: v.opt("engine.num_gpu_blocks_override")?,
+            max_num_seqs,
+            max_num_batched_tokens,
         })
     }
 
@@ -93,21 +128,12 @@ impl VllmSettings {
         hw: Option<&HardwareSpec>,
         model: Option<&ModelSpec>,
     ) -> Result<Self, Bad> {
-        let (seqs, tokens) = batch_defaults(hw);
         let enable_chunked_prefill = v.get("engine.enable_chunked_prefill")?;
-        let max_model_len = v
-            .opt("engine.max_model_len")?
-            .or(model.and_then(|m| m.context_len));
-        // Without chunked prefill a whole prompt must fit in one step's budget.
-        let default_tokens = match (enable_chunked_prefill, max_model_len) {
-            (false, Some(len)) => u64::from(tokens).max(len) as u32,
-            _ => tokens,
-        };
+        let max_model_len = max_model_len(v, model)?;
+        let (max_num_seqs, max_num_batched_tokens) = batch_limits(v, hw, max_model_len)?;
         Ok(VllmSettings {
-            max_num_seqs: v.opt("engine.max_num_seqs")?.unwrap_or(seqs),
-            max_num_batched_tokens: v
-                .opt("engine.max_num_batched_tokens")?
-                .unwrap_or(default_tokens),
+            max_num_seqs,
+            max_num_batched_tokens,
             enable_chunked_prefill,
             long_prefill_token_threshold: v.get("engine.long_prefill_token_threshold")?,
             block_size: v.get("engine.block_size")?,

@@ -1,0 +1,134 @@
+//! The concurrency that saturates a candidate's server, searched.
+//!
+//! More requests in flight help until the server runs as many as it can at once; past that,
+//! SGLang's admission (which reserves room for the outputs) keeps the batch the same and the
+//! extra requests only wait — but vLLM admits a request when its prompt fits and preempts when
+//! the running ones cannot grow, so too many in flight cost recomputation and throughput
+//! *falls*. Hence a search rather than a formula: from the most a server could run at once
+//! ([`upper_bound`]), a ladder of concurrencies, each `1/√2` of the previous, is run until the
+//! score is well below the best seen ([`GIVE_UP_BELOW`]) or [`MAX_STEPS`] runs; the saturating
+//! concurrency is the smallest tried whose score is within [`TOLERANCE`] of the best.
+
+use crate::engine::{self, RunOptions, SimError};
+use crate::metrics::RunResult;
+use crate::scenario::Scenario;
+
+/// Most runs of the ladder.
+pub const MAX_STEPS: usize = 10;
+/// Scores within this fraction of the best count as the best: the smallest such concurrency
+/// is taken.
+pub const TOLERANCE: f64 = 0.002;
+/// The ladder stops once a score falls below this fraction of the best seen: the server is
+/// short of work there, and smaller concurrencies only do worse.
+pub const GIVE_UP_BELOW: f64 = 0.9;
+
+/// The most requests a server of `sc` could run at once: its slot limit (SGLang's
+/// `max_running_requests`, vLLM's `max_num_seqs`), or as many of the workload's mean prompts as
+/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`), whichever is smaller.
+pub fn at_once(sc: &Scenario) -> u64 {
+    let (prompt, _) = sc.workload.mean_lengths();
+    let fits = (sc.engine.kv_capacity_tokens as f64 / (prompt.max(0.0) + 1.0)) as u64;
+    u64::from(sc.engine.policy.max_running_requests())
+        .min(fits)
+        .max(1)
+}
+
+/// Where the search starts: [`at_once`], but never more than the server's requests.
+pub fn upper_bound(sc: &Scenario) -> u64 {
+    at_once(sc).min(sc.workload.requests).max(1)
+}
+
+/// The concurrencies of the ladder below `upper`: each `⌈previous / √2⌉` (and at least one
+/// less), down to 1.
+pub fn next_below(c: u64) -> Option<u64> {
+    (c > 1).then(|| ((c as f64 / std::f64::consts::SQRT_2).ceil() as u64).min(c - 1))
+}
+
+/// What the search found.
+#[derive(Debug)]
+pub struct Saturation {
+    /// The saturating concurrency.
+    pub concurrency: u64,
+    /// Its run.
+    pub result: RunResult,
+    /// Every concurrency tried, its score and the time its run took, in the order tried.
+    pub tried: Vec<(u64, f64, f64)>,
+}
+
+/// Search from `upper` down: `scenario_at(c)` is the scenario with `c` in flight (or why it
+/// cannot run), `score` what to maximise (higher is better). `Err(reason)` inside when no
+/// concurrency ran to the end.
+pub fn search(
+    upper: u64,
+    scenario_at: impl Fn(u64) -> Result<Scenario, String>,
+    score: impl Fn(&RunResult) -> f64,
+    opts: &RunOptions,
+) -> Result<Result<Saturation, String>, SimError> {
+    let mut runs: Vec<(u64, f64, RunResult)> = Vec::new();
+    let mut first_failure = None;
+    let mut c = upper.max(1);
+    for _ in 0..MAX_STEPS {
+        let run = match scenario_at(c) {
+            Ok(sc) => match engine::run(&sc, opts) {
+                Ok(r) => Ok(r),
+                Err(SimError::Stuck { reason, .. }) => Err(reason),
+                Err(e @ SimError::TimeOverflow { .. }) => Err(e.to_string()),
+                Err(e) => return Err(e),
+            },
+            Err(reason) => Err(reason),
+        };
+        match run {
+            Ok(r) => {
+                let s = score(&r);
+                let best = runs.iter().map(|r| r.1).fold(s, f64::max);
+                runs.push((c, s, r));
+                if s < GIVE_UP_BELOW * best {
+                    break;
+                }
+            }
+            Err(reason) => {
+                first_failure.get_or_insert(reason);
+            }
+        }
+        match next_below(c) {
+            Some(n) => c = n,
+            None => break,
+        }
+    }
+    let Some(best) = runs.iter().map(|r| r.1).reduce(f64::max) else {
+        return Ok(Err(first_failure.unwrap_or_else(|| "nothing ran".into())));
+    };
+    let tried = runs
+        .iter()
+        .map(|(c, s, r)| (*c, *s, r.totals.sim_duration_s))
+        .collect();
+    let (concurrency, _, result) = runs
+        .into_iter()
+        .filter(|r| r.1 >= best * (1.0 - TOLERANCE))
+        .min_by_key(|r| r.0)
+        .expect("invariant: the best run is within the tolerance of itself");
+    Ok(Ok(Saturation {
+        concurrency,
+        result,
+        tried,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ladder_steps_down_by_root_two_to_one() {
+        let mut c = Some(670);
+        let mut ladder = Vec::new();
+        while let Some(x) = c {
+            ladder.push(x);
+            c = next_below(x);
+        }
+        assert_eq!(
+            ladder,
+            [670, 474, 336, 238, 169, 120, 85, 61, 44, 32, 23, 17, 13, 10, 8, 6, 5, 4, 3, 2, 1]
+        );
+    }
+}
