@@ -232,6 +232,7 @@ impl Vllm {
         let mut kv_integral = 0u128;
         let mut next_log = self.stats.next_at();
         let mut seen = None;
+        let mut known_outcome = None;
         let mut plan = RunPlan {
             steps: 0,
             end: now,
@@ -290,8 +291,12 @@ impl Vllm {
             } else {
                 head
             };
+            // What WAITING does stays the same while the head and RUNNING do and the free
+            // blocks only shrink (a memory stop stays one; the other outcomes ignore them).
             let outcome = if preempted > 0 {
                 WaitingOutcome::Nothing
+            } else if let Some(o) = known_outcome {
+                o
             } else {
                 match self.waiting_at(head_now, l as u64, f) {
                     Some(o) => o,
@@ -376,6 +381,7 @@ impl Vllm {
                 pending = None;
             }
             (len, free, kv, head) = (l, f, k, head_now);
+            known_outcome = (preempted == 0).then_some(outcome);
             steps = j;
         }
         if steps == 0 {
