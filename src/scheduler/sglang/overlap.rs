@@ -122,10 +122,10 @@ impl Sglang {
         any
     }
 
-    /// Record when a running request (joining, or with its output count moved) can first be
-    /// set aside by [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at
-    /// which `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop
-    /// sets requests aside.
+    /// Record when a request joining the running batch can first be set aside by
+    /// [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at which
+    /// `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop sets
+    /// requests aside.
     pub(super) fn note_length_due(
         &mut self,
         id: ReqId,
@@ -141,7 +141,7 @@ impl Sglang {
         self.length_due.push(Reverse((due, stay, id)));
         // Entries of past stays leave only when they surface: rebuild now and then so that the
         // heap stays the size of the batch.
-        if self.length_due.len() > 2 * self.running.len() + 64 {
+        if self.length_due.len() > 8 * self.running.len() + 1024 {
             let heap = std::mem::take(&mut self.length_due).into_vec();
             let current = heap
                 .into_iter()
@@ -216,6 +216,8 @@ impl Sglang {
             alloc_since,
             kv_then,
             stay,
+            reserve_bound,
+            ignore_eos,
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -241,10 +243,10 @@ impl Sglang {
                 alloc_since,
                 kv_then,
                 stay,
+                reserve_bound,
+                ignore_eos,
             },
         );
-        let max_new = reqs[it.id].max_new_tokens;
-        self.note_length_due(it.id, stay, since_step, out_then, max_new);
         let target = reqs[it.id].target_output_tokens;
         if out_then >= target {
             self.leave_running(it.id, reqs);
