@@ -17,7 +17,7 @@ pub mod vllm;
 pub use settings::{EngineKind, EngineSpec, PolicySpec};
 
 use crate::cost::StepTimeModel;
-use crate::request::{ReqId, Requests};
+use crate::request::{ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
 
@@ -276,6 +276,14 @@ pub struct Outbox {
     pub finished: Vec<ReqId>,
     /// Output tokens generated (decode steps and first tokens from prefill).
     pub generated_tokens: u64,
+    /// Requests' first output tokens among `generated_tokens` (see [`Outbox::first_token`]).
+    pub first_tokens: u64,
+    /// For the tokens among `generated_tokens` that evicted requests got next: the gap since
+    /// their eviction (see [`Outbox::token_after_eviction`]).
+    pub resumed_gaps: Vec<SimDuration>,
+    /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
+    /// inter-token latencies by them; a single batch ends at the batch's end).
+    pub step_ends: Vec<(SimTime, u64)>,
     /// Decode rounds processed: each gave every request of the running batch one token (a
     /// decode step, or the decode rows of a mixed batch). Requests that got their first token
     /// in the same batch are not part of its round.
@@ -289,8 +297,31 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
+        self.first_tokens = 0;
+        self.resumed_gaps.clear();
+        self.step_ends.clear();
         self.decode_rounds = 0;
         self.log.clear();
+    }
+
+    /// Request `r` gets an output token at `now`: if it is its first, note when, and count it;
+    /// if `r` was evicted since its previous one, note the gap (see
+    /// [`Outbox::token_after_eviction`]).
+    pub fn first_token(&mut self, r: &mut Request, now: SimTime) {
+        if r.first_token_at.is_none() {
+            r.first_token_at = Some(now);
+            self.first_tokens += 1;
+        } else {
+            self.token_after_eviction(r, now);
+        }
+    }
+
+    /// Request `r` gets an output token at `now`: if it was evicted since its previous one,
+    /// the gap since the eviction is this token's inter-token latency.
+    pub fn token_after_eviction(&mut self, r: &mut Request, now: SimTime) {
+        if let Some(at) = r.evicted_at.take() {
+            self.resumed_gaps.push(now - at);
+        }
     }
 }
 

@@ -39,9 +39,11 @@ pub(super) struct RunScratch {
     class: Vec<u32>,
     /// Requests per residue class among the places still in RUNNING.
     classes: Vec<u64>,
-    /// The step (from 1) at which each preempted request was preempted, in preemption order:
-    /// the `k`-th from the tail of RUNNING at the start.
-    preempted_at: Vec<u64>,
+    /// The step (from 1) at which each preempted request was preempted and when that step was
+    /// scheduled, in preemption order: the `k`-th from the tail of RUNNING at the start.
+    preempted_at: Vec<(u64, SimTime)>,
+    /// Each turn's end and the tokens its output gave.
+    ends: Vec<(SimTime, u64)>,
     /// Preemptions of each request not yet reported (they go with its next output).
     old_events: Vec<u32>,
     /// The stats lines due inside the run.
@@ -145,6 +147,7 @@ impl Vllm {
         sc.c0.clear();
         sc.class.clear();
         sc.preempted_at.clear();
+        sc.ends.clear();
         sc.old_events.clear();
         sc.logs.clear();
         let mut prompts = 0u64;
@@ -345,7 +348,7 @@ impl Vllm {
             }
             for tail in l..len {
                 sc.classes[sc.class[tail] as usize] -= 1;
-                sc.preempted_at.push(j);
+                sc.preempted_at.push((j, t));
             }
             if preempted > 0 {
                 plan.eviction_events += 1;
@@ -369,7 +372,9 @@ impl Vllm {
             }
             kv_integral += u128::from((usable - f) * block) * ns;
             // The batch processed this turn: the one before (async) or this one (sync).
-            plan.generated += if asynchronous { prev_len } else { l as u64 };
+            let tokens = if asynchronous { prev_len } else { l as u64 };
+            plan.generated += tokens;
+            sc.ends.push((t, tokens));
             prev_len = l as u64;
             seen = Some((l as u64, queued, (usable - f) * block));
             next_dur = if asynchronous {
@@ -437,10 +442,11 @@ impl Vllm {
             let s = &mut self.seqs[id.0 as usize];
             decoded |= s.output > 0;
             if s.output == 0 {
-                // Its first token comes with the run's first output.
                 prompts += u64::from(s.prompt);
-                reqs[id].first_token_at.get_or_insert(plan.first_end);
             }
+            // Its first token, or its first after a preemption, comes with the run's first
+            // output.
+            out.first_token(&mut reqs[id], plan.first_end);
             s.computed += steps as u32;
             s.output += steps as u32;
             s.blocks = blocks_of(block, u64::from(s.computed)) as u32;
@@ -450,7 +456,7 @@ impl Vllm {
             events += u64::from(std::mem::take(&mut s.preemption_events));
         }
         // The preempted, tail first: each is prepended to WAITING.
-        for (n, &j) in sc.preempted_at.iter().enumerate() {
+        for (n, &(j, at)) in sc.preempted_at.iter().enumerate() {
             let k = sc.c0.len() - 1 - n;
             let id = self.running[k];
             let s = &mut self.seqs[id.0 as usize];
@@ -458,9 +464,22 @@ impl Vllm {
             // and under async the one in flight (the batch of step j − 1), stale.
             let outputs = if asynchronous { j } else { j - 1 };
             decoded |= s.output > 0;
+            let r = &mut reqs[id];
+            if j >= 2 {
+                // Its token of the first turn came while it ran; then it was evicted.
+                out.first_token(r, plan.first_end);
+                r.evicted(at);
+            } else {
+                // Evicted at the first schedule; under async scheduling the batch on the GPU
+                // still gives it a (stale) token: a first one counts, another is an ordinary
+                // token (`output.rs`).
+                r.evicted(at);
+                if asynchronous && s.output == 0 {
+                    out.first_token(r, plan.first_end);
+                }
+            }
             if s.output == 0 && outputs > 0 {
                 prompts += u64::from(s.prompt);
-                reqs[id].first_token_at.get_or_insert(plan.first_end);
             }
             s.output += outputs as u32;
             s.computed = 0;
@@ -525,6 +544,7 @@ impl Vllm {
             plan.events - reported.2,
         );
         out.generated_tokens += plan.generated;
+        out.step_ends.extend_from_slice(&sc.ends);
         out.decode_rounds += steps - u64::from(!decoded);
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
