@@ -373,14 +373,14 @@ impl Simulator<'_> {
     }
 
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation, engine log line or `max_sim_s`.
+    /// event, time-series point, observation or `max_sim_s`; the scheduler prints the lines on
+    /// its own clock that fall inside the run.
     fn fast_forward(&mut self) {
         let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
             .min(self.recorder.next_snapshot_at())
-            .min(self.scheduler.next_log_at().unwrap_or(SimTime::LIMIT))
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
         self.sync_state();
         self.outbox.clear();
@@ -392,6 +392,7 @@ impl Simulator<'_> {
                 skip.end,
                 skip.running,
                 skip.queued,
+                skip.varying,
                 skip.kv_integral,
                 skip.kv_last,
             );

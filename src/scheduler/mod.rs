@@ -386,14 +386,28 @@ pub struct Skip {
     pub steps: u64,
     /// When the last of them ended.
     pub end: SimTime,
-    /// Requests running during the run (constant).
+    /// Requests running at the end of the run (through all of it unless `varying`).
     pub running: u64,
-    /// Requests queued during the run (constant).
+    /// Requests queued at the end of the run (through all of it unless `varying`).
     pub queued: u64,
+    /// The running and queued counts integrated over the run, when they changed inside it
+    /// (vLLM's preemptions); `None` when they were `running` and `queued` throughout.
+    pub varying: Option<StateIntegrals>,
     /// `Σ kv_used × step duration` over the run, ns × tokens.
     pub kv_integral: u128,
     /// KV slots in use during the last step.
     pub kv_last: u64,
+}
+
+/// Time integrals of the server state over a fast-forward run in which it changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateIntegrals {
+    /// `Σ running × segment duration`, ns × requests.
+    pub running: u128,
+    /// `Σ queued × segment duration`, ns × requests.
+    pub queued: u128,
+    /// The time with at least one request queued, ns.
+    pub queue_busy_ns: u128,
 }
 
 /// A serving engine's scheduling policy.
@@ -430,12 +444,15 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction — and that all end before `limit` (the next event, observation
-    /// or time-series point). Their log lines go to `out`. The state afterwards must be exactly
+    /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
+    /// that all end before `limit` (the next event, observation or time-series point). Their
+    /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
+    /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
     /// skips.
     ///
     /// [`start_next`]: Scheduler::start_next
+    /// [`next_log_at`]: Scheduler::next_log_at
     fn skip_decode(
         &mut self,
         _now: SimTime,

@@ -140,6 +140,7 @@ impl Sglang {
             end: now + total,
             running: b + self.prefilling,
             queued: self.waiting.len() as u64,
+            varying: None,
             kv_integral,
             kv_last: s.used_first + b * (n - 1),
         }
