@@ -96,25 +96,31 @@ impl Distribution {
     /// cannot tell apart as one (the result is the same, with fewer histogram updates).
     pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) {
         let high = self.hist.high();
-        let mut run: Option<(u64, u64)> = None;
+        // The run's value, its count, and the values the histogram cannot tell from it (the
+        // bucket's bounds, so that each value costs two comparisons).
+        let mut run: Option<(u64, u64, u64, u64)> = None;
         for (v, n) in values {
-            match run {
-                Some((r, m)) if v <= high && r <= high && self.hist.equivalent(r, v) => {
-                    run = Some((r, m + n));
-                    self.sum_exact += u128::from(v) * u128::from(n);
-                    self.count += n;
-                }
+            self.sum_exact += u128::from(v) * u128::from(n);
+            self.count += n;
+            match run.as_mut() {
+                Some((_, m, lo, hi)) if (*lo..=*hi).contains(&v) => *m += n,
                 _ => {
-                    if let Some((r, m)) = run.take() {
+                    if let Some((r, m, _, _)) = run.take() {
                         self.record_run(r, m);
                     }
-                    run = Some((v, n));
-                    self.sum_exact += u128::from(v) * u128::from(n);
-                    self.count += n;
+                    // Beyond the histogram's range a value is a run of its own.
+                    let (lo, hi) = match v <= high {
+                        true => (
+                            self.hist.lowest_equivalent(v),
+                            self.hist.highest_equivalent(v).min(high),
+                        ),
+                        false => (v, v),
+                    };
+                    run = Some((v, n, lo, hi));
                 }
             }
         }
-        if let Some((r, m)) = run {
+        if let Some((r, m, _, _)) = run {
             self.record_run(r, m);
         }
     }
