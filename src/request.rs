@@ -24,6 +24,17 @@ pub enum Phase {
     Rejected,
 }
 
+/// A prompt prefix that the requests of one group share token for token (a system prompt, a
+/// few-shot template, a tool schema): the first `tokens` tokens of every prompt of the group are
+/// the same; the rest of each prompt is its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct SharedPrefix {
+    /// The group, by its index in the workload's list of groups.
+    pub group: u32,
+    /// Prompt tokens shared (at least 1, at most the prompt).
+    pub tokens: u32,
+}
+
 /// One request.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -37,6 +48,8 @@ pub struct Request {
     pub target_output_tokens: u32,
     /// `ignore_eos`: it runs to `max_new_tokens` whatever it generates.
     pub ignore_eos: bool,
+    /// The prompt prefix it shares with its group, if any.
+    pub prefix: Option<SharedPrefix>,
     /// When the client was ready to send it.
     pub ready_at: SimTime,
     /// When the client sent it.
@@ -57,6 +70,9 @@ pub struct Request {
     pub out_tokens: u32,
     /// Times the engine evicted it from the running batch (SGLang: retracted; vLLM: preempted).
     pub evictions: u32,
+    /// Prompt tokens found in the engine's prefix cache at its first admission (0 without a
+    /// hit, or without a prefix cache).
+    pub cached_tokens: u32,
     /// Lifecycle.
     pub phase: Phase,
 }

@@ -22,6 +22,8 @@ pub enum StreamName {
     Arrivals,
     /// The scheduler's `random` policy shuffles.
     SchedulePolicy,
+    /// Which shared prompt prefix each request uses (and the groups' drawn lengths).
+    PrefixGroups,
     /// The row of a `workload.lengths` file, one draw per request in send order.
     LengthRows,
 }
@@ -33,6 +35,7 @@ impl StreamName {
             StreamName::OutputTokens => "output_tokens",
             StreamName::Arrivals => "arrivals",
             StreamName::SchedulePolicy => "schedule_policy",
+            StreamName::PrefixGroups => "prefix_groups",
             StreamName::LengthRows => "length_rows",
         }
     }
@@ -84,11 +87,12 @@ mod tests {
     use super::*;
     use rand::RngExt;
 
-    const ALL: [StreamName; 4] = [
+    const ALL: [StreamName; 5] = [
         StreamName::PromptTokens,
         StreamName::OutputTokens,
         StreamName::Arrivals,
         StreamName::SchedulePolicy,
+        StreamName::PrefixGroups,
     ];
 
     /// The first values of the prompt-length stream for seed 7.

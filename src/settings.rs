@@ -36,6 +36,12 @@ pub enum Ty {
     Table,
     /// A table whose keys depend on its tag (a length distribution).
     Tagged(&'static Tagged),
+    /// A token count from 1 to the given most, or a length distribution to draw it from.
+    Tokens(&'static Tagged, u64),
+    /// A table of entries the user names (`{ system = { … }, tools = { … } }`).
+    Named(&'static Named),
+    /// One entry of a [`Ty::Named`] table: a table of these keys (paths relative to it).
+    Entry(&'static [Key]),
 }
 
 /// The range of a number.
@@ -131,6 +137,40 @@ pub struct Tagged {
     pub variants: &'static [Variant],
     /// Every parameter (paths relative to the table), the tag included.
     pub params: &'static [Key],
+}
+
+/// A table whose keys are names the user chooses, each naming a table of the same keys: one
+/// entry per prompt-prefix group, say.
+#[derive(Debug)]
+pub struct Named {
+    /// What one entry is, for messages ("prefix group").
+    pub noun: &'static str,
+    /// One entry (its path is a placeholder; its type is [`Ty::Entry`] with the entries' keys).
+    pub entry: Key,
+}
+
+impl Named {
+    /// The keys of each entry (paths relative to the entry).
+    pub fn params(&self) -> &'static [Key] {
+        match self.entry.ty {
+            Ty::Entry(keys) => keys,
+            _ => unreachable!("invariant: a named table's entry is a Ty::Entry"),
+        }
+    }
+
+    /// The README's table of an entry's keys; `head` is the key table's heading.
+    pub fn readme(&self, path: &str, head: &str) -> String {
+        let mut out = format!(
+            "
+Each entry of `{path}` is a {} named by its key, with:
+
+{}",
+            self.noun,
+            head.replacen("key", "key of an entry", 1)
+        );
+        self.params().iter().for_each(|k| out += &k.readme_row());
+        out
+    }
 }
 
 /// One value of a [`Tagged`] table's tag: the parameters it needs and accepts.
@@ -236,6 +276,9 @@ pub trait Values {
     fn missing(&mut self, path: &str, why: &str) -> Bad;
     /// The directory against which the scenario's file names are resolved.
     fn base_dir(&self) -> &Path;
+    /// The names of the entries given in the [`Ty::Named`] table at `path`, in file order
+    /// (only those whose entries passed their checks' first stage: being tables).
+    fn names(&self, path: &str) -> Vec<String>;
     /// The path of a file the scenario names (relative to its directory), remembered as an
     /// input of the scenario (outputs must not replace it).
     fn input(&mut self, file: &str) -> PathBuf;
@@ -392,7 +435,8 @@ impl Ty {
             Ty::Integer(..) | Ty::IntegerOrOff(..) => "an integer",
             Ty::Number(_) => "a number",
             Ty::Numbers(_) => "an array of numbers",
-            Ty::Table | Ty::Tagged(_) => "a table",
+            Ty::Table | Ty::Tagged(_) | Ty::Named(_) | Ty::Entry(_) => "a table",
+            Ty::Tokens(..) => "an integer or a table",
         }
     }
 
@@ -408,6 +452,8 @@ impl Ty {
             Ty::Numbers(r) => format!("array of numbers {}", r.describe()),
             Ty::OneOf(names) => format!("one of {}", quoted(names)),
             Ty::Tagged(t) => t.accepts.into(),
+            Ty::Tokens(t, most) => format!("integer 1 – {most} or {}", t.accepts),
+            Ty::Named(n) => format!("table of {}s, by name", n.noun),
             other => other.expected().trim_start_matches("a ").into(),
         }
     }

@@ -352,6 +352,8 @@ mod tests {
                 kv_integral_token_s: 0.0,
                 queue_busy_s: 0.0,
                 completed_output_tokens: 0,
+                completed_prompt_tokens: 0,
+                completed_cached_tokens: 0,
             });
         }
         out

@@ -174,7 +174,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     warn_rejections(&result);
     if let Some(f) = &files {
         outputs.write(f.summary, json.as_bytes())?;
-        outputs.write(f.timeseries, &timeseries::to_csv(&result))?;
+        outputs.write(
+            f.timeseries,
+            &timeseries::to_csv(&result, sc.workload.shares_prefixes()),
+        )?;
         for (name, bytes) in figures(&sc, &result, &analysis, &f.figures)? {
             interrupt::check()?;
             let id = f
@@ -259,7 +262,12 @@ fn simulate(
     let kind = sc.engine.kind();
     let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
     let mut log = Stream::new(log_file.map(|id| BufWriter::new(outputs.take_writer(id))));
-    let header = requests::header(crate::scheduler::words(kind));
+    let mut header = requests::header(crate::scheduler::words(kind));
+    // A workload that shares prompt prefixes adds the tokens each request found cached.
+    let shares = sc.workload.shares_prefixes();
+    if shares {
+        header.push(requests::CACHED_COLUMN.to_string());
+    }
     let mut csv = Stream::new(None);
     if let Some(id) = csv_file {
         match csv_rows::writer(BufWriter::new(outputs.take_writer(id)), &header) {
@@ -272,8 +280,12 @@ fn simulate(
     };
     let mut csv_sink = |r: &RequestRecord| {
         csv.put(|w| {
-            w.serialize(requests::Row::from(r))
-                .map_err(std::io::Error::other)
+            if shares {
+                w.serialize((requests::Row::from(r), r.cached_tokens))
+            } else {
+                w.serialize(requests::Row::from(r))
+            }
+            .map_err(std::io::Error::other)
         });
     };
     let sinks = Sinks {

@@ -57,6 +57,7 @@ pub fn replay_scenario(base: &Scenario, file: &BenchFile, file_name: &str) -> Sc
             }),
             max_new_tokens: Some(s.output_tokens),
             ignore_eos: Some(true),
+            prefix: None,
         })
         .collect();
     // The trace client sends in file order at non-decreasing times.
@@ -68,9 +69,11 @@ pub fn replay_scenario(base: &Scenario, file: &BenchFile, file_name: &str) -> Sc
             file: file_name.to_string(),
             rows: Arc::from(rows),
             has_arrivals: given.is_some(),
+            groups: Arc::from(Vec::<String>::new()),
         },
         max_new_tokens: None,
         ignore_eos: true,
+        prefix_groups: Vec::new(),
     };
     let concurrency = file.max_concurrency;
     sc.client = match file.arrivals {

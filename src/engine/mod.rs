@@ -20,6 +20,7 @@ use crate::scheduler::{self, LogRecord, Outbox, Scheduler};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
+use crate::workload::prefix::PrefixSampler;
 use crate::workload::{LengthStreams, Lengths};
 use events::{EventKind, EventQueue};
 
@@ -83,6 +84,7 @@ struct Simulator<'s> {
     requests: Requests,
     recorder: Recorder<'s>,
     lengths_rng: LengthStreams,
+    prefixes: Option<PrefixSampler>,
     busy: bool,
     outbox: Outbox,
     stepping: Stepping,
@@ -177,6 +179,7 @@ pub fn run_with_sinks<'s>(
     let scheduler = scheduler::build(
         &scenario.engine,
         scenario.model.as_ref().and_then(|m| m.context_len),
+        scenario.workload.shares_prefixes(),
         cost::from_spec(&scenario.engine.step_time),
         seeds.stream(StreamName::SchedulePolicy),
         opts.keep_log || sinks.log.is_some(),
@@ -224,6 +227,9 @@ pub fn run_with_sinks<'s>(
         requests: Requests::default(),
         recorder,
         lengths_rng: LengthStreams::new(&seeds),
+        prefixes: scenario
+            .workload
+            .prefix_sampler(seeds.stream(StreamName::PrefixGroups)),
         busy: false,
         outbox: Outbox::default(),
         // Per-token times need every decode round's end: no fast-forward then.
@@ -504,7 +510,10 @@ impl Simulator<'_> {
     }
 
     fn send(&mut self, seq: u64, ready_at: SimTime, actions: &mut Vec<ClientAction>) {
-        let d = self.scenario.workload.draw(seq, &mut self.lengths_rng);
+        let d = self
+            .scenario
+            .workload
+            .draw(seq, &mut self.lengths_rng, self.prefixes.as_mut());
         let arrived_at = self.now + self.overhead.to_server();
         let id = self.requests.insert(Request {
             seq,
@@ -512,6 +521,7 @@ impl Simulator<'_> {
             max_new_tokens: d.max_new_tokens,
             target_output_tokens: d.target_output_tokens,
             ignore_eos: d.ignore_eos,
+            prefix: d.prefix,
             ready_at,
             sent_at: self.now,
             arrived_at,
@@ -520,6 +530,7 @@ impl Simulator<'_> {
             evicted_at: None,
             out_tokens: 0,
             evictions: 0,
+            cached_tokens: 0,
             phase: Phase::Waiting,
         });
         self.recorder

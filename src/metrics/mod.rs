@@ -62,6 +62,10 @@ pub struct Sample {
     pub queue_busy_s: f64,
     /// Output tokens of the requests completed so far.
     pub completed_output_tokens: u64,
+    /// Prompt tokens of the requests completed so far.
+    pub completed_prompt_tokens: u64,
+    /// Of them, those their requests found in the prefix cache at their first admission.
+    pub completed_cached_tokens: u64,
 }
 
 /// One answered request, with exact integer times (kept only when asked for).
@@ -87,6 +91,8 @@ pub struct RequestRecord {
     pub done_ns: u64,
     /// Times retracted.
     pub retractions: u32,
+    /// Prompt tokens found in the prefix cache at its first admission.
+    pub cached_tokens: u32,
     /// False if the server refused or aborted it.
     pub completed: bool,
 }

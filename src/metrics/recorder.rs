@@ -125,6 +125,8 @@ pub struct Recorder<'a> {
     generated_tokens: u64,
     output_tokens: u64,
     prompt_tokens: u64,
+    /// Their prompt tokens found in the prefix cache at the first admission.
+    cached_tokens: u64,
     sum_e2e_ns: u128,
     sum_e2e_sq_ns2: u128,
     first_completion: Option<SimTime>,
@@ -213,6 +215,7 @@ impl<'a> Recorder<'a> {
             generated_tokens: 0,
             output_tokens: 0,
             prompt_tokens: 0,
+            cached_tokens: 0,
             sum_e2e_ns: 0,
             sum_e2e_sq_ns2: 0,
             first_completion: None,
@@ -312,6 +315,7 @@ impl<'a> Recorder<'a> {
                 .map(|t| self.overhead.seen_at(t, 1).as_ns()),
             done_ns: now.as_ns(),
             retractions: r.evictions,
+            cached_tokens: r.cached_tokens,
             completed,
         };
         if let Some(sink) = self.request_sink.as_mut() {
@@ -485,6 +489,8 @@ impl<'a> Recorder<'a> {
             kv_integral_token_s: ns_to_s(self.int_kv + dt * u128::from(self.state.kv_used_tokens)),
             queue_busy_s: ns_to_s(self.int_queue_busy + if self.state.queued > 0 { dt } else { 0 }),
             completed_output_tokens: self.output_tokens,
+            completed_prompt_tokens: self.prompt_tokens,
+            completed_cached_tokens: self.cached_tokens,
         }
     }
 
@@ -628,6 +634,7 @@ impl<'a> Recorder<'a> {
         self.sum_e2e_ns += u128::from(e2e.as_ns());
         self.output_tokens += u64::from(r.out_tokens);
         self.prompt_tokens += u64::from(r.prompt_tokens);
+        self.cached_tokens += u64::from(r.cached_tokens);
         self.output_dist.add(f64::from(r.out_tokens));
         self.prompt_dist.add(f64::from(r.prompt_tokens));
         let e2e_ns = u128::from(e2e.as_ns());

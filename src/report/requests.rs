@@ -37,6 +37,10 @@ pub struct Row {
     pub completed: bool,
 }
 
+/// The column a workload that shares prompt prefixes adds after [`Row`]'s: the prompt tokens
+/// the request found in the prefix cache at its first admission.
+pub const CACHED_COLUMN: &str = "cached_tokens";
+
 /// The columns, in the engine's words: the evictions column is `retractions` for SGLang and
 /// `preemptions` for vLLM.
 pub fn header(words: Words) -> Vec<String> {
@@ -96,6 +100,7 @@ mod tests {
             first_token_ns: None,
             done_ns: 2_000_000,
             retractions: 0,
+            cached_tokens: 0,
             completed: false,
         };
         let got = String::from_utf8(csv_rows::rows_to_bytes([Row::from(&r)])).unwrap();

@@ -61,6 +61,9 @@ pub struct Summary {
     /// For the roofline model: one decode step at the window's mean batch and KV (steady or
     /// overloaded; without a window, the whole run's), term by term.
     pub roofline_step: Option<RooflineStep>,
+    /// The prefix cache, for a workload whose prompts share prefixes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCacheOut>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,
     /// How reports speak of the engine (not serialised).
@@ -215,6 +218,27 @@ pub struct TotalsOut {
     pub totals: Totals,
     /// Why the run stopped.
     pub stop_reason: StopReason,
+}
+
+/// `prefix_cache`: what the cache found at the requests' first admissions.
+#[derive(Clone, Debug, Serialize)]
+pub struct PrefixCacheOut {
+    /// Whether the engine's prefix cache is on.
+    pub enabled: bool,
+    /// Requests admitted.
+    pub requests: u64,
+    /// Of them, those that found part of their prompt cached.
+    pub hit_requests: u64,
+    /// `hit_requests ÷ requests`.
+    pub request_hit_rate: f64,
+    /// Their prompt tokens.
+    pub prompt_tokens: u64,
+    /// Of them, those found cached: prefill work and new KV saved.
+    pub cached_tokens: u64,
+    /// `cached_tokens ÷ prompt_tokens`.
+    pub token_hit_rate: f64,
+    /// Tokens evicted from the cache to make room.
+    pub evicted_tokens: u64,
 }
 
 /// `server`.
@@ -604,6 +628,23 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                     .flatten(),
                 latency: LatencyOut::new(&r.steady_latency),
             }),
+        prefix_cache: sc.workload.shares_prefixes().then(|| {
+            let c = &r.counters;
+            let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
+            PrefixCacheOut {
+                enabled: match &e.policy {
+                    PolicySpec::Sglang(s) => !s.disable_radix_cache,
+                    PolicySpec::Vllm(v) => v.enable_prefix_caching,
+                },
+                requests: c.first_admissions,
+                hit_requests: c.cache_hit_requests,
+                request_hit_rate: ratio(c.cache_hit_requests, c.first_admissions),
+                prompt_tokens: c.first_admission_prompt_tokens,
+                cached_tokens: c.cached_prompt_tokens,
+                token_hit_rate: ratio(c.cached_prompt_tokens, c.first_admission_prompt_tokens),
+                evicted_tokens: c.cache_evicted_tokens,
+            }
+        }),
         overhead: overhead(sc, r),
         simplifications: scheduler::simplifications(e.kind())
             .iter()
@@ -611,7 +652,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
                 scheduler::NO_OFF_GPU_TIME if !sc.overhead.is_zero() => {
                     scheduler::FIXED_OFF_GPU_TIME
                 }
-                x => x,
+                x => scheduler::for_prefixes(e.kind(), x, sc.workload.shares_prefixes()),
             })
             .collect(),
         words: scheduler::words(e.kind()),

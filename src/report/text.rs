@@ -450,6 +450,21 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         ),
         n_of(t.decode_steps, s.words.decode_step, s.words.decode_steps),
     );
+    if let Some(c) = &s.prefix_cache {
+        let _ = writeln!(
+            w,
+            "Prefix cache ({}): {} of {} prompt tokens found cached at admission ({:.1} %), \
+             {} of {} requests hit ({:.1} %); {} tokens evicted",
+            if c.enabled { "on" } else { "off" },
+            thousands(c.cached_tokens),
+            thousands(c.prompt_tokens),
+            100.0 * c.token_hit_rate,
+            thousands(c.hit_requests),
+            thousands(c.requests),
+            100.0 * c.request_hit_rate,
+            thousands(c.evicted_tokens),
+        );
+    }
     let _ = writeln!(w);
     let _ = writeln!(w, "Simplified (see the README):");
     for x in &s.simplifications {

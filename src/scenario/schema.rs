@@ -26,6 +26,7 @@ pub const SECTIONS: &[(&str, &[Key])] = &[
     ("src/cost/roofline.rs", cost::roofline::KEYS),
     ("src/cost/table/read.rs", cost::table::read::KEYS),
     ("src/workload/mod.rs", workload::KEYS),
+    ("src/workload/prefix.rs", workload::prefix::KEYS),
     ("src/workload/client.rs", workload::client::KEYS),
     ("src/workload/overhead.rs", workload::overhead::KEYS),
 ];
@@ -43,28 +44,45 @@ pub fn key(path: &str) -> Option<&'static Key> {
     keys().find(|k| k.path == path).or_else(|| {
         let (table, leaf) = path.rsplit_once('.')?;
         match key(table)?.ty {
-            Ty::Tagged(t) => t.param(leaf),
+            Ty::Tagged(t) | Ty::Tokens(t, _) => t.param(leaf),
+            Ty::Named(n) => Some(&n.entry),
+            Ty::Entry(keys) => keys.iter().find(|k| k.path == leaf),
             _ => None,
         }
     })
 }
 
-/// The README's key reference: one table per section (naming the file that declares it), then
-/// the tagged tables (length distributions) and their parameters.
+/// The README's key reference: one table per section (naming the file that declares it), each
+/// followed by the keys of its named tables' entries, then the tagged tables (length
+/// distributions) and their parameters.
 pub fn readme() -> String {
     let head = "| key | accepts | default | for | meaning | example |\n|---|---|---|---|---|---|\n";
     let mut out = String::new();
     let mut tagged: Vec<&Tagged> = Vec::new();
+    let mut note = |t: &'static Tagged| {
+        if !tagged.iter().any(|s| s.tag == t.tag) {
+            tagged.push(t);
+        }
+    };
     for (file, keys) in SECTIONS {
         out += &format!("\n`{file}`:\n\n{head}");
+        let mut named = String::new();
         for k in keys.iter() {
             out += &k.readme_row();
-            if let Ty::Tagged(t) = k.ty {
-                if !tagged.iter().any(|s| s.tag == t.tag) {
-                    tagged.push(t);
+            match k.ty {
+                Ty::Tagged(t) | Ty::Tokens(t, _) => note(t),
+                Ty::Named(n) => {
+                    named += &n.readme(k.path, head);
+                    n.params().iter().for_each(|p| {
+                        if let Ty::Tagged(t) | Ty::Tokens(t, _) = p.ty {
+                            note(t)
+                        }
+                    });
                 }
+                _ => {}
             }
         }
+        out += &named;
     }
     tagged.iter().for_each(|t| out += &t.readme(head));
     out.trim_start().to_string()

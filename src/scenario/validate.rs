@@ -40,6 +40,8 @@ pub(super) struct Reader<'s> {
     problems: Vec<Problem>,
     slots: HashMap<String, Slot>,
     unknown: Vec<Unknown>,
+    /// The entry names of each named table, in file order.
+    names: HashMap<String, Vec<String>>,
     inputs: Vec<PathBuf>,
 }
 
@@ -110,6 +112,10 @@ impl Values for Reader<'_> {
         &self.source.base_dir
     }
 
+    fn names(&self, path: &str) -> Vec<String> {
+        self.names.get(path).cloned().unwrap_or_default()
+    }
+
     fn input(&mut self, file: &str) -> PathBuf {
         let path = self.source.base_dir.join(file);
         self.inputs.push(path.clone());
@@ -150,6 +156,7 @@ impl<'s> Reader<'s> {
             problems: Vec::new(),
             slots: HashMap::new(),
             unknown: Vec::new(),
+            names: HashMap::new(),
             inputs: Vec::new(),
         };
         let mut root = match tree::parse(&source.text) {
@@ -328,14 +335,49 @@ impl<'s> Reader<'s> {
             (Ty::Tagged(tagged), Value::Table(t)) => {
                 return self.tagged(path, tagged, t).then_some(Val::Table)
             }
+            (Ty::Tokens(tagged, _), Value::Table(t)) => {
+                return self.tagged(path, tagged, t).then_some(Val::Table)
+            }
+            (Ty::Tokens(_, most), Value::Int(_) | Value::Float(_)) => match integer(v, 1, most) {
+                Ok(i) => return Some(Val::Int(i)),
+                Err(m) => m,
+            },
+            (Ty::Named(named), Value::Table(t)) => {
+                let mut names = Vec::new();
+                for (name, _, node) in &t.entries {
+                    let entry = join(path, name);
+                    if self.check(&entry, &named.entry, node).is_some() {
+                        names.push(name.clone());
+                    }
+                }
+                self.names.insert(path.to_string(), names);
+                return Some(Val::Table);
+            }
+            (Ty::Entry(keys), Value::Table(t)) => {
+                let known: Vec<&Key> = keys.iter().collect();
+                self.entries(path, t, &known);
+                let absent: Vec<&Key> = keys
+                    .iter()
+                    .filter(|k| k.required() && t.get(k.path).is_none())
+                    .collect();
+                for k in &absent {
+                    self.missing(&join(path, k.path), "");
+                }
+                return absent.is_empty().then_some(Val::Table);
+            }
             _ => format!("expected {}, found {}", key.ty.expected(), v.type_name()),
         };
         let hint = match key.ty {
             Ty::Text | Ty::OneOf(_) => "put the value in double quotes".into(),
             Ty::Bool => "write true or false, without quotes".into(),
-            Ty::Table | Ty::Tagged(_) => {
+            Ty::Table | Ty::Tagged(_) | Ty::Named(_) | Ty::Entry(_) => {
                 format!("write it as a [{path}] section or an inline table {{ … }}")
             }
+            Ty::Tokens(t, _) => format!(
+                "a token count, e.g. {} = 2000, or a {}, e.g. {{ dist = \"uniform\", min = 500, max = 2000 }}",
+                key.leaf(),
+                t.accepts
+            ),
             _ => key.hint(),
         };
         self.report(path, None, message, hint);

@@ -24,21 +24,26 @@ use crate::time::{SimDuration, SimTime};
 /// The scheduler for an engine's settings: the one place where a policy's settings become a
 /// policy. `context_len` is the model's, if known; `rng` is the "schedule_policy" stream;
 /// `verbose_log` keeps the per-batch lines (prefill batches, evictions) besides the periodic
-/// statistics lines that carry the server's view.
+/// statistics lines that carry the server's view; `shares_prefixes`: the workload's prompts share
+/// prefixes (a prefix cache then keeps them).
 pub fn build(
     engine: &EngineSpec,
     context_len: Option<u64>,
+    shares_prefixes: bool,
     cost: Box<dyn StepTimeModel>,
     rng: Stream,
     verbose_log: bool,
 ) -> Box<dyn Scheduler> {
     match &engine.policy {
         PolicySpec::Sglang(settings) => {
-            let mut s = sglang::Sglang::new(engine, settings, context_len, cost, rng);
+            let mut s =
+                sglang::Sglang::new(engine, settings, context_len, shares_prefixes, cost, rng);
             s.set_verbose_log(verbose_log);
             Box::new(s)
         }
-        PolicySpec::Vllm(settings) => Box::new(vllm::Vllm::new(engine, settings, cost)),
+        PolicySpec::Vllm(settings) => {
+            Box::new(vllm::Vllm::new(engine, settings, shares_prefixes, cost))
+        }
     }
 }
 
@@ -100,6 +105,8 @@ pub struct Words {
     pub memory_fraction: &'static str,
     /// Its key, with a sweep range to try.
     pub memory_fraction_sweep: &'static str,
+    /// The sweep axis that runs a workload with the engine's prefix cache on and off.
+    pub prefix_cache_sweep: &'static str,
     /// How admission decides that the next request does not fit (a sentence in parentheses).
     pub admission_rule: &'static str,
 }
@@ -125,6 +132,20 @@ pub fn simplifications(kind: EngineKind) -> &'static [&'static str] {
     match kind {
         EngineKind::Sglang => sglang::SIMPLIFICATIONS,
         EngineKind::Vllm => vllm::SIMPLIFICATIONS,
+    }
+}
+
+/// An engine's simplification `x` as a report states it for a workload that does
+/// (`shares_prefixes`) or does not share prompt prefixes.
+pub fn for_prefixes(kind: EngineKind, x: &'static str, shares_prefixes: bool) -> &'static str {
+    let (without, with) = match kind {
+        EngineKind::Sglang => (sglang::NO_PREFIXES, sglang::WITH_PREFIXES),
+        EngineKind::Vllm => (vllm::NO_PREFIXES, vllm::WITH_PREFIXES),
+    };
+    if shares_prefixes && x == without {
+        with
+    } else {
+        x
     }
 }
 
@@ -346,6 +367,16 @@ pub struct SchedulerCounters {
     /// Decode steps taken by fast-forward rather than one by one (never in reports: results
     /// must not depend on it).
     pub fast_forwarded_steps: u64,
+    /// Requests admitted for the first time.
+    pub first_admissions: u64,
+    /// Their prompt tokens.
+    pub first_admission_prompt_tokens: u64,
+    /// Of those, the tokens found in the prefix cache.
+    pub cached_prompt_tokens: u64,
+    /// Requests that found at least one token cached at their first admission.
+    pub cache_hit_requests: u64,
+    /// Tokens evicted from the prefix cache.
+    pub cache_evicted_tokens: u64,
 }
 
 /// A run of decode steps that [`Scheduler::skip_decode`] took at once.

@@ -118,6 +118,9 @@ pub struct Row {
     pub retractions: u64,
     /// Completed requests.
     pub requests_completed: u64,
+    /// Prompt tokens found in the prefix cache at first admissions ÷ their prompt tokens (0
+    /// when nothing is shared).
+    pub cached_token_share: f64,
 }
 
 /// A point that could not be simulated.
@@ -239,6 +242,14 @@ fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis
         mean_token_usage: window.map(|w| w.mean_token_usage),
         retractions: r.totals.retractions,
         requests_completed: r.totals.requests_completed,
+        cached_token_share: {
+            let c = &r.counters;
+            if c.first_admission_prompt_tokens > 0 {
+                c.cached_prompt_tokens as f64 / c.first_admission_prompt_tokens as f64
+            } else {
+                0.0
+            }
+        },
     }
 }
 
@@ -270,6 +281,7 @@ struct CsvMetrics<'a> {
     mean_token_usage: Option<Fixed<4>>,
     retractions: u64,
     requests_completed: u64,
+    cached_token_share: Fixed<4>,
     point: usize,
 }
 
@@ -301,6 +313,7 @@ impl Row {
             mean_token_usage: self.mean_token_usage.map(Fixed),
             retractions: self.retractions,
             requests_completed: self.requests_completed,
+            cached_token_share: Fixed(self.cached_token_share),
             point: self.point,
         };
         (values, metrics)
@@ -570,6 +583,7 @@ mod tests {
             mean_token_usage: Some(0.5),
             retractions: 0,
             requests_completed: 10,
+            cached_token_share: 0.0,
         }
     }
 

@@ -5,13 +5,16 @@ pub mod client;
 pub mod datafile;
 pub mod dist;
 pub mod overhead;
+pub mod prefix;
 pub mod rows;
 pub mod trace;
 
 use std::sync::Arc;
 
+use crate::request::SharedPrefix;
 use crate::settings::{keys, Bad, Values};
 use dist::{LengthDist, LENGTHS, MAX_TOKENS_PER_REQUEST as MAX_TOKENS};
+use prefix::{PrefixGroup, PrefixSampler};
 use trace::TraceRow;
 
 /// The most requests one scenario may send (10⁹): far beyond any real job, small enough that a
@@ -25,7 +28,7 @@ KEYS:
 "workload.requests" [Integer(1, MAX_REQUESTS), Unless("workload.trace", "its row count"), All, ""]
     "requests the client sends in all", e.g. "20000";
 "workload.trace" [Text, Absent("none"), All, ""]
-    "a file of requests sent in its order (relative to the scenario; CSV with a header, or JSON Lines): prompt_tokens, output_tokens, and optionally arrival_s, max_new_tokens, ignore_eos", e.g. r#""trace.csv""#;
+    "a file of requests sent in its order (relative to the scenario; CSV with a header, or JSON Lines): prompt_tokens, output_tokens, and optionally arrival_s, max_new_tokens, ignore_eos, prefix_group, prefix_tokens", e.g. r#""trace.csv""#;
 "workload.lengths" [Table, Absent("none"), Without(&["workload.trace"]), ""]
     "whole rows of a file, each request one row drawn at random (prompt with its own output): CSV, JSON Lines, or ShareGPT .json with per-turn token counts", e.g. r#"{ file = "lengths.csv", prompt = "prompt_tokens", output = "output_tokens" }"#;
 "workload.lengths.file" [Text, Required, All, ""]
@@ -56,6 +59,8 @@ pub struct WorkloadSpec {
     pub max_new_tokens: Option<u32>,
     /// `ignore_eos`: every request runs to its `max_new_tokens` (a trace's rows may say).
     pub ignore_eos: bool,
+    /// `workload.prefix_groups` (empty without it; a trace's groups are in its rows).
+    pub prefix_groups: Vec<PrefixGroup>,
 }
 
 /// Where each request's prompt and output lengths come from.
@@ -83,6 +88,8 @@ pub enum Lengths {
         rows: Arc<[TraceRow]>,
         /// Whether the file gives `arrival_s` (every row then has one).
         has_arrivals: bool,
+        /// The names of its prefix groups (`prefix_group`), in order of first appearance.
+        groups: Arc<[String]>,
     },
 }
 
@@ -120,6 +127,9 @@ pub struct Drawn {
     pub target_output_tokens: u32,
     /// Whether it ignores EOS.
     pub ignore_eos: bool,
+    /// The prompt prefix it shares with its group (a trace row's; sampled workloads draw theirs
+    /// with a [`PrefixSampler`]).
+    pub prefix: Option<SharedPrefix>,
 }
 
 impl WorkloadSpec {
@@ -150,6 +160,7 @@ impl WorkloadSpec {
                     file,
                     rows,
                     has_arrivals,
+                    groups,
                 },
                 n,
             ) => {
@@ -161,6 +172,7 @@ impl WorkloadSpec {
                         file,
                         rows,
                         has_arrivals,
+                        groups,
                     },
                 )
             }
@@ -172,7 +184,34 @@ impl WorkloadSpec {
             lengths: requests.1,
             max_new_tokens: v.opt("workload.max_new_tokens")?,
             ignore_eos: v.get("workload.ignore_eos")?,
+            prefix_groups: prefix::read(v)?,
         })
+    }
+
+    /// Whether requests share prompt prefixes: the scenario declares prefix groups, or its trace
+    /// has a `prefix_group` column naming at least one.
+    pub fn shares_prefixes(&self) -> bool {
+        !self.group_names().is_empty()
+    }
+
+    /// The prefix groups' names (a trace's in order of first appearance).
+    pub fn group_names(&self) -> Vec<String> {
+        match &self.lengths {
+            Lengths::Trace { groups, .. } => groups.to_vec(),
+            Lengths::Sampled { .. } | Lengths::Rows { .. } => {
+                self.prefix_groups.iter().map(|g| g.name.clone()).collect()
+            }
+        }
+    }
+
+    /// The sampler of the groups' prefixes, for a sampled workload that declares groups.
+    pub fn prefix_sampler(&self, rng: crate::rng::Stream) -> Option<PrefixSampler> {
+        match &self.lengths {
+            Lengths::Sampled { .. } | Lengths::Rows { .. } if !self.prefix_groups.is_empty() => {
+                Some(PrefixSampler::new(&self.prefix_groups, rng))
+            }
+            _ => None,
+        }
     }
 
     /// Request `seq`'s lengths: drawn from the distributions (with the prompt and output
@@ -182,34 +221,48 @@ impl WorkloadSpec {
     /// sampled length capped by `max_new_tokens` (`sglang.bench_serving`, `vllm bench serve`);
     /// a trace row asks for its own `max_new_tokens` if it has one, else the same. Without, it
     /// asks for `max_new_tokens` (or nothing) and stops at its output length.
-    pub fn draw(&self, seq: u64, rngs: &mut LengthStreams) -> Drawn {
+    ///
+    /// A sampled request (or a row drawn from a lengths file) that `prefixes` puts in a group
+    /// gets the group's prefix before its own prompt; a trace row has its own.
+    pub fn draw(
+        &self,
+        seq: u64,
+        rngs: &mut LengthStreams,
+        prefixes: Option<&mut PrefixSampler>,
+    ) -> Drawn {
         let LengthStreams {
             prompt: prompt_rng,
             output: output_rng,
             rows: rows_rng,
         } = rngs;
-        let (prompt_tokens, natural, own_max, ignore_eos) = match &self.lengths {
+        let (prompt_tokens, natural, own_max, ignore_eos, prefix) = match &self.lengths {
             Lengths::Sampled {
                 prompt_tokens,
                 output_tokens,
             } => {
-                let prompt = prompt_tokens.sample(prompt_rng);
-                (
-                    prompt,
-                    output_tokens.sample(output_rng),
-                    None,
-                    self.ignore_eos,
-                )
+                let own = prompt_tokens.sample(prompt_rng);
+                let natural = output_tokens.sample(output_rng);
+                let prefix = prefixes.and_then(PrefixSampler::draw);
+                let shared = prefix.map_or(0, |p| p.tokens);
+                (own + shared, natural, None, self.ignore_eos, prefix)
             }
             Lengths::Rows { rows, .. } => {
                 use rand::RngExt;
                 let (p, o) = rows[rows_rng.random_range(0..rows.len())];
-                (p, o, None, self.ignore_eos)
+                let prefix = prefixes.and_then(PrefixSampler::draw);
+                let shared = prefix.map_or(0, |p| p.tokens);
+                (p + shared, o, None, self.ignore_eos, prefix)
             }
             Lengths::Trace { rows, .. } => {
                 let r = rows[seq as usize];
                 let eos = r.ignore_eos.unwrap_or(self.ignore_eos);
-                (r.prompt_tokens, r.output_tokens, r.max_new_tokens, eos)
+                (
+                    r.prompt_tokens,
+                    r.output_tokens,
+                    r.max_new_tokens,
+                    eos,
+                    r.prefix,
+                )
             }
         };
         let asked = own_max.or(self.max_new_tokens).unwrap_or(u32::MAX);
@@ -223,6 +276,7 @@ impl WorkloadSpec {
             max_new_tokens,
             target_output_tokens,
             ignore_eos,
+            prefix,
         }
     }
 
@@ -238,6 +292,7 @@ impl WorkloadSpec {
     /// The smallest prompt the workload can send.
     pub fn smallest_prompt(&self) -> u32 {
         match &self.lengths {
+            // The groups' shares add up to at most 1: some request may be ungrouped.
             Lengths::Sampled { prompt_tokens, .. } => prompt_tokens.smallest(),
             Lengths::Trace { rows, .. } => rows.iter().map(|r| r.prompt_tokens).min().unwrap_or(1),
             Lengths::Rows { rows, .. } => rows.iter().map(|r| r.0).min().unwrap_or(1),
@@ -246,11 +301,20 @@ impl WorkloadSpec {
 
     /// The mean prompt and output lengths before any clamp (for estimates and reports).
     pub fn mean_lengths(&self) -> (f64, f64) {
+        // A sampled request's group prefix comes before its own prompt (a trace's rows have it).
+        let shared: f64 = self
+            .prefix_groups
+            .iter()
+            .map(|g| g.share * g.tokens.mean())
+            .sum();
         match &self.lengths {
             Lengths::Sampled {
                 prompt_tokens,
                 output_tokens,
-            } => (prompt_tokens.nominal_mean(), output_tokens.nominal_mean()),
+            } => (
+                prompt_tokens.nominal_mean() + shared,
+                output_tokens.nominal_mean(),
+            ),
             Lengths::Trace { rows, .. } => {
                 let n = rows.len().max(1) as f64;
                 let sum =
@@ -260,7 +324,10 @@ impl WorkloadSpec {
             Lengths::Rows { rows, .. } => {
                 let n = rows.len().max(1) as f64;
                 let p = rows.iter().map(|r| f64::from(r.0)).sum::<f64>();
-                (p / n, rows.iter().map(|r| f64::from(r.1)).sum::<f64>() / n)
+                (
+                    p / n + shared,
+                    rows.iter().map(|r| f64::from(r.1)).sum::<f64>() / n,
+                )
             }
         }
     }
@@ -327,6 +394,7 @@ fn read_trace(v: &mut dyn Values, file: String) -> Result<Lengths, Bad> {
             file,
             rows: t.rows.into(),
             has_arrivals: t.has_arrivals,
+            groups: t.groups.into(),
         }),
         Err(errors) => {
             for e in errors {

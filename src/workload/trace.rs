@@ -2,14 +2,17 @@
 //!
 //! Columns (CSV header or JSON Lines keys): `prompt_tokens` and `output_tokens` (required), and
 //! optionally `arrival_s` (when the request is sent, for `client.mode = "trace"`),
-//! `max_new_tokens` (what it asks for) and `ignore_eos`. A row keeps its pairing: a prompt is
-//! sent with its own output length.
+//! `max_new_tokens` (what it asks for), `ignore_eos`, and the shared prompt prefixes
+//! `prefix_group` (empty: none) and `prefix_tokens` (the prompt tokens every request of the group
+//! shares, the same on each of its rows, at most the row's prompt; empty or 0 without a group).
+//! A row keeps its pairing: a prompt is sent with its own output length.
 
 use std::path::Path;
 
 use super::datafile::{self, At, Cell, DataError, Format};
 use super::dist::MAX_TOKENS_PER_REQUEST;
 use crate::diagnostic::did_you_mean;
+use crate::request::SharedPrefix;
 use crate::time::SimTime;
 
 /// The columns servesim reads.
@@ -19,6 +22,8 @@ pub const COLUMNS: &[&str] = &[
     "arrival_s",
     "max_new_tokens",
     "ignore_eos",
+    "prefix_group",
+    "prefix_tokens",
 ];
 
 /// The latest arrival accepted (one year), as for every simulated time a scenario gives.
@@ -40,6 +45,8 @@ pub struct TraceRow {
     pub max_new_tokens: Option<u32>,
     /// `ignore_eos`; `None` to use the workload's.
     pub ignore_eos: Option<bool>,
+    /// The prompt prefix it shares with its group (`group` indexes [`Trace::groups`]).
+    pub prefix: Option<SharedPrefix>,
 }
 
 /// A trace read from a file.
@@ -47,6 +54,8 @@ pub struct TraceRow {
 pub struct Trace {
     /// The rows, in file (= send) order.
     pub rows: Vec<TraceRow>,
+    /// The prefix groups' names, in order of first appearance (empty without `prefix_group`).
+    pub groups: Vec<String>,
     /// Whether the file gives `arrival_s` (every row then has one).
     pub has_arrivals: bool,
     /// Columns of the file that servesim does not read.
@@ -164,6 +173,7 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
         col("output_tokens").unwrap_or(0),
     );
     let (arrival, max_new, eos) = (col("arrival_s"), col("max_new_tokens"), col("ignore_eos"));
+    let mut groups = Groups::new(col("prefix_group"), col("prefix_tokens"), csv);
     if table.rows.is_empty() {
         return Err(vec![DataError {
             at: None,
@@ -192,6 +202,7 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
             arrival: None,
             max_new_tokens: None,
             ignore_eos: None,
+            prefix: None,
         };
         let mut ok = true;
         for (i, name, slot) in [
@@ -276,6 +287,13 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
                 }
             }
         }
+        match groups.row(*at, cells, row.prompt_tokens) {
+            Ok(prefix) => row.prefix = prefix,
+            Err(e) => {
+                ok = false;
+                push(e, &mut errors);
+            }
+        }
         if ok {
             rows.push(row);
         }
@@ -293,9 +311,107 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
     }
     Ok(Trace {
         rows,
+        groups: groups.names,
         has_arrivals: arrival.is_some(),
         ignored_columns,
     })
+}
+
+/// The `prefix_group` / `prefix_tokens` columns: each group's name, its prefix length and the line
+/// that first gave it.
+struct Groups {
+    group: Option<usize>,
+    tokens: Option<usize>,
+    csv: bool,
+    names: Vec<String>,
+    first: Vec<(u32, u64)>,
+}
+
+impl Groups {
+    fn new(group: Option<usize>, tokens: Option<usize>, csv: bool) -> Self {
+        Groups {
+            group,
+            tokens,
+            csv,
+            names: Vec::new(),
+            first: Vec::new(),
+        }
+    }
+
+    /// The shared prefix of one row (`prompt` tokens long; 0 when that cell was bad).
+    fn row(
+        &mut self,
+        at: At,
+        cells: &[Cell],
+        prompt: u32,
+    ) -> Result<Option<SharedPrefix>, DataError> {
+        let cell_at = |i: usize| At {
+            line: at.line,
+            field: self.csv.then_some(i + 1),
+        };
+        let name = match self.group.map(|i| &cells[i]) {
+            None | Some(Cell::Empty) => None,
+            Some(Cell::Text(s)) if s.trim().is_empty() => None,
+            Some(Cell::Text(s)) => Some(s.trim().to_string()),
+            Some(Cell::Number(x)) => Some(format!("{x}")),
+            Some(Cell::Bool(b)) => Some(b.to_string()),
+        };
+        let tokens = match self.tokens {
+            None => None,
+            Some(i) => match &cells[i] {
+                Cell::Number(x) if *x == 0.0 => None,
+                other => tokens(other, cell_at(i), "prefix_tokens")?,
+            },
+        };
+        let at_tokens = self.tokens.map_or(at, cell_at);
+        match (name, tokens) {
+            (None, None) => Ok(None),
+            (None, Some(n)) => Err(bad(
+                at_tokens,
+                "prefix_tokens",
+                format!("{n} without a prefix_group"),
+                "name the group whose prefix these tokens are, or leave prefix_tokens empty",
+            )),
+            (Some(g), None) => Err(bad(
+                at_tokens,
+                "prefix_tokens",
+                format!("is missing for prefix_group {g:?}"),
+                "give the prompt tokens the group shares (the same on every row of the group)",
+            )),
+            (Some(_), Some(n)) if prompt > 0 && n > prompt => Err(bad(
+                at_tokens,
+                "prefix_tokens",
+                format!("{n} is more than the row's {prompt} prompt tokens"),
+                "prompt_tokens counts the whole prompt, the shared prefix included",
+            )),
+            (Some(g), Some(n)) => {
+                let group = match self.names.iter().position(|x| *x == g) {
+                    Some(i) => i,
+                    None => {
+                        self.names.push(g);
+                        self.first.push((n, at.line));
+                        self.names.len() - 1
+                    }
+                };
+                let (want, line) = self.first[group];
+                if n != want {
+                    return Err(bad(
+                        at_tokens,
+                        "prefix_tokens",
+                        format!(
+                            "{n} differs from the {want} that line {line} gives for prefix_group {:?}",
+                            self.names[group]
+                        ),
+                        "every row of a group shares the same prefix: give it the same prefix_tokens",
+                    ));
+                }
+                Ok(Some(SharedPrefix {
+                    group: group as u32,
+                    tokens: n,
+                }))
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -352,6 +468,54 @@ mod tests {
             ]
         );
         assert!(errs[2].message.contains("earlier than the row before"));
+    }
+
+    #[test]
+    fn prefix_groups_are_numbered_in_order_of_appearance() {
+        let t = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,prefix_group,prefix_tokens\n\
+             500,5,sys,300\n40,5,,\n400,5,tools,64\n300,5,sys,300\n20,5,,0\n",
+        )
+        .unwrap();
+        assert_eq!(t.groups, vec!["sys".to_string(), "tools".to_string()]);
+        let got: Vec<Option<(u32, u32)>> = t
+            .rows
+            .iter()
+            .map(|r| r.prefix.map(|p| (p.group, p.tokens)))
+            .collect();
+        assert_eq!(
+            got,
+            vec![Some((0, 300)), None, Some((1, 64)), Some((0, 300)), None]
+        );
+    }
+
+    #[test]
+    fn inconsistent_prefix_rows_are_reported_with_their_line() {
+        let errs = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,prefix_group,prefix_tokens\n\
+             500,5,sys,300\n400,5,sys,200\n100,5,tools,\n100,5,,50\n100,5,big,101\n",
+        )
+        .unwrap_err();
+        let got: Vec<(u64, Option<usize>)> = errs
+            .iter()
+            .map(|e| (e.at.unwrap().line, e.at.unwrap().field))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(3, Some(4)), (4, Some(4)), (5, Some(4)), (6, Some(4))]
+        );
+        assert!(errs[0]
+            .message
+            .contains("differs from the 300 that line 2 gives"));
+        assert!(errs[1]
+            .message
+            .contains("missing for prefix_group \"tools\""));
+        assert!(errs[2].message.contains("without a prefix_group"));
+        assert!(errs[3]
+            .message
+            .contains("more than the row's 100 prompt tokens"));
     }
 
     #[test]

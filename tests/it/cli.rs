@@ -641,3 +641,42 @@ fn plan_refuses_more_servers_than_requests() {
         )
         .stdout(predicate::str::is_match(r"(?m)^ h100 +64 +64 +1 +\d+ ").unwrap());
 }
+
+/// A workload that shares prompt prefixes adds `cached_tokens` to the requests CSV and two
+/// cumulative columns to `timeseries.csv`.
+#[test]
+fn a_prefix_workload_adds_the_cache_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("requests.csv");
+    let out = dir.path().join("out");
+    servesim()
+        .args([
+            "run",
+            "scenarios/teaching/system-prompt.toml",
+            "--set",
+            "workload.requests=200",
+            "--no-plots",
+            "--out",
+        ])
+        .arg(&out)
+        .arg("--requests-csv")
+        .arg(&csv)
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header = text.lines().next().unwrap();
+    assert!(header.ends_with(",completed,cached_tokens"), "{header}");
+    // Every request but those of the first prefill batch finds the 2,000-token prompt.
+    let hits = text
+        .lines()
+        .skip(1)
+        .filter(|l| l.ends_with(",2000"))
+        .count();
+    assert!(hits >= 180, "{hits} hits");
+    let ts = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    assert!(ts
+        .lines()
+        .next()
+        .unwrap()
+        .ends_with(",completed_prompt_tokens,completed_cached_tokens"));
+}

@@ -21,7 +21,7 @@ fn outputs(sets: &[&str]) -> (String, Vec<u8>, String) {
     let s = summary::summarize(&sc, &r, &a);
     (
         summary::to_json(&s),
-        timeseries::to_csv(&r),
+        timeseries::to_csv(&r, sc.workload.shares_prefixes()),
         server_log::render(sc.engine.kind(), &r.log, 8),
     )
 }

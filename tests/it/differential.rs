@@ -33,7 +33,7 @@ fn outputs(sc: &Scenario, stepping: Stepping) -> Outputs {
     let s = summary::summarize(sc, &r, &a);
     (
         summary::to_json(&s),
-        timeseries::to_csv(&r),
+        timeseries::to_csv(&r, sc.workload.shares_prefixes()),
         server_log::render(sc.engine.kind(), &r.log, 8),
         r.requests,
         r.counters.fast_forwarded_steps,
@@ -102,6 +102,85 @@ fn every_scenario_runs_identically_with_both_engines() {
         100.0 * vllm.1
     );
     assert!(vllm.1 > 0.8, "{skipped:?}");
+}
+
+/// The golden cases with shared prefixes (trace-driven, the radix cache on), both ways.
+#[test]
+fn golden_prefix_cases_run_identically_with_both_engines() {
+    let dir = root().join("tests/fixtures/golden/sglang");
+    let mut n = 0;
+    let mut skipped = 0.0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !p
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("prefix-")
+        {
+            continue;
+        }
+        let src = Source::read(&p.join("scenario.toml")).unwrap();
+        let sc = sc_mod::load(&src, &[]).unwrap();
+        skipped += assert_same(&sc, &p.display().to_string());
+        n += 1;
+    }
+    assert!(n >= 6, "only {n} prefix cases");
+    assert!(skipped > 0.0, "the fast engine skipped nothing");
+}
+
+/// Workloads whose requests share prefixes, with the radix cache on or off.
+fn random_prefix_scenario() -> impl Strategy<Value = String> {
+    (
+        (4_000u64..40_000, 0u32..5, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..64),
+        (1u32..400, 1u32..600, 0u32..2, any::<u64>()),
+        (1u32..3000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4),
+        (1u32..30, any::<(bool, bool, bool, bool)>()),
+    )
+        .prop_map(|((kv, policy, page, conc), (pmax, omax, client, seed), (p1, s1, p2, s2), (req, (no_overlap, mixed, no_radix, eos)))| {
+            let kv = kv.max(u64::from(pmax + p1.max(p2 + 100)) + 4096 + 16);
+            let policy = ["fcfs", "lof", "random", "lpm", "dfs-weight"][policy as usize];
+            let client = match client {
+                0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
+                _ => "mode = \"poisson\"\nrate_per_s = 8.0".to_string(),
+            };
+            format!(
+                r#"
+name = "diff-prefix"
+seed = {seed}
+[run]
+observe_at_s = [1.5, 7.0]
+window_s = 5
+timeseries_interval_s = 0.5
+[engine]
+kv_capacity_tokens = {kv}
+page_size = {page}
+schedule_policy = "{policy}"
+decode_log_interval = 7
+disable_overlap_schedule = {no_overlap}
+enable_mixed_chunk = {mixed}
+disable_radix_cache = {no_radix}
+chunked_prefill_size = 2048
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 0.3
+decode_per_kv_token_ns = 20.0
+prefill_base_ms = 3.0
+prefill_per_token_us = 20.0
+[workload]
+requests = {}
+prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
+output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
+max_new_tokens = 2000
+ignore_eos = {eos}
+prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = {{ dist = "uniform", min = 100, max = {} }}, share = {s2} }} }}
+[client]
+{client}
+"#,
+                req * 10,
+                p2 + 100
+            )
+        })
 }
 
 #[test]
@@ -233,6 +312,18 @@ proptest! {
         prop_assert!(fast.1 == slow.1, "time series differs");
         prop_assert_eq!(fast.2, slow.2);
     }
+
+    #[test]
+    fn random_prefix_scenarios_run_identically_with_both_engines(text in random_prefix_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
 }
 
 #[test]
@@ -242,7 +333,7 @@ fn vllms_golden_cases_run_identically_with_both_engines() {
     let mut shares = Vec::new();
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path().join("scenario.toml");
-        if !p.exists() || p.to_string_lossy().contains("/prefix-") {
+        if !p.exists() {
             continue;
         }
         let sc = sc_mod::load(&Source::read(&p).unwrap(), &[]).unwrap();
@@ -256,7 +347,7 @@ fn vllms_golden_cases_run_identically_with_both_engines() {
         shares.push((name.clone(), assert_same(&sc, &name)));
     }
     eprintln!("{shares:?}");
-    assert!(shares.len() >= 8, "{shares:?}");
+    assert!(shares.len() >= 12, "{shares:?}");
     let sync = shares
         .iter()
         .find(|(n, _)| n == "max-num-seqs-binding")
@@ -269,18 +360,39 @@ fn vllms_golden_cases_run_identically_with_both_engines() {
 }
 
 fn random_vllm_scenario() -> impl Strategy<Value = String> {
+    random_vllm_scenario_with(false)
+}
+
+/// Workloads whose requests share prefixes, vLLM's prefix caching on or off.
+fn random_vllm_prefix_scenario() -> impl Strategy<Value = String> {
+    random_vllm_scenario_with(true)
+}
+
+fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
     (
         (40u64..3_000, prop_oneof![Just(16u32), Just(1), Just(7)], 1u32..64, 1u32..4096),
         (1u32..1500, 1u32..600, any::<bool>(), 0u32..3, 1u32..60),
         (any::<bool>(), any::<bool>(), any::<bool>(), prop_oneof![Just(0u32), 1u32..300]),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
         (1u32..40, any::<u64>()),
+        ((1u32..2000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4), any::<bool>()),
     )
         .prop_map(
-            |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed))| {
+            move |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed), ((p1, s1, p2, s2), caching))| {
+                // Prompts: their own part and at most the longest prefix.
+                let shared = if prefixes { p1.max(p2 + 100) } else { 0 };
+                let pmax_all = pmax + shared;
                 // The pool and the step budget hold at least one whole request.
-                let blocks = blocks.max(u64::from((pmax + 3000).div_ceil(block)) + 2);
-                let batched = if chunked { batched } else { batched.max(pmax + 3000) };
+                let blocks = blocks.max(u64::from((pmax_all + 3000).div_ceil(block)) + 2);
+                let batched = if chunked { batched } else { batched.max(pmax_all + 3000) };
+                let (caching, groups) = if prefixes {
+                    (
+                        format!("enable_prefix_caching = {caching}"),
+                        format!("prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = {{ dist = \"uniform\", min = 100, max = {} }}, share = {s2} }} }}", p2 + 100),
+                    )
+                } else {
+                    (String::new(), String::new())
+                };
                 let client = match client {
                     0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
                     1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
@@ -305,6 +417,7 @@ enable_chunked_prefill = {chunked}
 long_prefill_token_threshold = {threshold}
 scheduler_reserve_full_isl = {full}
 async_scheduling = {asynchronous}
+{caching}
 [engine.step_time]
 decode_base_ms = {db}
 decode_per_seq_ms = {ds}
@@ -316,10 +429,11 @@ prompt_tokens = {{ dist = "uniform", min = 1, max = {pmax} }}
 output_tokens = {{ dist = "lognormal", mean = {omax}, cv = 0.8 }}
 max_new_tokens = 3000
 ignore_eos = {eos}
+{groups}
 [client]
 {client}
 "#,
-                    pmax + 3000,
+                    pmax_all + 3000,
                     req * 10
                 )
             },
@@ -331,6 +445,23 @@ proptest! {
 
     #[test]
     fn random_vllm_scenarios_run_identically_with_both_engines(text in random_vllm_scenario()) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+}
+
+proptest! {
+    // Step by step with a block pool is the slow path of the debug build: fewer cases.
+    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_vllm_prefix_scenarios_run_identically_with_both_engines(text in random_vllm_prefix_scenario()) {
         let sc = crate::scenario(&text);
         let fast = outputs(&sc, Stepping::FastForward);
         let slow = outputs(&sc, Stepping::StepByStep);

@@ -85,7 +85,7 @@ fn every_sentence_of_every_teaching_scenario_holds_for_its_run() {
             })
             .collect();
     teaching.sort();
-    assert_eq!(teaching.len(), 7, "{teaching:?}");
+    assert_eq!(teaching.len(), 8, "{teaching:?}");
     // The other regimes, from the same scenarios: the lesson of littles-law.toml past the
     // server's capacity, and a first try with no more requests than concurrency.
     teaching.push((
@@ -362,4 +362,52 @@ fn explain_out_writes_a_self_contained_html_handout() {
         page.contains("<h2>The scenario</h2>") && page.contains("with --set client.concurrency=32")
     );
     assert!(page.contains("kv_capacity_tokens = 20000"));
+}
+
+/// With shared prefixes, explain says what the cache bought (or that it is off), in the engine's
+/// own keys.
+#[test]
+fn explain_tells_what_the_prefix_cache_bought() {
+    let path = root().join("scenarios/teaching/system-prompt.toml");
+    let load = |set: &[&str]| {
+        let sets: Vec<String> = set.iter().map(|s| s.to_string()).collect();
+        sc_mod::load(&Source::read(&path).unwrap(), &sets).unwrap()
+    };
+    let mut on = load(&[]);
+    on.workload.requests = 400;
+    let (text, s) = explain_of(&on, Some("sp.toml"), &[], Format::Text);
+    let c = s.prefix_cache.expect("the workload shares prefixes");
+    assert!(c.enabled && c.cached_tokens > 0);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("What the prefix cache bought"), "{text}");
+    assert!(
+        text.contains("vary engine.disable_radix_cache=false,true in a sweep"),
+        "{text}"
+    );
+    let mut off = load(&["engine.disable_radix_cache=true"]);
+    off.workload.requests = 400;
+    let (text, s) = explain_of(&off, None, &[], Format::Text);
+    assert!(!s.prefix_cache.unwrap().enabled);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(text.contains("the engine's prefix cache is off"), "{text}");
+    let mut vllm = load(&["engine.kind=\"vllm\"", "engine.enable_prefix_caching=false"]);
+    vllm.workload.requests = 400;
+    let (text, _) = explain_of(&vllm, None, &[], Format::Text);
+    let text = text
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        text.contains("engine.enable_prefix_caching=true,false"),
+        "{text}"
+    );
 }

@@ -129,6 +129,30 @@ impl<'a> Check<'a> {
             ),
             (r"^Take it as a rough figure: (.*)\.$", Check::rough),
             (
+                r"^What the prefix cache bought: ([\d,]+) of the ([\d,]+) prompt tokens \((\d+) %\) were found cached when their requests were first admitted, and ([\d,]+) of ([\d,]+) requests hit\.$",
+                Check::cache_bought,
+            ),
+            (
+                r"^Those tokens needed no prefill and no new KV: shorter prefill steps, a lower time to first token, and room in the pool for more requests at once\.$",
+                Check::cache_on,
+            ),
+            (
+                r"^The cache evicted ([\d,]+) tokens to make room\.$",
+                Check::cache_evicted,
+            ),
+            (
+                r"^Without the cache every prompt is prefilled whole: to compare, vary (\S+) in a sweep\.$",
+                Check::cache_sweep,
+            ),
+            (
+                r"^The requests share prompt prefixes but the engine's prefix cache is off: each of the ([\d,]+) prompt tokens was prefilled and held once per request\.$",
+                Check::cache_off,
+            ),
+            (
+                r"^To see what the cache would save, vary (\S+) in a sweep\.$",
+                Check::cache_sweep,
+            ),
+            (
                 r"^So at t = DUR the lifetime figure is (\d+) % of the steady rate — (far below it|about half of it|below it|within 5 % of it|above it)\.$",
                 Check::ratio,
             ),
@@ -399,6 +423,43 @@ impl<'a> Check<'a> {
             other => panic!("interval shown and computed disagree: {other:?}"),
         }
         close("output tok/s", num(&c[4]), w.span.output_tok_per_s);
+    }
+
+    fn cache(&self) -> &'a servesim::report::summary::PrefixCacheOut {
+        self.s
+            .prefix_cache
+            .as_ref()
+            .expect("a workload that shares prefixes")
+    }
+
+    fn cache_bought(&mut self, c: &Captures) {
+        let p = self.cache();
+        let n = |i: usize| c[i].replace(',', "").parse::<u64>().unwrap();
+        assert!(p.enabled);
+        assert_eq!(
+            (n(1), n(2), n(4), n(5)),
+            (p.cached_tokens, p.prompt_tokens, p.hit_requests, p.requests)
+        );
+        assert_eq!(n(3), (100.0 * p.token_hit_rate).round() as u64);
+    }
+
+    fn cache_on(&mut self, _: &Captures) {
+        assert!(self.cache().enabled && self.cache().cached_tokens > 0);
+    }
+
+    fn cache_evicted(&mut self, c: &Captures) {
+        let n = c[1].replace(',', "").parse::<u64>().unwrap();
+        assert_eq!(n, self.cache().evicted_tokens);
+    }
+
+    fn cache_sweep(&mut self, c: &Captures) {
+        assert_eq!(&c[1], self.s.words.prefix_cache_sweep);
+    }
+
+    fn cache_off(&mut self, c: &Captures) {
+        let n = c[1].replace(',', "").parse::<u64>().unwrap();
+        assert!(!self.cache().enabled);
+        assert_eq!(n, self.cache().prompt_tokens);
     }
 
     fn rough(&mut self, c: &Captures) {

@@ -1,7 +1,8 @@
 //! Golden traces: workloads run through the engines' own scheduler code (SGLang 0.5.23, vLLM
 //! 0.33.0, driven on a CPU by `scripts/golden/`), replayed through servesim and compared request
 //! by request — first token and finish within 1 ms (far below one step, so any different
-//! decision shows), and the same number of evictions (retractions / preemptions).
+//! decision shows), the same number of evictions (retractions / preemptions), and, where the
+//! oracle recorded them, the same prompt tokens found cached at the first admission.
 //!
 //! Each case is a directory of `tests/fixtures/golden/<engine>/`: `scenario.toml` (the case as a
 //! servesim scenario, replaying `workload.csv`) and the oracle's `requests.csv`.
@@ -26,6 +27,8 @@ struct Expected {
     first_token_s: Option<f64>,
     finish_s: Option<f64>,
     evictions: u32,
+    /// Prompt tokens found cached at the first admission, where the oracle recorded them.
+    cached_tokens: Option<u32>,
 }
 
 fn cases(engine: &str) -> Vec<PathBuf> {
@@ -49,6 +52,7 @@ fn expected(dir: &Path) -> BTreeMap<u64, Expected> {
     let first = col("first_token").unwrap();
     let finish = col("finish").unwrap();
     let evictions = col("retractions").or(col("num_preemptions")).unwrap();
+    let cached = col("cached_tokens").or(col("num_cached_tokens"));
     let time = |s: &str| (!s.is_empty()).then(|| s.parse::<f64>().unwrap());
     reader
         .records()
@@ -60,6 +64,7 @@ fn expected(dir: &Path) -> BTreeMap<u64, Expected> {
                     first_token_s: time(&r[first]),
                     finish_s: time(&r[finish]),
                     evictions: r[evictions].parse().unwrap_or(0),
+                    cached_tokens: cached.and_then(|c| r[c].parse().ok()),
                 },
             )
         })
@@ -103,11 +108,16 @@ fn differences(dir: &Path) -> Vec<String> {
         let finish_ok = close(want_finish, got_finish);
         let evictions_ok =
             want_finish.is_none() || rec.is_some_and(|q| q.retractions == want.evictions);
-        if !(first_ok && finish_ok && evictions_ok) {
+        let got_cached = rec.map(|q| q.cached_tokens);
+        let cached_ok = want_finish.is_none()
+            || want.cached_tokens.is_none()
+            || want.cached_tokens == got_cached;
+        if !(first_ok && finish_ok && evictions_ok && cached_ok) {
             out.push(format!(
-                "request {id}: first token {want_first:?} vs {got_first:?}, finish {want_finish:?} vs {got_finish:?}, evictions {} vs {:?}",
+                "request {id}: first token {want_first:?} vs {got_first:?}, finish {want_finish:?} vs {got_finish:?}, evictions {} vs {:?}, cached {:?} vs {got_cached:?}",
                 want.evictions,
-                rec.map(|q| q.retractions)
+                rec.map(|q| q.retractions),
+                want.cached_tokens,
             ));
         }
     }
@@ -145,14 +155,10 @@ fn check(engine: &str, skip: &[&str]) {
 
 #[test]
 fn sglang_golden_traces_match_request_by_request() {
-    // Shared prompt prefixes (the `prefix-*` cases) need the radix cache's sharing, which the
-    // prefix-cache work adds.
-    check("sglang", &["prefix-"]);
+    check("sglang", &[]);
 }
 
 #[test]
 fn vllm_golden_traces_match_request_by_request() {
-    // Shared prompt prefixes (the `prefix-*` cases) need vLLM's prefix cache, which the
-    // prefix-cache work adds.
-    check("vllm", &["prefix-"]);
+    check("vllm", &[]);
 }

@@ -148,3 +148,34 @@ fn empirical_reads_json_lines_and_bad_length_files_are_refused_at_their_key() {
     .unwrap_err();
     assert!(e.contains("has no column \"q\""), "{e}");
 }
+
+/// Prefix groups apply to rows drawn from a lengths file too: a grouped request's prompt is the
+/// group's prefix followed by the row's prompt, its output the row's.
+#[test]
+fn prefix_groups_put_their_prefix_before_the_rows_prompts() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("l.csv"), "p,o\n100,7\n200,9\n300,11\n").unwrap();
+    let text = scenario(
+        "lengths = { file = \"l.csv\", prompt = \"p\", output = \"o\" }\n\
+         prefix_groups = { sys = { tokens = 1000, share = 0.5 } }",
+        200,
+    );
+    let sc = load(d, &text).unwrap();
+    assert!(sc.workload.shares_prefixes());
+    let got = pairs(&sc);
+    let rows = [(100, 7), (200, 9), (300, 11)];
+    let (mut grouped, mut plain) = (0, 0);
+    for (p, o) in got {
+        if rows.contains(&(p, o)) {
+            plain += 1;
+        } else {
+            assert!(rows.contains(&(p - 1000, o)), "{p}, {o}");
+            grouped += 1;
+        }
+    }
+    assert!(
+        grouped > 60 && plain > 60,
+        "{grouped} grouped, {plain} plain"
+    );
+}

@@ -195,7 +195,7 @@ fn the_analysis_does_not_depend_on_the_csv_spacing() {
     let [lo, hi] = ac.steady().unwrap().ci95().unwrap();
     assert!(hi - lo > 0.0);
     // The CSV keeps the spacing asked for, and the end of the run.
-    let csv = String::from_utf8(servesim::report::timeseries::to_csv(&rc)).unwrap();
+    let csv = String::from_utf8(servesim::report::timeseries::to_csv(&rc, false)).unwrap();
     let times: Vec<f64> = csv
         .lines()
         .skip(1)

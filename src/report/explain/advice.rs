@@ -100,6 +100,38 @@ pub(super) fn binding(d: &mut Doc, s: &Summary, n: usize) {
     d.para(&evidence);
 }
 
+/// With shared prefixes: what the prefix cache bought in this run, or that it is off, with the
+/// sweep that compares the two in the engine's own key.
+pub(super) fn prefix_cache(d: &mut Doc, s: &Summary, _ctx: &Context) {
+    let Some(c) = &s.prefix_cache else {
+        return;
+    };
+    let key = s.words.prefix_cache_sweep;
+    d.para(&if c.enabled {
+        format!(
+            "What the prefix cache bought: {} of the {} prompt tokens ({}) were found cached \
+             when their requests were first admitted, and {} of {} requests hit. Those tokens \
+             needed no prefill and no new KV: shorter prefill steps, a lower time to first \
+             token, and room in the pool for more requests at once. The cache evicted {} tokens \
+             to make room. Without the cache every prompt is prefilled whole: to compare, vary \
+             {key} in a sweep.",
+            thousands(c.cached_tokens),
+            thousands(c.prompt_tokens),
+            pct(c.token_hit_rate),
+            thousands(c.hit_requests),
+            thousands(c.requests),
+            thousands(c.evicted_tokens)
+        )
+    } else {
+        format!(
+            "The requests share prompt prefixes but the engine's prefix cache is off: each of the \
+             {} prompt tokens was prefilled and held once per request. To see what the cache \
+             would save, vary {key} in a sweep.",
+            thousands(c.prompt_tokens)
+        )
+    });
+}
+
 pub(super) fn hides(d: &mut Doc, s: &Summary, o: Option<&Observation>, n: usize) {
     d.heading(n, "What \"req/s × mean tokens\" hides");
     let mean_out = s.workload.mean_output_tokens;

@@ -19,7 +19,7 @@ pub use super::doc::Format;
 mod advice;
 mod regimes;
 
-use advice::{binding, hides, what_if};
+use advice::{binding, hides, prefix_cache, what_if};
 use regimes::{no_window, one_batch, overload};
 
 /// What the reader needs to rerun things: the scenario path as typed, the overrides given,
@@ -198,6 +198,7 @@ pub fn render(s: &Summary, ctx: &Context, fmt: Format) -> String {
     }
     let n = if a.steady().is_some() { 5 } else { 3 };
     binding(&mut d, s, n);
+    prefix_cache(&mut d, s, ctx);
     hides(&mut d, s, obs.first().copied(), n + 1);
     what_if(&mut d, s, ctx, n + 2);
     d.out

@@ -172,7 +172,9 @@ impl Sglang {
 
     fn sort_waiting(&mut self, reqs: &Requests) {
         match self.p.policy {
-            SchedulePolicy::Fcfs => {}
+            // The cache-aware policies order by the cache (`cache_priority`); without it they
+            // fall back to FCFS, as SGLang's `_validate_and_adjust_policy` does.
+            SchedulePolicy::Fcfs | SchedulePolicy::Lpm | SchedulePolicy::DfsWeight => {}
             SchedulePolicy::Lof => self
                 .waiting
                 .make_contiguous()
@@ -210,11 +212,11 @@ impl Sglang {
         });
     }
 
-    /// `PrefillAdder.add_one_req` (without a prefix cache hit: the whole input is extended).
+    /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
     fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
         let r = &reqs[id];
         let generated = u64::from(r.out_tokens);
-        let extend = u64::from(r.prompt_tokens) + generated;
+        let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
         let max_new_left = u64::from(r.max_new_tokens)
             .saturating_sub(generated)
             .min(self.p.clip);
@@ -336,23 +338,15 @@ impl Sglang {
         let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
         // The running requests' reservations are a sum over the batch; a bound kept as requests
         // join and leave decides most passes alone (a pool with room to spare), and the exact
-        // sum is taken only when a decision could turn on it.
-        let bound = self.pass(reqs, mixed, allocatable, self.reservation_bound());
-        let (pass, stop) = if bound.0.unsure {
-            self.pass(reqs, mixed, allocatable, self.running_reservations(reqs))
+        // sum is taken only when a decision could turn on it. With the radix cache the pass
+        // matches and locks as it goes (what is free changes): one exact pass.
+        let (pass, stop) = if self.cache.is_some() {
+            if allocatable > 0 || self.chunked.is_some() {
+                self.cache_priority(reqs);
+            }
+            self.cached_pass(reqs, mixed, allocatable)
         } else {
-            debug_assert!(
-                {
-                    let exact =
-                        self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
-                    exact.0.items == bound.0.items
-                        && exact.0.new_chunked == bound.0.new_chunked
-                        && exact.0.admitted == bound.0.admitted
-                        && exact.1 == bound.1
-                },
-                "invariant: a bounded admission pass that is sure decides as the exact one"
-            );
-            bound
+            self.bounded_pass(reqs, mixed, allocatable)
         };
         match stop {
             // The slot limit closes the latch.
@@ -370,6 +364,92 @@ impl Sglang {
             return None;
         }
         self.start_prefill(now, pass, running_bs, reqs)
+    }
+
+    /// The admission pass without the radix cache: with the bound on the reservations, and
+    /// exact only if the bound left a decision unsure.
+    fn bounded_pass(
+        &self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+    ) -> (Pass, Option<AddResult>) {
+        let bound = self.pass(reqs, mixed, allocatable, self.reservation_bound());
+        if bound.0.unsure {
+            return self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+        }
+        debug_assert!(
+            {
+                let exact = self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+                exact.0.items == bound.0.items
+                    && exact.0.new_chunked == bound.0.new_chunked
+                    && exact.0.admitted == bound.0.admitted
+                    && exact.1 == bound.1
+            },
+            "invariant: a bounded admission pass that is sure decides as the exact one"
+        );
+        bound
+    }
+
+    /// The admission pass with the radix cache (`mem_cache/radix_cache.py`,
+    /// `managers/schedule_policy.py: PrefillAdder`): each request's prefix is matched
+    /// (`init_next_round_input`) and locked while its admission is weighed (what it pins no
+    /// longer counts as evictable), the lock kept if it is admitted; exact reservations.
+    fn cached_pass(
+        &mut self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+    ) -> (Pass, Option<AddResult>) {
+        let reservations = self.running_reservations(reqs);
+        let mut pass = Pass {
+            available: self.free_tokens() as f64,
+            total_offset: mixed as f64 + reservations.tokens,
+            current_offset: mixed as f64,
+            rem_input: self.p.max_prefill as i64 - mixed as i64,
+            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
+            page: self.p.page,
+            items: Vec::new(),
+            new_chunked: None,
+            admitted: 0,
+            req_states: None,
+            bounded: reservations.bounded,
+            unsure: false,
+        };
+        if let Some(id) = self.chunked {
+            self.add_chunked(&mut pass, id, reqs);
+        }
+        let mut stop = None;
+        for i in 0..self.waiting.len() {
+            let id = self.waiting[i];
+            if pass.state() == AddResult::Other {
+                break;
+            }
+            if pass.items.len() as u64 >= allocatable {
+                stop = Some(AddResult::Other);
+                break;
+            }
+            // A continuing chunk enters the pass even with the latch closed; nothing else does.
+            if self.batch_is_full {
+                break;
+            }
+            self.match_waiting(id, reqs);
+            self.lock_matched(id);
+            pass.available = self.free_tokens() as f64;
+            let before = pass.admitted;
+            let result = self.add_one(&mut pass, id, reqs);
+            if pass.admitted == before {
+                self.unlock_matched(id);
+                pass.available = self.free_tokens() as f64;
+            }
+            if result != AddResult::Continue {
+                if result == AddResult::NoToken {
+                    stop = Some(result);
+                }
+                break;
+            }
+        }
+        (pass, stop)
     }
 
     /// One admission pass over the (sorted) waiting queue, the running requests' reservations
@@ -443,6 +523,7 @@ impl Sglang {
             ..
         } = pass;
         // Admitted requests are a prefix of the (sorted) waiting queue.
+        let mut cached_tokens = 0u64;
         for _ in 0..admitted {
             let id = self
                 .waiting
@@ -452,8 +533,23 @@ impl Sglang {
             self.waiting_tokens -= u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
             let input = r.prompt_tokens + r.out_tokens;
             r.phase = Phase::Running;
+            let cached = self.admit_cached(id);
+            if r.admitted_at.is_none() {
+                r.cached_tokens = cached;
+                self.counters.first_admissions += 1;
+                self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
+                self.counters.cached_prompt_tokens += u64::from(cached);
+                self.counters.cache_hit_requests += u64::from(cached > 0);
+            }
             r.admitted_at.get_or_insert(now);
-            self.set_place(id, Place::Prefilling { done: 0, input });
+            self.set_place(
+                id,
+                Place::Prefilling {
+                    done: cached,
+                    input,
+                },
+            );
+            cached_tokens += u64::from(cached);
             self.prefilling += 1;
         }
         if let Some(id) = new_chunked {
@@ -480,7 +576,7 @@ impl Sglang {
                 kv_capacity_tokens: self.kv.capacity_tokens(),
                 new_seqs: items.len() as u64,
                 new_tokens: new_token,
-                cached_tokens: 0,
+                cached_tokens,
                 pending_tokens: self.waiting_tokens + pending_chunk,
                 gen_tok_per_s: 0.0,
                 input_tok_per_s: 0.0,
@@ -488,14 +584,17 @@ impl Sglang {
             })
         });
 
+        // `alloc_for_extend`: the batch's pages at once, evicting from the cache if need be.
+        let mut pages = 0;
         for it in &items {
             let Place::Prefilling { done, .. } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
             };
             let before = pages_for(u64::from(done), self.p.page);
             let after = pages_for(u64::from(done + it.take), self.p.page);
-            self.kv.alloc_pages(after - before);
+            pages += after - before;
         }
+        self.alloc_evicting(pages);
         // Mixed-style chunked prefill: the running requests decode in the same forward pass if
         // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
         // this step out — a mixed step never retracts.

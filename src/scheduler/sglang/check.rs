@@ -46,7 +46,7 @@ impl Sglang {
                 );
             }
             kv_sum += kv;
-            pages += pages_for(kv, p);
+            pages += pages_for(kv, p) - u64::from(self.protected(id)) / p;
             if kv % p == 0 {
                 need += 1;
             }
@@ -62,8 +62,8 @@ impl Sglang {
                 "invariant: page buckets match"
             );
         }
-        for &(_, kv) in &self.leaving {
-            pages += pages_for(kv, p);
+        for &(id, kv) in &self.leaving {
+            pages += pages_for(kv, p) - u64::from(self.protected(id)) / p;
         }
         // Requests being prefilled hold `done` tokens — and the tokens of the batches decided
         // for them and not yet counted in `done`: in the step-by-step loop the batch in flight's,
@@ -103,10 +103,19 @@ impl Sglang {
         for (id, extra) in held {
             if let Place::Prefilling { done, .. } = self.place(id) {
                 prefilling += 1;
-                pages += pages_for(u64::from(done) + extra, p);
+                pages += pages_for(u64::from(done) + extra, p) - u64::from(self.protected(id)) / p;
             }
         }
         assert_eq!(prefilling, self.prefilling, "invariant: prefilling count");
+        if let Some(c) = self.cache.as_ref() {
+            let tree = c.tree.total_tokens();
+            assert_eq!(
+                tree,
+                c.tree.evictable_tokens() + c.tree.protected_tokens(),
+                "invariant: the cache's tokens are evictable or protected"
+            );
+            pages += tree / p;
+        }
         assert_eq!(
             pages * p,
             self.kv.used_tokens(),

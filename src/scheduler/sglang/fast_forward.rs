@@ -63,7 +63,7 @@ impl Sglang {
             self.running_kv_tokens + batch
         };
         let by_completion = next_finish.saturating_sub(self.decode_step + 1);
-        let by_memory = self.kv.available_tokens() / batch;
+        let by_memory = self.free_tokens() / batch;
         let most = by_completion.min(by_memory);
         if most == 0 {
             return None;
@@ -77,7 +77,7 @@ impl Sglang {
             steps: lo,
             batch,
             attended_first,
-            used_first: self.kv.used_tokens() + batch,
+            used_first: self.usage_tokens() + batch,
         })
     }
 
@@ -119,7 +119,9 @@ impl Sglang {
             }
             self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
         }
-        self.kv.alloc_pages(b * n);
+        // Evicting for the whole run at once takes the same leaves as step by step: nothing
+        // touches the cache in between.
+        self.alloc_evicting(b * n);
         self.running_kv_tokens += b * n;
         if self.p.overlap {
             // The step after the run, decided at the launch of its last step.

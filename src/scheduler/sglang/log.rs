@@ -32,6 +32,7 @@ pub const WORDS: Words = Words {
     slot_limit_key: "max_running_requests",
     memory_fraction: "static fraction",
     memory_fraction_sweep: "engine.mem_fraction_static=0.80:0.95:0.01",
+    prefix_cache_sweep: "engine.disable_radix_cache=false,true",
     admission_rule: "(SGLang admits a request only if the free KV, minus a reservation for the running requests' future tokens, also holds the new request's prompt and clipped max_new_tokens: memory binds before the pool is full.)",
 };
 

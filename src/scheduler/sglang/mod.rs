@@ -43,25 +43,34 @@
 //!   prefill batch, a `Decode batch` line every `decode_log_interval` decode batches whose
 //!   `gen throughput` is the decode tokens since the previous line over the time since it.
 //!
-//! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no prefix sharing (the radix cache
-//! never hits), no speculative decoding, no priority preemption, and scheduling takes no time.
+//! * **The radix cache** (`mem_cache/unified_radix_cache.py`, `cache.rs`, `radix.rs`), for
+//!   workloads that share prompt prefixes: matched at admission, locked while running,
+//!   published after each prefill and at the finish, evicted least recently used first;
+//!   `lpm` and `dfs-weight` order the queue by it.
+//!
+//! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no speculative decoding, no
+//! priority preemption, and scheduling takes no time.
 //!
 //! Cost: a decode step is O(1) plus O(log B) per completion. Each running request's output count
 //! and KV follow from two counters, completions come from a heap keyed by the step at which each
 //! request reaches its length, and the pages the next step needs are counted per residue class
 //! of the KV held modulo the page size.
 //!
-//! Files: this one holds the state, the decode step, retraction and the [`Scheduler`] protocol;
-//! `admission.rs` the prefill admission pass (`PrefillAdder`); `overlap.rs` the overlapped loop;
+//! Files: this one holds the state, the decode step and the [`Scheduler`] protocol;
+//! `admission.rs` the prefill admission pass (`PrefillAdder`); `retract.rs` retraction;
+//! `cache.rs` the radix cache's use, `radix.rs` its tree; `overlap.rs` the overlapped loop;
 //! `fast_forward.rs` the exact skip over runs of identical decode steps; `log.rs` the log lines;
 //! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
 
 mod admission;
+mod cache;
 #[cfg(debug_assertions)]
 mod check;
 mod fast_forward;
 mod log;
 mod overlap;
+mod radix;
+mod retract;
 pub mod settings;
 #[cfg(test)]
 mod tests;
@@ -70,12 +79,9 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use super::EngineSpec;
-use super::{
-    Eviction, LogRecord, Outbox, Rejection, Scheduler, SchedulerCounters, ServerSample,
-    ServerState, Skip,
-};
+use super::{Outbox, Rejection, Scheduler, SchedulerCounters, ServerSample, ServerState, Skip};
 use crate::cost::StepTimeModel;
-use crate::kv::{pages_for, KvPool};
+use crate::kv::KvPool;
 use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
@@ -83,10 +89,21 @@ use settings::{SchedulePolicy, SglangSettings};
 
 pub use log::{log_line, WORDS};
 
+/// The simplification about prefixes for a workload that declares none.
+pub const NO_PREFIXES: &str =
+    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free";
+
+/// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
+pub const WITH_PREFIXES: &str =
+    "prompts share only their group's prefix (one per request; the rest of each prompt and every output unique)";
+
 /// What this model of SGLang simplifies, printed with every report so nobody mistakes the model
 /// for the engine.
 pub const SIMPLIFICATIONS: &[&str] = &[
-    "no shared prompt prefixes: the radix cache never hits, so finished requests' KV counts as free",
+    // Still true of every workload that declares no shared prefixes (kept word for word: it is
+    // in every report); with declared prefixes the radix cache is modelled and reports say
+    // `WITH_PREFIXES` instead.
+    NO_PREFIXES,
     "scheduling and processing results take no time: the overlapped loop's one-step lag in decisions is modelled, the CPU time it hides is not",
     "no speculative decoding, priority preemption or data-parallel attention",
     super::NO_OFF_GPU_TIME,
@@ -230,6 +247,8 @@ pub struct Sglang {
     leaving: Vec<(ReqId, u64)>,
     /// Each request's place, by arena index.
     places: Vec<Place>,
+    /// The radix cache, when it is on and the workload shares prefixes.
+    cache: Option<cache::Cache>,
     rng: Stream,
     counters: SchedulerCounters,
     log_enabled: bool,
@@ -244,11 +263,12 @@ pub struct Sglang {
 impl Sglang {
     /// A scheduler with SGLang's settings `spec` for the engine `engine`; `rng` is the
     /// "schedule_policy" stream. With `context_len` the request-length limits follow the
-    /// model's context too.
+    /// model's context too. With `shares_prefixes` (and the radix cache on) the cache is kept.
     pub fn new(
         engine: &EngineSpec,
         spec: &SglangSettings,
         context_len: Option<u64>,
+        shares_prefixes: bool,
         cost: Box<dyn StepTimeModel>,
         rng: Stream,
     ) -> Self {
@@ -303,6 +323,7 @@ impl Sglang {
             planned: None,
             leaving: Vec::new(),
             places: Vec::new(),
+            cache: (shares_prefixes && !spec.disable_radix_cache).then(|| cache::Cache::new(page)),
             rng,
             counters: SchedulerCounters::default(),
             log_enabled: true,
@@ -384,7 +405,7 @@ impl Sglang {
     }
 
     fn next_step_fits(&self) -> bool {
-        self.pages_needed_next_step() * self.p.page <= self.kv.available_tokens()
+        self.pages_needed_next_step() * self.p.page <= self.free_tokens()
     }
 
     /// Put a request into the running batch, holding the KV of its input (prompt + output so
@@ -462,12 +483,15 @@ impl Sglang {
     }
 
     /// Take a request out of the running batch (the caller removes it from `running`) and
-    /// release its KV. Returns the KV slots released.
+    /// release its KV — a finished request's published to the radix cache first. Returns the KV
+    /// slots released.
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
         let kv = self.running_kv(id);
         reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
         self.forget_running(id);
-        self.kv.free_pages(pages_for(kv, self.p.page));
+        let r = &reqs[id];
+        let written = (u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1).min(kv);
+        self.release_kv(id, kv, Some(written as u32), reqs);
         kv
     }
 
@@ -519,82 +543,11 @@ impl Sglang {
     /// batch size.
     fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
-        self.kv.alloc_pages(pages);
+        self.alloc_evicting(pages);
         self.alloc_step += 1;
         let batch = self.running.len() as u64;
         self.running_kv_tokens += batch;
         batch
-    }
-
-    /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
-    fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
-        // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
-        // from the end: the victim is the smallest key, and among equal keys the latest in batch
-        // order. Usually one victim suffices, so select it rather than sort.
-        let mut keys: Vec<(u32, Reverse<u32>)> = self
-            .running
-            .iter()
-            .map(|&id| {
-                (
-                    self.output_tokens(id, &reqs[id]),
-                    Reverse(reqs[id].prompt_tokens),
-                )
-            })
-            .collect();
-        let mut retracted: Vec<ReqId> = Vec::new();
-        let mut freed = 0u64;
-        let mut first = true;
-        while first || !self.next_step_fits() {
-            if self.running.len() == 1 {
-                break;
-            }
-            first = false;
-            let mut at = 0;
-            for (i, k) in keys.iter().enumerate() {
-                if *k <= keys[at] {
-                    at = i;
-                }
-            }
-            keys.remove(at);
-            let victim = self.running.remove(at);
-            freed += self.leave_running(victim, reqs);
-            retracted.push(victim);
-        }
-        let ratio_before = self.ratio;
-        if !self.next_step_fits() {
-            // Newer SGLang aborts the last request when even it cannot grow.
-            let last = self.running.pop().expect("invariant: one request is kept");
-            freed += self.leave_running(last, reqs);
-            reqs[last].phase = Phase::Rejected;
-            self.counters.aborted += 1;
-            out.finished.push(last);
-        }
-        let (decoded, max_new): (u64, u64) = self.running.iter().fold((0, 0), |(d, m), &id| {
-            let r = &reqs[id];
-            (
-                d + u64::from(self.output_tokens(id, r)),
-                m + u64::from(r.max_new_tokens),
-            )
-        });
-        let n = self.running.len() as u64;
-        self.ratio = ((decoded + RETRACT_DECODE_STEPS * n) as f64 / (max_new + 1) as f64).min(1.0);
-        self.counters.eviction_events += 1;
-        self.counters.evictions += retracted.len() as u64;
-        for &id in &retracted {
-            reqs[id].evictions += 1;
-            reqs[id].evicted(now);
-            self.push_waiting(id, reqs);
-        }
-        self.batch_is_full = false;
-        if self.log_enabled {
-            out.log.push(LogRecord::Evict(Eviction {
-                at: now,
-                requests: retracted.len() as u64,
-                tokens_freed: freed,
-                ratio_before,
-                ratio_after: self.ratio,
-            }));
-        }
     }
 
     fn finish_prefill(
@@ -623,6 +576,9 @@ impl Sglang {
         if self.running.is_empty() {
             self.batch_is_full = false;
         }
+        // The request between chunks publishes its chunk last (`stash_chunked_request`, at the
+        // next `get_next_batch_to_run`).
+        let mut stash = None;
         for it in items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -631,6 +587,7 @@ impl Sglang {
             if done < input {
                 self.set_place(it.id, Place::Prefilling { done, input });
                 self.batch_is_full = false;
+                stash = Some((it.id, done));
                 continue;
             }
             let r = &mut reqs[it.id];
@@ -644,14 +601,18 @@ impl Sglang {
             out.first_token(r, now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
-                self.kv.free_pages(pages_for(kv, self.p.page));
                 r.phase = Phase::Finished;
+                self.release_kv(it.id, kv, Some(kv as u32), reqs);
                 self.set_place(it.id, Place::Absent);
                 out.finished.push(it.id);
                 self.batch_is_full = false;
             } else {
                 self.join_running(it.id, reqs);
+                self.checkpoint(it.id, done, reqs);
             }
+        }
+        if let Some((id, done)) = stash {
+            self.checkpoint(id, done, reqs);
         }
         self.running.extend(earlier);
     }
@@ -663,6 +624,7 @@ impl Sglang {
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
         let first = out.finished.len();
+        let mut done = Vec::new();
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
                 break;
@@ -675,6 +637,15 @@ impl Sglang {
                 step, self.decode_step,
                 "invariant: completions are never skipped"
             );
+            done.push(id);
+        }
+        if self.cache.is_some() && done.len() > 1 {
+            // Released in batch order (`process_batch_result_decode`): the cache's access
+            // times follow it.
+            let at = |id: &ReqId| self.running.iter().position(|x| x == id);
+            done.sort_by_key(at);
+        }
+        for id in done {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
@@ -705,7 +676,7 @@ impl Sglang {
         // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
         self.decode_batches += 1;
         if self.decode_batches % self.p.log_interval == 0 {
-            let token = self.kv.used_tokens();
+            let token = self.usage_tokens();
             self.log_decode(&mut out.log, now, batch, token);
         }
     }
@@ -768,6 +739,7 @@ impl Scheduler for Sglang {
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
         self.push_waiting(id, reqs);
+        self.cache_arrive(id, reqs);
         Ok(())
     }
 
@@ -814,13 +786,16 @@ impl Scheduler for Sglang {
         ServerState {
             running: self.running.len() as u64 + self.prefilling,
             queued: self.waiting.len() as u64,
-            kv_used_tokens: self.kv.used_tokens(),
+            kv_used_tokens: self.usage_tokens(),
             kv_capacity_tokens: self.kv.capacity_tokens(),
         }
     }
 
     fn counters(&self) -> SchedulerCounters {
-        self.counters
+        SchedulerCounters {
+            cache_evicted_tokens: self.cache.as_ref().map_or(0, |c| c.tree.evicted_tokens()),
+            ..self.counters
+        }
     }
 
     fn skip_decode(

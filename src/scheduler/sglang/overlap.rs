@@ -23,7 +23,6 @@
 use std::cmp::Reverse;
 
 use super::{InFlight, Place, PrefillItem, Sglang};
-use crate::kv::pages_for;
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::Outbox;
 use crate::time::{SimDuration, SimTime};
@@ -180,7 +179,7 @@ impl Sglang {
                 self.advance_decode(reqs, out);
                 self.decode_batches += 1;
                 if self.decode_batches % self.p.log_interval == 0 {
-                    let token = self.kv.used_tokens();
+                    let token = self.usage_tokens();
                     self.log_decode(&mut out.log, now, batch, token);
                 }
             }
@@ -193,8 +192,16 @@ impl Sglang {
                 if decode_rows > 0 {
                     self.advance_decode(reqs, out);
                 }
+                let mut stash = None;
                 for it in items {
+                    if let Place::Prefilling { done, .. } = self.place(it.id) {
+                        stash = Some((it.id, done));
+                    }
                     self.first_token(now, it, decode_rows == 0, reqs, out);
+                }
+                // The request between chunks publishes what it computed last.
+                if let Some((id, done)) = stash {
+                    self.checkpoint(id, done, reqs);
                 }
                 self.log_prefill(now, log, out);
             }
@@ -230,6 +237,11 @@ impl Sglang {
             return;
         };
         out.first_token(&mut reqs[it.id], now);
+        let target = reqs[it.id].target_output_tokens;
+        if !add || out_then + 1 < target {
+            // Its input is published (a request finishing now publishes as it leaves).
+            self.checkpoint(it.id, kv_then as u32, reqs);
+        }
         if !add {
             return;
         }
@@ -247,7 +259,6 @@ impl Sglang {
                 ignore_eos,
             },
         );
-        let target = reqs[it.id].target_output_tokens;
         if out_then >= target {
             self.leave_running(it.id, reqs);
             self.running.retain(|&x| x != it.id);
@@ -263,9 +274,11 @@ impl Sglang {
     /// The requests set aside as finishing by length finish now; their KV is released.
     fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         for (id, kv) in std::mem::take(&mut self.leaving) {
-            self.kv.free_pages(pages_for(kv, self.p.page));
             let r = &mut reqs[id];
             r.out_tokens = r.max_new_tokens;
+            let written = (u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1).min(kv);
+            self.release_kv(id, kv, Some(written as u32), reqs);
+            let r = &mut reqs[id];
             out.first_token(r, now);
             out.generated_tokens += 1;
             r.phase = Phase::Finished;

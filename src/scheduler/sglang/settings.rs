@@ -20,8 +20,8 @@ KEYS:
     "tokens per prefill chunk, or -1 to disable chunking", e.g. "8192";
 "engine.max_prefill_tokens" [Integer(1, 1 << 24), Int(16384), SGLANG, "tokens"]
     "token budget of one prefill batch", e.g. "16384";
-"engine.schedule_policy" [OneOf(&["fcfs", "lof", "random"]), Word("fcfs"), SGLANG, ""]
-    "the waiting queue's order: arrival, longest output first, or shuffled", e.g. r#""lof""#;
+"engine.schedule_policy" [OneOf(&["fcfs", "lof", "random", "lpm", "dfs-weight"]), Word("fcfs"), SGLANG, ""]
+    "the waiting queue's order: arrival, longest output first, shuffled, longest cached prefix first, or a walk of the radix tree weighted by waiting requests (the last two order like fcfs with the radix cache disabled)", e.g. r#""lpm""#;
 "engine.decode_log_interval" [Integer(1, 1 << 20), Int(40), SGLANG, ""]
     "decode steps between `Decode batch` log lines", e.g. "40";
 "engine.init_new_token_ratio" [Number(Fraction), Num(0.7), SGLANG, ""]
@@ -35,7 +35,7 @@ KEYS:
 "engine.cuda_graph_max_bs" [Integer(0, 1 << 20), Derived("SGLang's default for the GPU (256 without a GPU)"), SGLANG, ""]
     "largest decode batch replayed as a CUDA graph (the log's `cuda graph` field, and the memory heuristic)", e.g. "512";
 "engine.disable_radix_cache" [Bool, Flag(false), SGLANG, ""]
-    "--disable-radix-cache: no prefix cache; ignore_eos requests are then admitted by add_one_req_ignore_eos (servesim's prompts share no prefix either way)", e.g. "true";
+    "--disable-radix-cache: no prefix cache (the workload's shared prefixes are prefilled every time); ignore_eos requests are then admitted by add_one_req_ignore_eos", e.g. "true";
 "engine.disable_overlap_schedule" [Bool, Flag(false), SGLANG, ""]
     "--disable-overlap-schedule: the step-by-step event loop, each batch decided after the previous result (by default the next batch is decided while one runs)", e.g. "true";
 "engine.enable_mixed_chunk" [Bool, Flag(false), SGLANG, ""]
@@ -47,8 +47,7 @@ KEYS:
 /// Values of `engine.schedule_policy` that name something servesim does not model:
 /// `(path, values, hint)`.
 pub const NOT_MODELLED: &[(&str, &[&str], &str)] = &[
-    ("engine.schedule_policy", &["lpm", "dfs-weight"], "a cache-aware SGLang policy: without shared prompt prefixes (servesim has none) it orders requests like \"fcfs\"; use \"fcfs\""),
-    ("engine.schedule_policy", &["priority", "hrrn", "routing-key", "shortest-prefill-first"], "an SGLang policy servesim does not model yet; modelled: \"fcfs\", \"lof\", \"random\""),
+    ("engine.schedule_policy", &["priority", "hrrn", "routing-key", "shortest-prefill-first"], "an SGLang policy servesim does not model yet; modelled: \"fcfs\", \"lof\", \"random\", \"lpm\", \"dfs-weight\""),
 ];
 
 /// How the waiting queue is ordered before each admission pass.
@@ -60,6 +59,10 @@ pub enum SchedulePolicy {
     Lof,
     /// A fresh shuffle every pass.
     Random,
+    /// Longest cached prefix first (`lpm`; FCFS above 128 waiting requests or without the cache).
+    Lpm,
+    /// A depth-first walk of the radix tree, heavier subtrees first (`dfs-weight`).
+    DfsWeight,
 }
 
 impl SchedulePolicy {
@@ -69,6 +72,8 @@ impl SchedulePolicy {
             SchedulePolicy::Fcfs => "fcfs",
             SchedulePolicy::Lof => "lof",
             SchedulePolicy::Random => "random",
+            SchedulePolicy::Lpm => "lpm",
+            SchedulePolicy::DfsWeight => "dfs-weight",
         }
     }
 }
@@ -176,6 +181,8 @@ impl SglangSettings {
             schedule_policy: match v.get::<String>("engine.schedule_policy")?.as_str() {
                 "lof" => SchedulePolicy::Lof,
                 "random" => SchedulePolicy::Random,
+                "lpm" => SchedulePolicy::Lpm,
+                "dfs-weight" => SchedulePolicy::DfsWeight,
                 _ => SchedulePolicy::Fcfs,
             },
             decode_log_interval: v.get("engine.decode_log_interval")?,

@@ -79,6 +79,7 @@ fn build(s: EngineSpec) -> Sglang {
         &s,
         settings(&s),
         None,
+        false,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
     )
@@ -98,6 +99,7 @@ fn add(
         max_new_tokens: max_new,
         target_output_tokens: target,
         ignore_eos: false,
+        prefix: None,
         ready_at: SimTime::ZERO,
         sent_at: SimTime::ZERO,
         arrived_at: SimTime::ZERO,
@@ -106,6 +108,7 @@ fn add(
         evicted_at: None,
         out_tokens: 0,
         evictions: 0,
+        cached_tokens: 0,
         phase: Phase::Waiting,
     });
     s.arrive(SimTime::ZERO, id, reqs).unwrap();
@@ -301,6 +304,7 @@ fn page_buckets_track_which_requests_need_a_new_page() {
         &sp,
         settings(&sp),
         None,
+        false,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
     );
@@ -386,4 +390,46 @@ fn overlapped_a_request_arriving_while_a_batch_runs_is_considered_one_batch_late
         ]
     );
     let _ = a;
+}
+
+/// Requests of one group admitted in the same prefill batch each compute the shared prefix
+/// (nothing is cached when they are matched); publishing after the prefill keeps one copy; a
+/// request admitted later finds it and extends only its own tokens.
+#[test]
+fn group_members_admitted_together_each_compute_the_prefix_and_later_ones_hit_it() {
+    let s = spec(100_000, SchedulePolicy::Fcfs);
+    let StepTimeSpec::Linear(l) = s.step_time.clone() else {
+        unreachable!("the test spec is linear")
+    };
+    let mut sch = Sglang::new(
+        &s,
+        settings(&s),
+        None,
+        true,
+        Box::new(Linear::new(l)),
+        Seeds::new(1).stream(StreamName::SchedulePolicy),
+    );
+    let mut reqs = Requests::default();
+    let shared = Some(crate::request::SharedPrefix {
+        group: 0,
+        tokens: 300,
+    });
+    let grouped = |sch: &mut Sglang, reqs: &mut Requests, seq, prompt| {
+        let id = add(sch, reqs, seq, prompt, 100, 50);
+        reqs[id].prefix = shared;
+        // `arrive` took the request's sequence before the prefix was set: take it again.
+        sch.cache_arrive(id, reqs);
+        id
+    };
+    let a = grouped(&mut sch, &mut reqs, 0, 500);
+    let b = grouped(&mut sch, &mut reqs, 1, 400);
+    let mut t = SimTime::ZERO;
+    assert_eq!(step(&mut sch, &mut reqs, &mut t), Some((true, vec![a, b])));
+    assert_eq!((reqs[a].cached_tokens, reqs[b].cached_tokens), (0, 0));
+    // b's copy of the prefix is freed when it publishes: one copy is kept.
+    assert_eq!(sch.kv.used_tokens(), 500 + 400 - 300);
+    let c = grouped(&mut sch, &mut reqs, 2, 350);
+    assert_eq!(step(&mut sch, &mut reqs, &mut t), Some((true, vec![c])));
+    assert_eq!(reqs[c].cached_tokens, 300);
+    assert_eq!(sch.kv.used_tokens(), 600 + 50);
 }

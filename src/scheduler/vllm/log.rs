@@ -32,12 +32,20 @@ pub const WORDS: Words = Words {
     slot_limit_key: "max_num_seqs",
     memory_fraction: "gpu_memory_utilization",
     memory_fraction_sweep: "engine.gpu_memory_utilization=0.85:0.95:0.01",
+    prefix_cache_sweep: "engine.enable_prefix_caching=true,false",
     admission_rule: "(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs.)",
 };
 
+/// The simplification about prefixes for a workload that declares none.
+pub const NO_PREFIXES: &str = "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)";
+
+/// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
+pub const WITH_PREFIXES: &str =
+    "prompts share only their group's prefix (one per request; the rest of each prompt and every output unique)";
+
 /// What this model of vLLM simplifies, printed with every report.
 pub const SIMPLIFICATIONS: &[&str] = &[
-    "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)",
+    NO_PREFIXES,
     "FCFS policy, one full-attention KV group, no speculative decoding, no KV connectors",
     "scheduling and output processing take no time; with async scheduling the GPU runs the queued batches back to back",
     crate::scheduler::NO_OFF_GPU_TIME,
@@ -152,7 +160,16 @@ pub(super) struct StatsLog {
     seen: Snapshot,
     /// A prefix-cache lookup was reported (a request was admitted).
     looked_up: bool,
+    /// Lookups of new requests since the last snapshot (`PrefixCacheStats`: requests,
+    /// queries, hits), recorded only where the prefix cache is modelled.
+    lookups: (u64, u64, u64),
+    /// `CachingMetrics`: the recent snapshots' lookups and their sums.
+    recent: std::collections::VecDeque<(u64, u64, u64)>,
+    recent_sum: (u64, u64, u64),
 }
+
+/// `CachingMetrics(max_recent_requests=1000)`.
+const RECENT_REQUESTS: u64 = 1000;
 
 impl StatsLog {
     pub(super) fn new(
@@ -176,6 +193,9 @@ impl StatsLog {
             last_generation_tp: 0.0,
             seen: Snapshot::default(),
             looked_up: false,
+            lookups: (0, 0, 0),
+            recent: std::collections::VecDeque::new(),
+            recent_sum: (0, 0, 0),
         }
     }
 
@@ -209,9 +229,38 @@ impl StatsLog {
         self.preemptions += preemptions;
     }
 
+    /// A prefix-cache lookup at an admission (`record_prefix_cache_stats`): `tokens` known,
+    /// `hits` found; a request preempted before counts apart (not in the logged rate).
+    pub(super) fn lookup(&mut self, tokens: u64, hits: u64, preempted: bool) {
+        if !preempted {
+            self.lookups.0 += 1;
+            self.lookups.1 += tokens;
+            self.lookups.2 += hits;
+        }
+    }
+
     /// The scheduler's state after an output was processed.
     pub(super) fn snapshot(&mut self, running: u64, waiting: u64, deferred: u64, kv_used: u64) {
         self.looked_up |= running > 0;
+        // `make_stats` hands the lookups over; `CachingMetrics.observe` keeps those of the most
+        // recent 1000 requests (the latest set whatever its size).
+        let l = std::mem::take(&mut self.lookups);
+        if l.0 > 0 {
+            self.recent.push_back(l);
+            self.recent_sum = (
+                self.recent_sum.0 + l.0,
+                self.recent_sum.1 + l.1,
+                self.recent_sum.2 + l.2,
+            );
+            while self.recent.len() > 1 && self.recent_sum.0 > RECENT_REQUESTS {
+                let o = self.recent.pop_front().expect("invariant: not empty");
+                self.recent_sum = (
+                    self.recent_sum.0 - o.0,
+                    self.recent_sum.1 - o.1,
+                    self.recent_sum.2 - o.2,
+                );
+            }
+        }
         self.seen = Snapshot {
             running,
             waiting,
@@ -265,7 +314,18 @@ impl StatsLog {
             sample,
             evictions: preemptions,
             deferred: s.deferred,
-            prefix_cache_hit_rate: (self.prefix_caching && self.looked_up).then_some(0.0),
+            prefix_cache_hit_rate: if self.recent_sum.0 > 0 {
+                // `CachingMetrics.hit_rate`.
+                let (_, queries, hits) = self.recent_sum;
+                Some(if queries > 0 {
+                    hits as f64 / queries as f64
+                } else {
+                    0.0
+                })
+            } else {
+                // Without modelled lookups every new request misses.
+                (self.prefix_caching && self.looked_up).then_some(0.0)
+            },
         })
     }
 }
@@ -289,6 +349,25 @@ mod tests {
         // The next interval has no throughput but the last had: still logged; then idle.
         assert!(log.tick(SimTime::from_ns(20 * NS_PER_S)).is_some());
         assert!(log.tick(SimTime::from_ns(30 * NS_PER_S)).is_none());
+    }
+
+    #[test]
+    fn the_hit_rate_is_over_the_most_recent_thousand_new_requests() {
+        let mut log = StatsLog::new(116_160, 16, None, true);
+        // 999 misses of 100 tokens, then one set of two requests hitting 50 of 100 each.
+        for _ in 0..999 {
+            log.lookup(100, 0, false);
+        }
+        log.snapshot(1, 0, 0, 0);
+        log.lookup(100, 50, false);
+        log.lookup(100, 50, false);
+        // A preempted request's lookup is not in the rate.
+        log.lookup(100, 100, true);
+        log.snapshot(1, 0, 0, 0);
+        log.on_outputs(1, 0, 0);
+        let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
+        // 1001 requests exceed 1000: the older set is dropped.
+        assert_eq!(s.prefix_cache_hit_rate, Some(0.5));
     }
 
     #[test]

@@ -32,6 +32,11 @@
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,
 //!   `v1/engine/input_processor.py`): a prompt of `max_model_len` tokens or more is refused;
 //!   `max_tokens` is capped at `max_model_len − prompt`.
+//! * **Prefix caching** (`enable_prefix_caching`, for workloads that declare shared prefixes;
+//!   `prefix.rs`): the block pool block by block — full blocks named by their chained hash,
+//!   the lookup of a WAITING request's leading cached blocks, admission counting the hit blocks
+//!   it takes off the free queue, LRU reuse of freed blocks that keep their hash
+//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`).
 //! * **Logs** (`v1/metrics/loggers.py: LoggingStatLogger`): the stats line every
 //!   `VLLM_LOG_STATS_INTERVAL` = 10 s, and the start-up KV lines (`log.rs`).
 //!
@@ -46,6 +51,7 @@
 mod fast_forward;
 mod log;
 mod output;
+mod prefix;
 mod schedule;
 pub mod settings;
 #[cfg(test)]
@@ -62,7 +68,7 @@ use crate::time::{SimDuration, SimTime};
 use log::StatsLog;
 use settings::VllmSettings;
 
-pub use log::{log_line, SIMPLIFICATIONS, WORDS};
+pub use log::{log_line, NO_PREFIXES, SIMPLIFICATIONS, WITH_PREFIXES, WORDS};
 
 /// The parameters vLLM takes from its flags.
 #[derive(Clone, Debug)]
@@ -189,13 +195,25 @@ pub struct Vllm {
     plan: Vec<schedule::Planned>,
     /// The fast-forward's scratch space.
     run: fast_forward::RunScratch,
+    /// The block pool with prefix caching (`prefix.rs`): on when `enable_prefix_caching` and
+    /// the workload shares prefixes. Off, blocks are only counted.
+    pool: Option<prefix::PrefixPool>,
 }
 
 impl Vllm {
-    /// A scheduler with vLLM's settings `spec` for the engine `engine`.
-    pub fn new(engine: &EngineSpec, spec: &VllmSettings, cost: Box<dyn StepTimeModel>) -> Self {
+    /// A scheduler with vLLM's settings `spec` for the engine `engine`; `shares_prefixes`:
+    /// whether the workload's requests share prompt prefixes (the prefix cache is modelled
+    /// block by block only then).
+    pub fn new(
+        engine: &EngineSpec,
+        spec: &VllmSettings,
+        shares_prefixes: bool,
+        cost: Box<dyn StepTimeModel>,
+    ) -> Self {
         let block = u64::from(spec.block_size);
         let usable_blocks = engine.kv_capacity_tokens / block;
+        let pool = (spec.enable_prefix_caching && shares_prefixes)
+            .then(|| prefix::PrefixPool::new(usable_blocks, block));
         Vllm {
             p: Params {
                 block,
@@ -228,6 +246,7 @@ impl Vllm {
             spare: Vec::new(),
             plan: Vec::new(),
             run: fast_forward::RunScratch::default(),
+            pool,
         }
     }
 
@@ -241,6 +260,15 @@ impl Vllm {
 
     fn free_blocks(&self) -> u64 {
         self.usable_blocks() - self.used_blocks
+    }
+
+    /// After a change of the prefix pool: the used blocks and the request's held blocks.
+    fn sync_pool(&mut self, id: ReqId) {
+        if let Some(pool) = &self.pool {
+            self.used_blocks = self.p.usable_blocks - pool.free_blocks();
+            let held = pool.held(id.0 as usize) as u32;
+            self.seqs[id.0 as usize].blocks = held;
+        }
     }
 
     fn usable_blocks(&self) -> u64 {
@@ -361,6 +389,9 @@ impl Scheduler for Vllm {
             self.seqs.resize(i + 1, Seq::default());
         }
         self.seqs[i] = seq;
+        if let Some(pool) = &mut self.pool {
+            pool.arrive(i, uid, r.prefix);
+        }
         self.waiting.push_back(id);
         Ok(())
     }
@@ -395,7 +426,10 @@ impl Scheduler for Vllm {
     }
 
     fn counters(&self) -> SchedulerCounters {
-        self.counters
+        SchedulerCounters {
+            cache_evicted_tokens: self.pool.as_ref().map_or(0, |p| p.evicted * self.p.block),
+            ..self.counters
+        }
     }
 
     fn stuck_reason(&self, _reqs: &Requests) -> Option<String> {
@@ -420,6 +454,11 @@ impl Scheduler for Vllm {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
+        if self.pool.is_some() {
+            // Each decode step may take blocks off the free queue (evicting hashes) and register
+            // full ones; the fast-forward's runs do not follow the block pool: step by step.
+            return None;
+        }
         self.fast_forward(now, limit, reqs, out)
     }
 

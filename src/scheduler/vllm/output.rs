@@ -37,6 +37,14 @@ impl Vllm {
                 continue;
             }
             s.output += 1;
+            if !stale && s.status == Status::Running && s.placeholders > 0 {
+                if let Some(pool) = &mut self.pool {
+                    // Async: the blocks computed and no longer in flight are cached as the
+                    // output arrives (`update_from_output`, `has_output_placeholders`).
+                    let done = u64::from(s.computed - s.in_flight);
+                    pool.cache(i, done.min(s.tokens()));
+                }
+            }
             generated += 1;
             decode_round |= s.output > 1;
             if !stale && s.placeholders > 0 {
@@ -57,7 +65,14 @@ impl Vllm {
                 if s.deferred {
                     self.deferred -= 1;
                 }
-                self.used_blocks -= u64::from(s.blocks);
+                match &mut self.pool {
+                    // `_free_request` → `kv_cache_manager.free`.
+                    Some(pool) => {
+                        pool.free(i);
+                        self.used_blocks = self.p.usable_blocks - pool.free_blocks();
+                    }
+                    None => self.used_blocks -= u64::from(s.blocks),
+                }
                 let r = &mut reqs[it.id];
                 r.out_tokens = s.output;
                 r.phase = Phase::Finished;

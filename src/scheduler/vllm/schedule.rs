@@ -106,14 +106,35 @@ impl Vllm {
                     continue;
                 }
                 let known = s.tokens();
-                let n = cap(known);
+                // The prefix-cache lookup (`get_computed_blocks`) of a request with nothing
+                // computed: its hit is computed already.
+                let hit = match &self.pool {
+                    Some(pool) => pool.lookup(id.0 as usize, known),
+                    None => Vec::new(),
+                };
+                let cached = hit.len() as u64 * self.p.block;
+                let n = cap(known - cached);
                 if !self.p.chunked && n > budget {
                     break;
                 }
                 let n = n.min(budget);
-                let full = self.p.full_isl
-                    && self.blocks_for(known.min(self.p.max_model_len)) > self.free_blocks();
-                if full || self.blocks_for(n.min(self.p.max_model_len)) > self.free_blocks() {
+                let mml = self.p.max_model_len;
+                let fits = match &self.pool {
+                    // `allocate_slots`: the whole sequence (`full_sequence_must_fit`), then the
+                    // step's slots, each counting the hit blocks taken off the free queue.
+                    Some(pool) => {
+                        let i = id.0 as usize;
+                        let free = pool.free_blocks();
+                        !(self.p.full_isl && pool.to_allocate(i, known.min(mml), &hit) > free)
+                            && pool.to_allocate(i, (cached + n).min(mml), &hit) <= free
+                    }
+                    None => {
+                        let full =
+                            self.p.full_isl && self.blocks_for(known.min(mml)) > self.free_blocks();
+                        !full && self.blocks_for(n.min(mml)) <= self.free_blocks()
+                    }
+                };
+                if !fits {
                     self.counters.memory_stops += 1;
                     break;
                 }
@@ -127,8 +148,27 @@ impl Vllm {
                 self.running.push(id);
                 let r = &mut reqs[id];
                 r.phase = Phase::Running;
+                if r.admitted_at.is_none() {
+                    // `prefill_stats.num_cached_tokens`: the first admission's lookup only.
+                    r.cached_tokens = cached as u32;
+                    self.counters.first_admissions += 1;
+                    self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
+                    self.counters.cached_prompt_tokens += cached;
+                    self.counters.cache_hit_requests += u64::from(cached > 0);
+                }
                 r.admitted_at.get_or_insert(start);
-                self.take_blocks(id, n);
+                if self.pool.is_some() {
+                    self.stats.lookup(known, cached, r.evictions > 0);
+                }
+                if let Some(pool) = &mut self.pool {
+                    let i = id.0 as usize;
+                    let mml = self.p.max_model_len;
+                    pool.allocate(i, &hit, (cached + n).min(mml), (cached + n).min(known));
+                    self.seq_mut(id).computed = cached as u32;
+                    self.sync_pool(id);
+                } else {
+                    self.take_blocks(id, n);
+                }
                 planned.push(Planned { id, tokens: n });
                 budget -= n;
             }
@@ -196,6 +236,13 @@ impl Vllm {
 
     /// Blocks for `tokens` tokens of a request (`allocate_slots` after its checks).
     fn take_blocks(&mut self, id: ReqId, tokens: u64) {
+        if let Some(pool) = &mut self.pool {
+            let known = self.seqs[id.0 as usize].tokens();
+            let slots = tokens.min(self.p.max_model_len);
+            pool.allocate(id.0 as usize, &[], slots, tokens.min(known));
+            self.sync_pool(id);
+            return;
+        }
         let want = self.blocks_for(tokens.min(self.p.max_model_len));
         let s = &mut self.seqs[id.0 as usize];
         let more = want.saturating_sub(u64::from(s.blocks));
@@ -211,7 +258,13 @@ impl Vllm {
     /// still in flight arrives later as stale output.
     pub(super) fn preempt(&mut self, id: ReqId, now: SimTime, reqs: &mut Requests) {
         let s = &mut self.seqs[id.0 as usize];
-        self.used_blocks -= u64::from(s.blocks);
+        match &mut self.pool {
+            Some(pool) => {
+                pool.free(id.0 as usize);
+                self.used_blocks = self.p.usable_blocks - pool.free_blocks();
+            }
+            None => self.used_blocks -= u64::from(s.blocks),
+        }
         s.blocks = 0;
         s.status = Status::Waiting;
         s.computed = 0;

@@ -48,7 +48,7 @@ fn vllm(blocks: u64, cost: LinearStepTime, s: VllmSettings) -> Vllm {
         step_time: StepTimeSpec::Linear(cost.clone()),
         policy: PolicySpec::Vllm(s.clone()),
     };
-    Vllm::new(&engine, &s, Box::new(Linear::new(cost)))
+    Vllm::new(&engine, &s, false, Box::new(Linear::new(cost)))
 }
 
 /// What happened to one request: first token, finish (ns), preemptions.
@@ -81,6 +81,8 @@ fn drive(s: &mut Vllm, arrivals: &[(u64, u32, u32)]) -> Vec<Outcome> {
                 out_tokens: 0,
                 evictions: 0,
                 phase: Phase::Waiting,
+                prefix: None,
+                cached_tokens: 0,
             });
             s.arrive(now, id, &mut reqs).unwrap();
             ids.push(id);
@@ -252,6 +254,8 @@ fn a_prompt_of_max_model_len_is_refused_and_max_tokens_is_capped() {
             out_tokens: 0,
             evictions: 0,
             phase: Phase::Waiting,
+            prefix: None,
+            cached_tokens: 0,
         })
     };
     let (long, short) = (add(4096), add(96));

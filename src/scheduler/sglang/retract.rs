@@ -1,0 +1,94 @@
+//! Retraction (`managers/schedule_batch.py: ScheduleBatch.retract_decode`): when the next decode
+//! step's pages do not fit, running requests go back to the waiting queue, fewest generated
+//! tokens first; `release_req` frees each one's KV without publishing it to the radix cache.
+
+use std::cmp::Reverse;
+
+use super::{Sglang, RETRACT_DECODE_STEPS};
+use crate::request::{Phase, ReqId, Requests};
+use crate::scheduler::{Eviction, LogRecord, Outbox};
+use crate::time::SimTime;
+
+impl Sglang {
+    /// [`leave_running`](Self::leave_running) for a retracted request: nothing published;
+    /// `remaining` requests stay in the batch.
+    fn leave_retracted(&mut self, id: ReqId, remaining: u64, reqs: &mut Requests) -> u64 {
+        let kv = self.running_kv(id);
+        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
+        self.forget_running(id);
+        self.release_retracted(id, kv, remaining, reqs);
+        kv
+    }
+
+    /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
+    pub(super) fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
+        // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
+        // from the end: the victim is the smallest key, and among equal keys the latest in batch
+        // order. Usually one victim suffices, so select it rather than sort.
+        let mut keys: Vec<(u32, Reverse<u32>)> = self
+            .running
+            .iter()
+            .map(|&id| {
+                (
+                    self.output_tokens(id, &reqs[id]),
+                    Reverse(reqs[id].prompt_tokens),
+                )
+            })
+            .collect();
+        let mut retracted: Vec<ReqId> = Vec::new();
+        let mut freed = 0u64;
+        let mut first = true;
+        while first || !self.next_step_fits() {
+            if self.running.len() == 1 {
+                break;
+            }
+            first = false;
+            let mut at = 0;
+            for (i, k) in keys.iter().enumerate() {
+                if *k <= keys[at] {
+                    at = i;
+                }
+            }
+            keys.remove(at);
+            let victim = self.running.remove(at);
+            let remaining = self.running.len() as u64;
+            freed += self.leave_retracted(victim, remaining, reqs);
+            retracted.push(victim);
+        }
+        let ratio_before = self.ratio;
+        if !self.next_step_fits() {
+            // Newer SGLang aborts the last request when even it cannot grow.
+            let last = self.running.pop().expect("invariant: one request is kept");
+            freed += self.leave_retracted(last, 0, reqs);
+            reqs[last].phase = Phase::Rejected;
+            self.counters.aborted += 1;
+            out.finished.push(last);
+        }
+        let (decoded, max_new): (u64, u64) = self.running.iter().fold((0, 0), |(d, m), &id| {
+            let r = &reqs[id];
+            (
+                d + u64::from(self.output_tokens(id, r)),
+                m + u64::from(r.max_new_tokens),
+            )
+        });
+        let n = self.running.len() as u64;
+        self.ratio = ((decoded + RETRACT_DECODE_STEPS * n) as f64 / (max_new + 1) as f64).min(1.0);
+        self.counters.eviction_events += 1;
+        self.counters.evictions += retracted.len() as u64;
+        for &id in &retracted {
+            reqs[id].evictions += 1;
+            reqs[id].evicted(now);
+            self.push_waiting(id, reqs);
+        }
+        self.batch_is_full = false;
+        if self.log_enabled {
+            out.log.push(LogRecord::Evict(Eviction {
+                at: now,
+                requests: retracted.len() as u64,
+                tokens_freed: freed,
+                ratio_before,
+                ratio_after: self.ratio,
+            }));
+        }
+    }
+}
