@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
     let axes: Vec<sweep::Axis> = marked(text, "#vary ")
         .filter_map(|a| sweep::parse_vary(a).ok())
         .collect();
-    if !axes.is_empty() && axes.iter().map(|a| a.values.len()).product::<usize>() <= 10_000 {
+    if !axes.is_empty() && axes.iter().map(|a| a.values.len() as f64).product::<f64>() <= 1e4 {
         if let Ok(points) = sweep::points(&axes) {
             sets.extend(points.into_iter().next().unwrap_or_default());
         }
