@@ -308,6 +308,24 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["sweep", good, "--vary", "seed=1:100000000000000000000:1"],
             2,
         ),
+        // Found by the fuzzer (its own grid check multiplied the axes' lengths in usize): four
+        // axes of 100,000 values each make 10²⁰ points, past a 64-bit count.
+        (
+            "cli-vary-grid-past-a-64-bit-count",
+            &[
+                "sweep",
+                good,
+                "--vary",
+                "seed=1:100000:1",
+                "--vary",
+                "client.concurrency=1:100000:1",
+                "--vary",
+                "workload.requests=1:100000:1",
+                "--vary",
+                "run.max_events=1:100000:1",
+            ],
+            2,
+        ),
         // Output paths (class 4): checked before the run, inputs never replaced.
         (
             "cli-requests-csv-is-the-scenario",
