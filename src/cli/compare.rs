@@ -8,7 +8,7 @@ use super::args::{OutputArgs, SetArgs};
 use super::interrupt;
 use super::output::Outputs;
 use super::{term, Failure};
-use crate::compare::{self, result_file};
+use crate::compare::{self, result_file, LatencyCdfs};
 use crate::report::plots::{self, Format};
 use crate::scenario::{self, Source};
 
@@ -78,14 +78,18 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
+    if let Some(w) = compare::model_mismatch(&file, &base) {
+        term::note(&format!("warning: {w}"));
+    }
     let c = compare::compare(&base, &file, &name)?;
     interrupt::check()?;
     let json = serde_json::to_string_pretty(&c).expect("invariant: the comparison serializes");
     if let Some((dir, json_file, figures)) = planned {
         outputs.write(json_file, json.as_bytes())?;
+        let (measured, simulated) = (LatencyCdfs::of(&c.measured), LatencyCdfs::of(&c.simulated));
         for (fmt, id) in figures {
             interrupt::check()?;
-            outputs.write(id, &plots::compare_cdf(&c.measured, &c.simulated, fmt)?)?;
+            outputs.write(id, &plots::compare_cdf(&measured, &simulated, fmt)?)?;
         }
         interrupt::check()?;
         let n = outputs.commit()?;

@@ -28,6 +28,62 @@ pub struct Sample {
     pub start_s: Option<f64>,
 }
 
+impl Sample {
+    /// bench_serving's TPOT (s): (E2E − TTFT) / (output − 1), for more than one output token.
+    pub fn tpot_s(&self) -> Option<f64> {
+        (self.output_tokens > 1)
+            .then(|| (self.e2e_s - self.ttft_s) / f64::from(self.output_tokens - 1))
+    }
+}
+
+/// The empirical CDFs of TTFT, TPOT and E2E (seconds) of a set of samples, each at most
+/// [`CDF_POINTS`] points `(value, fraction of requests)` ending at 1: what `compare`'s figure
+/// draws.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LatencyCdfs {
+    /// How many requests.
+    pub requests: usize,
+    /// TTFT.
+    pub ttft: Vec<(f64, f64)>,
+    /// TPOT, of requests with more than one output token.
+    pub tpot: Vec<(f64, f64)>,
+    /// E2E.
+    pub e2e: Vec<(f64, f64)>,
+}
+
+/// The most points of a CDF in [`LatencyCdfs`].
+pub const CDF_POINTS: usize = 500;
+
+impl LatencyCdfs {
+    /// The CDFs of `samples`.
+    pub fn of(samples: &[Sample]) -> LatencyCdfs {
+        LatencyCdfs {
+            requests: samples.len(),
+            ttft: cdf(samples.iter().map(|s| s.ttft_s).collect()),
+            tpot: cdf(samples.iter().filter_map(Sample::tpot_s).collect()),
+            e2e: cdf(samples.iter().map(|s| s.e2e_s).collect()),
+        }
+    }
+}
+
+/// Up to [`CDF_POINTS`] points of the empirical CDF of `values` (finite ones), the last at 1.
+fn cdf(mut values: Vec<f64>) -> Vec<(f64, f64)> {
+    values.retain(|v| v.is_finite());
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    let step = n.div_ceil(CDF_POINTS).max(1);
+    let mut pts: Vec<(f64, f64)> = (0..n)
+        .step_by(step)
+        .map(|i| (values[i], (i + 1) as f64 / n as f64))
+        .collect();
+    if let (Some(&last), Some(p)) = (values.last(), pts.last()) {
+        if p.1 < 1.0 {
+            pts.push((last, 1.0));
+        }
+    }
+    pts
+}
+
 /// Mean, median, std and percentiles of one latency, in milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct Spread {
@@ -118,8 +174,7 @@ impl BenchMetrics {
         let input: u64 = samples.iter().map(|s| u64::from(s.input_tokens)).sum();
         let output: u64 = samples.iter().map(|s| u64::from(s.output_tokens)).sum();
         let n = samples.len() as u64;
-        let multi = samples.iter().filter(|s| s.output_tokens > 1);
-        let tpots = multi.map(|s| (s.e2e_s - s.ttft_s) / f64::from(s.output_tokens - 1));
+        let tpots = samples.iter().filter_map(Sample::tpot_s);
         let (max_tok, max_conc) = peaks(samples);
         BenchMetrics {
             completed: n,
@@ -238,5 +293,16 @@ mod tests {
             (m.max_output_tokens_per_s, m.max_concurrent_requests),
             (4.0, 2)
         );
+    }
+
+    #[test]
+    fn cdfs_end_at_one_skip_single_token_tpots_and_keep_at_most_500_points() {
+        let c = LatencyCdfs::of(&[sample(3, 0.2, vec![0.02, 0.04]), sample(1, 0.1, vec![])]);
+        assert_eq!(c.ttft, vec![(0.1, 0.5), (0.2, 1.0)]);
+        assert_eq!(c.tpot, vec![(0.03, 1.0)]);
+        assert_eq!((c.requests, c.e2e.last().map(|p| p.1)), (2, Some(1.0)));
+        let many: Vec<f64> = (0..1001).map(f64::from).collect();
+        let pts = cdf(many);
+        assert!(pts.len() <= CDF_POINTS + 1 && pts.last() == Some(&(1000.0, 1.0)));
     }
 }

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-pub use metrics::{BenchMetrics, Sample, Spread};
+pub use metrics::{BenchMetrics, LatencyCdfs, Sample, Spread};
 pub use result_file::{Arrivals, BenchFile, ResultFileError};
 
 use crate::engine::{self, RunOptions, SimError, Stepping};
@@ -239,6 +239,24 @@ pub fn default_scenario_text(file: &BenchFile) -> Result<String, String> {
     ))
 }
 
+/// When the result file names a model the catalog knows and the scenario names another one,
+/// the warning to print (a replay through another model's step times compares nothing).
+pub fn model_mismatch(file: &BenchFile, sc: &crate::scenario::Scenario) -> Option<String> {
+    let catalog = crate::catalog::Catalog::builtin_ref();
+    let id = file.model_id.as_deref()?;
+    let measured = catalog
+        .lookup_model(id.rsplit('/').next().unwrap_or(id))
+        .or_else(|_| catalog.lookup_model(id))
+        .ok()?;
+    let replayed = sc.model.as_ref()?.name.as_deref()?;
+    (measured.name != replayed).then(|| {
+        format!(
+            "the result file measured `{id}` (catalog model {}) but the scenario's model is {replayed}: the replay predicts another model's server",
+            measured.name
+        )
+    })
+}
+
 /// How `file`'s arrivals are replayed, in words.
 pub fn arrivals_in_words(file: &BenchFile) -> String {
     let cap = match file.max_concurrency {
@@ -306,6 +324,10 @@ pub fn render(c: &Comparison, scenario_name: &str) -> String {
         w,
         "{} requests ({} failed, left out); arrivals: {}",
         c.requests, c.failed, c.arrivals
+    );
+    let _ = writeln!(
+        w,
+        "each request sent with its measured prompt and asking for exactly its measured output (ignore_eos, max_new_tokens = that length), as the benchmark client sends them"
     );
     let _ = writeln!(w);
     let _ = writeln!(

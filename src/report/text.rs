@@ -275,21 +275,25 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         StopReason::AllAnswered => "every request answered",
         StopReason::MaxSimTime => "stopped at run.max_sim_s",
     };
+    // `1 retraction`, `2 retractions`.
+    let n_of = |n: u64, one: &str, many: &str| {
+        format!("{} {}", thousands(n), if n == 1 { one } else { many })
+    };
     let _ = writeln!(
         w,
-        "Totals: {} completed, {} rejected, {} output tokens in {} ({stop}); \
-         {} {} in {} events; {} {}, {} {}",
+        "Totals: {} completed, {} rejected, {} output tokens in {} ({stop}); {} in {}; {}, {}",
         thousands(t.requests_completed),
         thousands(t.requests_rejected),
         thousands(t.output_tokens),
         secs(t.sim_duration_s),
-        thousands(t.retractions),
-        s.words.evictions,
-        thousands(t.retraction_events),
-        thousands(t.prefill_batches),
-        s.words.prefill_steps,
-        thousands(t.decode_steps),
-        s.words.decode_steps
+        n_of(t.retractions, s.words.eviction, s.words.evictions),
+        n_of(t.retraction_events, "event", "events"),
+        n_of(
+            t.prefill_batches,
+            s.words.prefill_step,
+            s.words.prefill_steps
+        ),
+        n_of(t.decode_steps, s.words.decode_step, s.words.decode_steps),
     );
     let _ = writeln!(w);
     let _ = writeln!(w, "Simplified (see the README):");

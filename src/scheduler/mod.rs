@@ -82,8 +82,12 @@ pub struct Words {
     pub gen_throughput: &'static str,
     /// The requests counted as running.
     pub running_at_server: &'static str,
+    /// A step with prompt tokens only.
+    pub prefill_step: &'static str,
     /// Steps with prompt tokens only, plural.
     pub prefill_steps: &'static str,
+    /// A step with decode tokens.
+    pub decode_step: &'static str,
     /// Steps with decode tokens, plural.
     pub decode_steps: &'static str,
     /// The benchmark client whose latency convention the reports follow.

@@ -211,3 +211,20 @@ fn a_file_labelled_with_its_gpu_is_replayed_through_the_catalog_without_a_scenar
     assert_eq!(code, 2);
     assert!(err.contains("it does not name the GPU"), "{err}");
 }
+
+#[test]
+fn a_scenario_of_another_model_than_the_result_files_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let result = fixture("vllm-0.33.0.json");
+    let mut warnings = Vec::new();
+    for model in ["llama-3.1-70b", "llama-3.1-8b"] {
+        let sc = tmp.path().join(format!("{model}.toml"));
+        std::fs::write(&sc, format!("{SCENARIO}[model]\nname = \"{model}\"\n")).unwrap();
+        let args = ["compare", result.to_str().unwrap(), "--scenario"];
+        let (code, out, err) = servesim(&[&args[..], &[sc.to_str().unwrap()]].concat());
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("asking for exactly its measured output (ignore_eos"));
+        warnings.push(err.contains("warning: the result file measured `meta-llama/Llama-3.1-8B-Instruct` (catalog model llama-3.1-8b) but the scenario's model is llama-3.1-70b"));
+    }
+    assert_eq!(warnings, [true, false]);
+}

@@ -214,6 +214,126 @@ const CASES: &[Case] = &[
             )],
         }],
     },
+    Case {
+        file: "llama-3.1-70b-8xa100-sglang.toml",
+        title: "Llama-3.1-70B, SGLang 0.5.6, 8× A100 TP 8, random 1000/1000",
+        source: "https://github.com/sgl-project/sglang/blob/0fbab45d95dae9a425047dfb60d570fe2a1c08d8/docs_new/cookbook/autoregressive/Llama/Llama3.1.mdx",
+        points: &[
+            Point {
+                label: "conc 1",
+                sets: &["client.concurrency=1", "workload.requests=10"],
+                calibration: true,
+                figures: &[
+                    (Metric::Out, 52.88, 1.6),
+                    (Metric::MeanTtftMs, 131.61, -14.3),
+                    (Metric::MeanTpotMs, 18.63, -1.0),
+                    (Metric::MeanE2eMs, 7977.81, 31.3),
+                ],
+            },
+            Point {
+                label: "conc 16",
+                sets: &["client.concurrency=16", "workload.requests=80"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 513.48, 26.9),
+                    (Metric::MeanTtftMs, 264.84, 47.1),
+                    (Metric::MeanTpotMs, 26.09, -18.9),
+                    (Metric::MeanE2eMs, 13376.67, -15.6),
+                ],
+            },
+            Point {
+                label: "conc 100",
+                sets: &["client.concurrency=100", "workload.requests=500"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 1919.38, 13.9),
+                    (Metric::MeanTtftMs, 245.98, 368.4),
+                    (Metric::MeanTpotMs, 47.19, -12.2),
+                    (Metric::MeanE2eMs, 23616.71, -14.7),
+                ],
+            },
+        ],
+    },
+    Case {
+        file: "qwen3-235b-a22b-8xb200-sglang.toml",
+        title: "Qwen3-235B-A22B, SGLang 0.5.6, 8× B200 TP 8, random 1000/1000",
+        source: "https://github.com/sgl-project/sglang/blob/0278d9cb760aaee0bfbe8e185f24184f1960916d/docs_new/cookbook/autoregressive/Qwen/Qwen3.mdx",
+        points: &[
+            Point {
+                label: "conc 1",
+                sets: &["client.concurrency=1", "workload.requests=10"],
+                calibration: true,
+                figures: &[
+                    (Metric::Out, 96.65, 1.4),
+                    (Metric::MeanTtftMs, 99.03, -1.0),
+                    (Metric::MeanTpotMs, 10.12, -0.7),
+                    (Metric::MeanE2eMs, 4353.63, 31.9),
+                ],
+            },
+            Point {
+                label: "conc 16",
+                sets: &["client.concurrency=16", "workload.requests=80"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 832.04, -21.1),
+                    (Metric::MeanTtftMs, 215.70, -34.4),
+                    (Metric::MeanTpotMs, 16.36, 36.1),
+                    (Metric::MeanE2eMs, 8326.72, 38.5),
+                ],
+            },
+            Point {
+                label: "conc 100",
+                sets: &["client.concurrency=100", "workload.requests=500"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 2738.78, -11.7),
+                    (Metric::MeanTtftMs, 260.55, -7.9),
+                    (Metric::MeanTpotMs, 32.94, 10.3),
+                    (Metric::MeanE2eMs, 16665.09, 6.6),
+                ],
+            },
+        ],
+    },
+    Case {
+        file: "deepseek-r1-8xb200-sglang.toml",
+        title: "DeepSeek-R1 FP8, SGLang 0.5.6.post1, 8× B200 TP 8, random 1000/1000",
+        source: "https://lmsysorg.mintlify.app/cookbook/autoregressive/DeepSeek/DeepSeek-R1",
+        points: &[
+            Point {
+                label: "conc 1",
+                sets: &["client.concurrency=1", "workload.requests=10"],
+                calibration: true,
+                figures: &[
+                    (Metric::Out, 105.24, 2.0),
+                    (Metric::MeanTtftMs, 153.0, -1.3),
+                    (Metric::MeanTpotMs, 9.16, -1.1),
+                    (Metric::MeanE2eMs, 3998.4, 31.1),
+                ],
+            },
+            Point {
+                label: "conc 16",
+                sets: &["client.concurrency=16", "workload.requests=80"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 795.3, -12.4),
+                    (Metric::MeanTtftMs, 273.51, -27.1),
+                    (Metric::MeanTpotMs, 17.56, 19.2),
+                    (Metric::MeanE2eMs, 8918.33, 22.3),
+                ],
+            },
+            Point {
+                label: "conc 100",
+                sets: &["client.concurrency=100", "workload.requests=500"],
+                calibration: false,
+                figures: &[
+                    (Metric::Out, 2282.9, -14.5),
+                    (Metric::MeanTtftMs, 563.14, -44.0),
+                    (Metric::MeanTpotMs, 40.11, 15.5),
+                    (Metric::MeanE2eMs, 20380.71, 10.7),
+                ],
+            },
+        ],
+    },
 ];
 
 /// Run a published scenario with overrides; bench_serving's metrics of it.

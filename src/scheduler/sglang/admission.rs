@@ -29,6 +29,14 @@ enum AddResult {
     Other,
 }
 
+/// The running requests' reservations an admission pass starts from.
+#[derive(Clone, Copy, Debug)]
+struct Reservations {
+    tokens: f64,
+    /// An upper bound rather than the exact sum.
+    bounded: bool,
+}
+
 /// One admission pass: `PrefillAdder`'s budgets and what it has admitted so far.
 struct Pass {
     /// `available_size() + evictable_size()` when the pass began.
@@ -51,6 +59,12 @@ struct Pass {
     /// `PrefillAdder.req_states` of the `ignore_eos` rule: `(tokens left, tokens held)`, sorted
     /// by tokens left; built at its first use in the pass.
     req_states: Option<Vec<(f64, u64)>>,
+    /// Whether `total_offset` started from an upper bound of the running requests'
+    /// reservations rather than their exact sum (see [`Sglang::try_prefill`]).
+    bounded: bool,
+    /// Set when a bounded pass met a decision that the exact sum could turn the other way: the
+    /// pass must be run again with the exact sum.
+    unsure: bool,
 }
 
 impl Pass {
@@ -74,9 +88,18 @@ impl Pass {
             *c -= extend as i64;
         }
     }
+    /// A decision on `remaining_total()` went the way a smaller remainder goes: in a bounded
+    /// pass, whose `remaining_total` is at most the exact one (float addition and subtraction
+    /// are monotone), the exact sum might have gone the other way.
+    fn short(&mut self) {
+        self.unsure |= self.bounded;
+    }
     /// `PrefillAdder.budget_state`.
-    fn state(&self) -> AddResult {
+    fn state(&mut self) -> AddResult {
         if !(self.remaining_total() > 0.0 && self.remaining_current() > 0.0) {
+            if self.remaining_current() > 0.0 {
+                self.short();
+            }
             return AddResult::NoToken;
         }
         if self.rem_input <= 0 || self.rem_chunk.is_some_and(|c| c <= 0) {
@@ -102,8 +125,9 @@ impl Pass {
 impl Sglang {
     /// Σ over the decode batch of `min(max_new − generated, clip) × ratio` (1.0 for
     /// `ignore_eos`): `PrefillAdder._get_running_request_total_token_offset`.
-    fn running_reservations(&self, reqs: &Requests) -> f64 {
-        self.running
+    fn running_reservations(&self, reqs: &Requests) -> Reservations {
+        let tokens = self
+            .running
             .iter()
             .map(|&id| {
                 let r = &reqs[id];
@@ -112,7 +136,38 @@ impl Sglang {
                     .min(self.p.clip) as f64;
                 left * if r.ignore_eos { 1.0 } else { self.ratio }
             })
-            .sum()
+            .sum();
+        Reservations {
+            tokens,
+            bounded: false,
+        }
+    }
+
+    /// An upper bound of [`running_reservations`](Self::running_reservations) in O(1): each
+    /// running request's `min(max_new − generated, clip)` only falls while it runs, so its value
+    /// when it joined bounds it; the sum of those bounds (kept as requests join and leave) times
+    /// the ratio, widened by more than the float sum's rounding can reach.
+    fn reservation_bound(&self) -> Reservations {
+        let (at_ratio, at_one) = self.reservation_bounds;
+        let real = at_ratio as f64 * self.ratio.max(0.0) + at_one as f64;
+        let n = self.running.len() as f64;
+        Reservations {
+            tokens: real * (1.0 + (n + 4.0) * f64::EPSILON) + 1.0,
+            bounded: true,
+        }
+    }
+
+    /// Keep [`reservation_bound`](Self::reservation_bound)'s sums as a request with this bound
+    /// joins (`join`) or leaves the running batch.
+    pub(super) fn add_reservation_bound(&mut self, bound: u32, ignore_eos: bool, join: bool) {
+        let sum = match ignore_eos {
+            true => &mut self.reservation_bounds.1,
+            false => &mut self.reservation_bounds.0,
+        };
+        match join {
+            true => *sum += u64::from(bound),
+            false => *sum -= u64::from(bound),
+        }
     }
 
     fn sort_waiting(&mut self, reqs: &Requests) {
@@ -133,6 +188,9 @@ impl Sglang {
         };
         let chunk = pass.rem_chunk.expect("invariant: chunking is enabled");
         // `available_chunk_tokens`: a continuation must make progress to release its KV.
+        if (pass.remaining_total() as i64) < chunk {
+            pass.short();
+        }
         let mut rem = chunk.min(pass.remaining_total() as i64);
         if rem <= 0 {
             rem = chunk;
@@ -162,6 +220,7 @@ impl Sglang {
             .min(self.p.clip);
         // `PrefillBudget.check_prefill`: strictly below what remains.
         if ((extend + max_new_left + self.p.page) as f64) >= pass.remaining_total() {
+            pass.short();
             return AddResult::NoToken;
         }
         let input_tokens = pass.ceil_page(extend);
@@ -195,6 +254,9 @@ impl Sglang {
         let extend = u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
         let paged_input = (pass.ceil_page(extend) + self.p.page) as f64;
         // `PrefillBudget.can_allocate_prefill`.
+        if pass.remaining_total() < pass.remaining_current() {
+            pass.short();
+        }
         if paged_input > pass.remaining_current().min(pass.remaining_total()) {
             return AddResult::NoToken;
         }
@@ -272,9 +334,57 @@ impl Sglang {
         // With mixed chunks the running requests' decode tokens come out of the pass's budgets
         // (`num_mixed_decode_tokens`).
         let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
+        // The running requests' reservations are a sum over the batch; a bound kept as requests
+        // join and leave decides most passes alone (a pool with room to spare), and the exact
+        // sum is taken only when a decision could turn on it.
+        let bound = self.pass(reqs, mixed, allocatable, self.reservation_bound());
+        let (pass, stop) = if bound.0.unsure {
+            self.pass(reqs, mixed, allocatable, self.running_reservations(reqs))
+        } else {
+            debug_assert!(
+                {
+                    let exact =
+                        self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+                    exact.0.items == bound.0.items
+                        && exact.0.new_chunked == bound.0.new_chunked
+                        && exact.0.admitted == bound.0.admitted
+                        && exact.1 == bound.1
+                },
+                "invariant: a bounded admission pass that is sure decides as the exact one"
+            );
+            bound
+        };
+        match stop {
+            // The slot limit closes the latch.
+            Some(AddResult::Other) => {
+                self.batch_is_full = true;
+                self.counters.slot_stops += 1;
+            }
+            Some(AddResult::NoToken) => {
+                self.batch_is_full = !pass.items.is_empty() || !self.running.is_empty();
+                self.counters.memory_stops += 1;
+            }
+            _ => {}
+        }
+        if pass.items.is_empty() {
+            return None;
+        }
+        self.start_prefill(now, pass, running_bs, reqs)
+    }
+
+    /// One admission pass over the (sorted) waiting queue, the running requests' reservations
+    /// given as `reservations` — exact, or an upper bound (then the pass says whether it is
+    /// `unsure`). Returns the pass and why it stopped, if it stopped short.
+    fn pass(
+        &self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+        reservations: Reservations,
+    ) -> (Pass, Option<AddResult>) {
         let mut pass = Pass {
             available: self.kv.available_tokens() as f64,
-            total_offset: mixed as f64 + self.running_reservations(reqs),
+            total_offset: mixed as f64 + reservations.tokens,
             current_offset: mixed as f64,
             rem_input: self.p.max_prefill as i64 - mixed as i64,
             rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
@@ -283,13 +393,15 @@ impl Sglang {
             new_chunked: None,
             admitted: 0,
             req_states: None,
+            bounded: reservations.bounded,
+            unsure: false,
         };
         if let Some(id) = self.chunked {
             self.add_chunked(&mut pass, id, reqs);
         }
         let mut stop = None;
         for &id in self.waiting.iter() {
-            if pass.state() == AddResult::Other {
+            if pass.unsure || pass.state() == AddResult::Other {
                 break;
             }
             if pass.items.len() as u64 >= allocatable {
@@ -312,22 +424,7 @@ impl Sglang {
                 break;
             }
         }
-        match stop {
-            // The slot limit closes the latch.
-            Some(AddResult::Other) => {
-                self.batch_is_full = true;
-                self.counters.slot_stops += 1;
-            }
-            Some(AddResult::NoToken) => {
-                self.batch_is_full = !pass.items.is_empty() || !self.running.is_empty();
-                self.counters.memory_stops += 1;
-            }
-            _ => {}
-        }
-        if pass.items.is_empty() {
-            return None;
-        }
-        self.start_prefill(now, pass, running_bs, reqs)
+        (pass, stop)
     }
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and

@@ -137,7 +137,7 @@ enum InFlight {
     },
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct PrefillItem {
     id: ReqId,
     take: u32,
@@ -173,6 +173,11 @@ enum Place {
         kv_then: u64,
         /// Unique number of this stay in the batch (guards stale completion-heap entries).
         stay: u64,
+        /// `min(max_new − generated, clip)` when it joined: a bound on its admission
+        /// reservation ever after (see [`Sglang::reservation_bounds`]).
+        reserve_bound: u32,
+        /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
+        ignore_eos: bool,
     },
 }
 
@@ -205,6 +210,14 @@ pub struct Sglang {
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
+    /// Σ `reserve_bound` of the running requests that reserve at `new_token_ratio`, and of
+    /// those that reserve at 1 (`ignore_eos`).
+    reservation_bounds: (u64, u64),
+    /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
+    /// stay, id)` of each running request — a filter that lets
+    /// [`set_aside_finishing`](Self::set_aside_finishing) skip its scan of the batch when no
+    /// request can be finishing by length (entries of past stays are dropped lazily).
+    length_due: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     /// Σ KV tokens held by the decode batch.
     running_kv_tokens: u64,
     /// Running requests by `(context − since_step) mod page` (see the module docs).
@@ -282,6 +295,8 @@ impl Sglang {
             decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
+            length_due: BinaryHeap::new(),
+            reservation_bounds: (0, 0),
             running_kv_tokens: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
@@ -396,6 +411,9 @@ impl Sglang {
         let kv_then =
             u64::from(r.prompt_tokens) + u64::from(out) + u64::from(first_token_pending) - 1;
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
+        let reserve_bound = u64::from(r.max_new_tokens.saturating_sub(out)).min(self.p.clip) as u32;
+        let ignore_eos = r.ignore_eos;
+        self.add_reservation_bound(reserve_bound, ignore_eos, true);
         self.set_place(
             id,
             Place::Running {
@@ -404,6 +422,8 @@ impl Sglang {
                 alloc_since: self.alloc_step,
                 kv_then,
                 stay,
+                reserve_bound,
+                ignore_eos,
             },
         );
         self.running_kv_tokens += kv_then;
@@ -412,6 +432,11 @@ impl Sglang {
         if schedule_finish {
             self.finish_heap.push(Reverse((finish_step, stay, id)));
         }
+        // A request whose first token is pending is counted with it (a step early: the filter
+        // may only err early), so that the token's arrival needs no second entry.
+        let max_new = reqs[id].max_new_tokens;
+        let counted = out + u32::from(first_token_pending);
+        self.note_length_due(id, stay, self.decode_step, counted, max_new);
         self.running.push(id);
     }
 
@@ -422,11 +447,14 @@ impl Sglang {
         let Place::Running {
             alloc_since,
             kv_then,
+            reserve_bound,
+            ignore_eos,
             ..
         } = self.place(id)
         else {
             panic!("invariant: forget_running on a request that is not running");
         };
+        self.add_reservation_bound(reserve_bound, ignore_eos, false);
         self.set_place(id, Place::Absent);
         let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
@@ -633,7 +661,7 @@ impl Sglang {
         self.decode_step += 1;
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
-        let mut any = false;
+        let first = out.finished.len();
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
                 break;
@@ -649,15 +677,25 @@ impl Sglang {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
-            any = true;
         }
-        if any {
-            // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-            // which reopens admission at once (0.5.23 filters on every pass).
+        let finished = &out.finished[first..];
+        if finished.is_empty() {
+            return false;
+        }
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass). A few are found by
+        // their ids (a scan of the ids alone); many, by their phase.
+        if finished.len() <= 4 {
+            for id in finished {
+                let at = self.running.iter().position(|x| x == id);
+                self.running
+                    .remove(at.expect("invariant: a finished request was running"));
+            }
+        } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
-            self.batch_is_full = false;
         }
-        any
+        self.batch_is_full = false;
+        true
     }
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {

@@ -92,6 +92,9 @@ impl Sglang {
     /// that the batch in flight finishes by reaching `max_new_tokens`. Returns whether any
     /// was. Only the overlapped loop has a batch in flight when deciding.
     pub(super) fn set_aside_finishing(&mut self, reqs: &Requests) -> bool {
+        if self.in_flight.is_none() || !self.any_length_due() {
+            return false;
+        }
         let members: Vec<ReqId> = match &self.in_flight {
             None => return false,
             // A decode or mixed batch holds every running request.
@@ -117,6 +120,47 @@ impl Sglang {
             any = true;
         }
         any
+    }
+
+    /// Record when a request joining the running batch can first be set aside by
+    /// [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at which
+    /// `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop sets
+    /// requests aside.
+    pub(super) fn note_length_due(
+        &mut self,
+        id: ReqId,
+        stay: u64,
+        since_step: u64,
+        out_then: u32,
+        max_new: u32,
+    ) {
+        if !self.p.overlap {
+            return;
+        }
+        let due = since_step + u64::from(max_new.saturating_sub(out_then + 1));
+        self.length_due.push(Reverse((due, stay, id)));
+        // Entries of past stays leave only when they surface: rebuild now and then so that the
+        // heap stays the size of the batch.
+        if self.length_due.len() > 8 * self.running.len() + 1024 {
+            let heap = std::mem::take(&mut self.length_due).into_vec();
+            let current = heap
+                .into_iter()
+                .filter(|Reverse((_, stay, id))| self.is_current_stay(*id, *stay));
+            self.length_due = current.collect();
+        }
+    }
+
+    /// Whether some running request has reached the step from which it may be finishing by
+    /// length (a superset: [`set_aside_finishing`](Self::set_aside_finishing) then decides
+    /// exactly, request by request). Drops the entries of past stays on top of the heap.
+    fn any_length_due(&mut self) -> bool {
+        while let Some(&Reverse((due, stay, id))) = self.length_due.peek() {
+            if self.is_current_stay(id, stay) {
+                return due <= self.decode_step;
+            }
+            self.length_due.pop();
+        }
+        false
     }
 
     /// Process the result of the batch in flight.
@@ -172,6 +216,8 @@ impl Sglang {
             alloc_since,
             kv_then,
             stay,
+            reserve_bound,
+            ignore_eos,
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -197,6 +243,8 @@ impl Sglang {
                 alloc_since,
                 kv_then,
                 stay,
+                reserve_bound,
+                ignore_eos,
             },
         );
         let target = reqs[it.id].target_output_tokens;
