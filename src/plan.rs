@@ -104,9 +104,12 @@ pub struct PlanMetrics {
     pub concurrency_per_server: Option<u64>,
     /// `safe` or `tight`; `None` without a memory model.
     pub oom_verdict: Option<Verdict>,
-    /// Steady output tokens per second.
+    /// Steady output tokens per second (as `steady_req_per_s`, without a steady window: the
+    /// run's output tokens ÷ makespan).
     pub gen_tok_per_s: f64,
-    /// Steady completions per second.
+    /// Steady completions per second; an overloaded server's completion rate; a run with no
+    /// steady window (one batch, or a start-up that lasts until the drain, as a saturating
+    /// concurrency often gives): its requests ÷ makespan, all there is.
     pub steady_req_per_s: f64,
     /// Time until the last request is answered.
     pub time_to_finish_s: f64,
@@ -443,14 +446,22 @@ pub fn evaluate(
     let a = analysis::analyse(&r);
     let replicas = f64::from(c.num_gpus / c.tensor_parallel);
     let time = r.totals.sim_duration_s;
+    let per_s = |n: u64| if time > 0.0 { n as f64 / time } else { 0.0 };
+    let (rate, gen) = match &a.window {
+        Some(w) => (w.span.req_per_s, w.span.output_tok_per_s),
+        None => (
+            per_s(r.totals.requests_completed),
+            per_s(r.totals.output_tokens),
+        ),
+    };
     let cost = time / 3600.0 * f64::from(c.num_gpus) * price;
     let tokens = r.totals.output_tokens as f64 * replicas;
     let metrics = PlanMetrics {
         kv_capacity_tokens: sc.engine.kv_capacity_tokens,
         concurrency_per_server: in_flight,
         oom_verdict: verdict,
-        gen_tok_per_s: a.steady.output_tok_per_s * replicas,
-        steady_req_per_s: a.steady.req_per_s * replicas,
+        gen_tok_per_s: gen * replicas,
+        steady_req_per_s: rate * replicas,
         time_to_finish_s: time,
         cost_usd: cost,
         usd_per_m_output_tokens: if tokens > 0.0 {
@@ -465,7 +476,12 @@ pub fn evaluate(
             // Kept full, the client binds only where more in flight finishes no sooner: the
             // slot limit when the concurrency reaches it, else the KV pool (vLLM preempts
             // when it overfills).
-            (Load::Saturate, Constraint::ClientConcurrency, Some(n)) => {
+            // Without a steady window the whole run is measured, its drain too, so the client
+            // seems below its limit (the step time) though it kept `n` in flight until then.
+            (Load::Saturate, b, Some(n))
+                if b == Constraint::ClientConcurrency
+                    || (b == Constraint::StepTime && a.steady().is_none()) =>
+            {
                 if n >= u64::from(sc.engine.policy.max_running_requests()) {
                     Constraint::MaxRunningRequests
                 } else {

@@ -48,6 +48,9 @@ pub struct Request {
     pub admitted_at: Option<SimTime>,
     /// First output token.
     pub first_token_at: Option<SimTime>,
+    /// Set when the request is evicted (retracted or preempted) holding output tokens, at about
+    /// the time of its latest one, until its next token: that token's gap counts from here.
+    pub evicted_at: Option<SimTime>,
     /// Output tokens generated so far. While the request is running the scheduler may keep the
     /// count in its own bookkeeping and bring this field up to date only when the request leaves
     /// the batch.
@@ -64,6 +67,17 @@ pub struct Requests {
     slots: Vec<Option<Request>>,
     free: Vec<u32>,
     live: usize,
+}
+
+impl Request {
+    /// Evicted (retracted or preempted) at `now`: if it holds output tokens, its next one's
+    /// gap counts from here — or from an earlier eviction, when it was evicted again before it
+    /// got that token (re-admitted, then evicted before its recomputation gave one).
+    pub fn evicted(&mut self, now: SimTime) {
+        if self.first_token_at.is_some() {
+            self.evicted_at.get_or_insert(now);
+        }
+    }
 }
 
 impl Requests {

@@ -87,6 +87,8 @@ pub struct RunOptions {
     pub keep_token_times: bool,
     /// Set from outside (Ctrl-C) to stop the run.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Where the steady-window latencies start.
+    pub steady_from: crate::metrics::SteadyFrom,
 }
 
 impl Default for RunOptions {
@@ -98,6 +100,7 @@ impl Default for RunOptions {
             keep_requests: false,
             keep_token_times: false,
             interrupt: None,
+            steady_from: crate::metrics::SteadyFrom::StartUpCleared,
         }
     }
 }

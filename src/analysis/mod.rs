@@ -1,67 +1,128 @@
-//! From a run's time series to the steady state, its confidence interval, the Little's-law
-//! cross-check and the convergence of the lifetime average. Pure functions of a [`RunResult`].
+//! From a run's time series to its regime — a steady state, an overloaded open loop, or no
+//! steady phase at all — the steady rate with its confidence interval, the Little's-law
+//! cross-check, the convergence of the lifetime average and what binds the batch. Pure
+//! functions of a [`RunResult`].
 //!
-//! * **Drain** — exact, not guessed: the client sends its last request at `last_send`; after
-//!   that the number in flight can only fall. The steady window ends there (or at `max_sim_s`).
-//! * **Warm-up** — MSER-5 (White 1997; the marginal standard error rule on batches of five):
-//!   completions are binned (about ten per bin), grouped in fives, and the truncation point `d`
-//!   minimising `Σ_{j≥d}(y_j − ȳ_d)² / (m − d)²` over `d ≤ m/2` ends the warm-up.
-//! * **Rate and interval** — the steady rate is the completions in the window over its length;
-//!   the 95 % interval comes from batch means (up to 20 equal batches, Student's t).
+//! * **The window** ([`window`]) runs from the end of the start-up to the drain: the start-up
+//!   ends when all but 1 % of the requests sent before the first response are answered (MSER-5
+//!   may cut a further transient), the drain starts at the client's last send. Its rate comes
+//!   with a 95 % interval by overlapping batch means, batches as long as the completions'
+//!   correlation time.
+//! * **Regime** — a steady state needs such a window, and an open loop whose backlog does not
+//!   grow through it: when arrivals outpace completions (by more than 5 % of the arrival rate)
+//!   the queue and every wait grow without bound, so the run is *overloaded*: no steady state,
+//!   and the window's completion rate is what the server sustains. A run whose requests were
+//!   all sent before the first response came back (a closed loop with no more requests than
+//!   concurrency) is one batch, with no steady phase; so is one whose start-up lasts until the
+//!   drain.
 //! * **Little's law** — `λ = L / W` with `L` the time-averaged requests in flight and `W` the
 //!   mean end-to-end time of the requests completed in the window.
 //! * **Convergence** — the first time after which the lifetime average stays within 5 % of the
 //!   steady rate, measured on the time series; and the estimate `20 × |d|`, where the start-up
-//!   deficit `d = T − completed(T)/rate` makes the lifetime average `rate × (1 − d/T)`.
+//!   deficit `d = T − completed(T)/rate` makes the lifetime average `rate × (1 − d/T)` (`d` is
+//!   negative when the start-up completes faster than the steady state: short requests first).
+
+pub mod replications;
+pub mod window;
 
 use serde::Serialize;
 
 use crate::metrics::{RunResult, Sample, StopReason};
+pub use replications::Replications;
+pub use window::{mser, t975, Interval, Span};
 
-/// Completions per bin aimed for when detecting the warm-up.
-const TARGET_COMPLETIONS_PER_BIN: f64 = 10.0;
-/// Most batches used for the batch-means interval.
-const MAX_BATCHES: usize = 20;
 /// The convergence tolerance.
 pub const CONVERGENCE_TOLERANCE: f64 = 0.05;
+/// An open loop whose backlog grows by more than this fraction of its arrival rate through the
+/// window is overloaded.
+pub const OVERLOAD_GROWTH: f64 = 0.05;
+/// … and by at least this many requests.
+pub const OVERLOAD_MIN_REQUESTS: u64 = 20;
 
-/// The steady state of a run.
+/// The stretch between the start-up and the drain, measured.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SteadyState {
-    /// Completions per second in the steady window.
-    pub req_per_s: f64,
-    /// 95 % confidence interval by batch means.
-    pub req_per_s_ci95: [f64; 2],
-    /// Batches behind the interval.
-    pub ci_batches: u64,
-    /// Output tokens generated per second in the window.
-    pub output_tok_per_s: f64,
-    /// Start of the window (end of the warm-up), seconds.
-    pub start_s: f64,
-    /// End of the window (start of the drain), seconds.
-    pub end_s: f64,
-    /// `L / W`.
-    pub little_law_req_per_s: f64,
-    /// `L`: time-averaged requests in flight in the window.
-    pub little_l_requests: f64,
-    /// `W`: mean end-to-end seconds of the requests completed in the window.
-    pub little_w_s: f64,
-    /// `output_tok_per_s ÷ mean output tokens`.
-    pub tokens_req_per_s: f64,
-    /// Time-averaged running requests in the window.
-    pub mean_running: f64,
-    /// Time-averaged queued requests in the window.
-    pub mean_queued: f64,
-    /// Time-averaged token usage in the window.
-    pub mean_token_usage: f64,
-    /// Fraction of the window during which the server's waiting queue was not empty.
-    pub queue_busy_fraction: f64,
-    /// Completions inside the window.
-    pub completions: u64,
-    /// Whether the window is long enough to trust (at least 10 bins and 50 completions).
-    pub reliable: bool,
-    /// Why it is not, or what to keep in mind.
-    pub note: Option<String>,
+pub struct Window {
+    /// What it measured.
+    #[serde(flatten)]
+    pub span: Span,
+    /// The 95 % interval of its completion rate (`None`: too few time-series points).
+    pub interval: Option<Interval>,
+    /// When the start-up cleared, seconds (`None`: an overloaded run examined without it).
+    pub startup_cleared_at_s: Option<f64>,
+    /// Whether MSER cut a further transient after the start-up (the window then starts later).
+    pub mser_cut: bool,
+}
+
+impl Window {
+    /// The interval's ends, if there is an interval.
+    pub fn ci95(&self) -> Option<[f64; 2]> {
+        self.interval.as_ref().map(|i| i.req_per_s_ci95)
+    }
+}
+
+/// An open loop whose arrivals outpace its completions.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Overload {
+    /// The window examined: from the end of the start-up, seconds…
+    pub window_start_s: f64,
+    /// … to the client's last send.
+    pub window_end_s: f64,
+    /// Requests arriving per second in the window.
+    pub arrival_req_per_s: f64,
+    /// Completions per second in the window: what the server sustains at this workload.
+    pub served_req_per_s: f64,
+    /// Its 95 % interval.
+    pub served_req_per_s_ci95: Option<[f64; 2]>,
+    /// How fast the backlog (requests in flight or waiting for a slot) grew, requests/s.
+    pub backlog_growth_req_per_s: f64,
+    /// Requests waiting for an answer at the start of the window.
+    pub backlog_start: u64,
+    /// … and at its end.
+    pub backlog_end: u64,
+    /// `arrival / served − 1`: first come, first served, every second of arrivals adds this
+    /// many seconds to the wait of the requests behind them.
+    pub wait_growth_s_per_s: f64,
+}
+
+/// Why a run has no steady window.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum NoWindow {
+    /// No request completed.
+    NothingCompleted,
+    /// Every request was sent before the first response came back: one batch.
+    OneBatch {
+        /// Requests sent.
+        requests: u64,
+        /// The client's concurrency limit, if any.
+        concurrency: Option<u64>,
+    },
+    /// The start-up had not cleared when the drain began.
+    StartUpUntilDrain {
+        /// Requests of the start-up.
+        cohort: u64,
+        /// When it cleared, if it did.
+        cleared_at_s: Option<f64>,
+        /// When the drain began.
+        drain_at_s: f64,
+    },
+}
+
+/// What kind of run this is.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Regime {
+    /// A steady state: the window's numbers describe what the server sustains.
+    Steady {
+        /// Whether the window is long enough to trust its interval.
+        reliable: bool,
+        /// Why it is not, or what to keep in mind.
+        note: Option<String>,
+    },
+    /// An open loop whose backlog grows through the window: no steady state.
+    Overloaded(Overload),
+    /// No stretch of the run is past the start-up and before the drain.
+    NoSteadyWindow(NoWindow),
 }
 
 /// When the lifetime average gets within 5 % of the steady rate.
@@ -71,11 +132,12 @@ pub struct Convergence {
     pub lifetime_within_5pct_at_s: Option<f64>,
     /// `20 × |deficit|`.
     pub estimated_s: f64,
-    /// The start-up deficit `d` in seconds (positive: the lifetime average lags).
+    /// The start-up deficit `d` in seconds at the end of the window (positive: the lifetime
+    /// average lags; negative: it runs ahead).
     pub deficit_s: f64,
 }
 
-/// What limits the batch in the steady state.
+/// What limits the batch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Constraint {
@@ -103,14 +165,14 @@ impl Constraint {
     }
 }
 
-/// What binds the batch, with the evidence.
+/// What binds the batch, with the evidence (over the window, or the whole run without one).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Binding {
     /// The constraint.
     pub constraint: Constraint,
-    /// Fraction of the steady window with requests waiting in the server's queue.
+    /// Fraction of the time with requests waiting in the server's queue.
     pub queue_busy_fraction: f64,
-    /// Mean running requests in the window.
+    /// Mean running requests.
     pub mean_running: f64,
     /// The slot limit.
     pub max_running_requests: u64,
@@ -118,7 +180,7 @@ pub struct Binding {
     pub mean_in_flight: f64,
     /// The client's concurrency limit.
     pub client_concurrency: Option<u64>,
-    /// Mean token usage in the window.
+    /// Mean token usage.
     pub mean_token_usage: f64,
     /// Admission passes stopped by the KV budget, over the whole run.
     pub memory_stops: u64,
@@ -126,29 +188,224 @@ pub struct Binding {
     pub slot_stops: u64,
     /// Retractions over the whole run.
     pub retractions: u64,
+    /// Over what: `steady window`, `overloaded window` or `whole run`.
+    pub measured_over: &'static str,
 }
 
 /// Everything derived from a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Analysis {
-    /// The steady state.
-    pub steady: SteadyState,
-    /// Convergence of the lifetime average.
-    pub convergence: Convergence,
+    /// The kind of run.
+    pub regime: Regime,
+    /// The window between the start-up and the drain, when there is one (steady or not).
+    pub window: Option<Window>,
+    /// Convergence of the lifetime average to the steady rate (steady runs only).
+    pub convergence: Option<Convergence>,
     /// What binds the batch.
     pub binding: Binding,
 }
 
+impl Analysis {
+    /// The steady window, if the run has a steady state.
+    pub fn steady(&self) -> Option<&Window> {
+        match self.regime {
+            Regime::Steady { .. } => self.window.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// The rate the server sustains: the steady rate, or an overloaded server's completion
+    /// rate; `None` without a window.
+    pub fn sustained_req_per_s(&self) -> Option<f64> {
+        self.window.as_ref().map(|w| w.span.req_per_s)
+    }
+
+    /// Why there is no steady state, or what to keep in mind about it.
+    pub fn reason(&self) -> Option<String> {
+        match &self.regime {
+            Regime::Steady { note, .. } => note.clone(),
+            Regime::Overloaded(o) => Some(format!(
+                "overloaded: requests arrive at {:.3} req/s but complete at only {:.3} req/s, so \
+                 the backlog grows by {:.3} requests per second (from {} to {} through the \
+                 window) and every wait grows with the run: there is no steady state; the \
+                 server sustains about {:.3} req/s at this workload",
+                o.arrival_req_per_s,
+                o.served_req_per_s,
+                o.backlog_growth_req_per_s,
+                o.backlog_start,
+                o.backlog_end,
+                o.served_req_per_s
+            )),
+            Regime::NoSteadyWindow(w) => Some(match w {
+                NoWindow::NothingCompleted => "no request completed".to_string(),
+                NoWindow::OneBatch {
+                    requests,
+                    concurrency,
+                } => {
+                    let limit = concurrency.map_or(String::new(), |c| {
+                        format!(" ({requests} requests, concurrency {c})")
+                    });
+                    format!(
+                        "one batch: every request was sent before the first response came \
+                         back{limit}, so no slot was ever refilled and there is no steady \
+                         phase — the makespan and the per-request latencies describe the run"
+                    )
+                }
+                NoWindow::StartUpUntilDrain {
+                    cohort,
+                    cleared_at_s,
+                    drain_at_s,
+                } => {
+                    let cleared = cleared_at_s.map_or("never cleared".to_string(), |t| {
+                        format!("cleared only at t = {t:.0} s")
+                    });
+                    format!(
+                        "no steady phase: the start-up (the {cohort} requests sent before the \
+                         first response) {cleared}, and the client sent its last request at \
+                         t = {drain_at_s:.0} s — run more requests for a steady window"
+                    )
+                }
+            }),
+        }
+    }
+}
+
 /// Analyse a run.
 pub fn analyse(r: &RunResult) -> Analysis {
-    let steady = steady_state(r);
-    let convergence = convergence(r, &steady);
-    let binding = binding(r, &steady);
+    let drain_s = match r.stop {
+        StopReason::MaxSimTime => r.totals.sim_duration_s,
+        StopReason::AllAnswered => r.last_send_s.unwrap_or(0.0),
+    };
+    let (regime, window) = regime(r, drain_s);
+    let convergence = match (&regime, &window) {
+        (Regime::Steady { .. }, Some(w)) => Some(convergence(r, &w.span)),
+        _ => None,
+    };
+    let (span, measured_over) = match (&regime, &window) {
+        (Regime::Steady { .. }, Some(w)) => (w.span.clone(), "steady window"),
+        (_, Some(w)) => (w.span.clone(), "overloaded window"),
+        (_, None) => {
+            let first = r.samples.first().expect("invariant: a run has a sample");
+            let last = r.samples.last().expect("invariant: a run has a sample");
+            (Span::between(r, first, last), "whole run")
+        }
+    };
     Analysis {
-        steady,
+        binding: binding(r, &span, measured_over),
+        regime,
+        window,
         convergence,
-        binding,
     }
+}
+
+fn regime(r: &RunResult, drain_s: f64) -> (Regime, Option<Window>) {
+    let no = |w| (Regime::NoSteadyWindow(w), None);
+    let Some(first_s) = r.first_completion_s else {
+        return no(NoWindow::NothingCompleted);
+    };
+    if r.stop == StopReason::AllAnswered && r.last_send_s.is_none_or(|l| l <= first_s) {
+        return no(NoWindow::OneBatch {
+            requests: r.totals.requests_sent,
+            concurrency: r.client_concurrency,
+        });
+    }
+    let until_drain = NoWindow::StartUpUntilDrain {
+        cohort: r.startup.cohort,
+        cleared_at_s: r.startup.cleared_at_s,
+        drain_at_s: drain_s,
+    };
+    let startup = r.startup.sample.as_ref().filter(|s| s.t_s < drain_s);
+    let Some(found) = startup.and_then(|s| window::find(r, s, drain_s)) else {
+        // An overloaded open loop may never clear its start-up (its first requests wait
+        // behind ever more): examine the second half of the sending instead.
+        let mid = (first_s + drain_s) / 2.0;
+        let examined = window::points(r, mid, drain_s).map(|pts| {
+            let span = Span::between(r, &pts[0], &pts[pts.len() - 1]);
+            let interval = window::interval(pts, span.req_per_s, span.correlation_s);
+            Window {
+                span,
+                interval,
+                startup_cleared_at_s: None,
+                mser_cut: false,
+            }
+        });
+        return match examined.and_then(|w| overload(r, &w).map(|o| (o, w))) {
+            Some((o, w)) => (Regime::Overloaded(o), Some(w)),
+            None => no(until_drain),
+        };
+    };
+    let span = Span::between(r, found.start, found.end);
+    let interval = window::interval(found.grid, span.req_per_s, span.correlation_s);
+    let w = Window {
+        interval,
+        startup_cleared_at_s: startup.map(|s| s.t_s),
+        mser_cut: found.mser_cut,
+        span,
+    };
+    if let Some(o) = overload(r, &w) {
+        return (Regime::Overloaded(o), Some(w));
+    }
+    let (reliable, note) = reliability(&w);
+    (Regime::Steady { reliable, note }, Some(w))
+}
+
+/// Whether the window shows an overloaded open loop: its backlog grew by more than
+/// [`OVERLOAD_GROWTH`] of the arrival rate, and by [`OVERLOAD_MIN_REQUESTS`] at least.
+fn overload(r: &RunResult, w: &Window) -> Option<Overload> {
+    let s = &w.span;
+    let growth = s.backlog_growth_req_per_s();
+    let grows = growth > OVERLOAD_GROWTH * s.arrival_req_per_s
+        && s.backlog_end >= s.backlog_start + OVERLOAD_MIN_REQUESTS;
+    (r.open_loop && grows).then(|| Overload {
+        window_start_s: s.start_s,
+        window_end_s: s.end_s,
+        arrival_req_per_s: s.arrival_req_per_s,
+        served_req_per_s: s.req_per_s,
+        served_req_per_s_ci95: w.ci95(),
+        backlog_growth_req_per_s: growth,
+        backlog_start: s.backlog_start,
+        backlog_end: s.backlog_end,
+        wait_growth_s_per_s: if s.req_per_s > 0.0 {
+            s.arrival_req_per_s / s.req_per_s - 1.0
+        } else {
+            f64::INFINITY
+        },
+    })
+}
+
+fn reliability(w: &Window) -> (bool, Option<String>) {
+    let s = &w.span;
+    let len = s.end_s - s.start_s;
+    if w.interval.is_none() {
+        let why = format!(
+            "the steady window ({len:.1} s) spans fewer than two points of the time series: \
+             there is no interval — run more requests"
+        );
+        return (false, Some(why));
+    }
+    let times = if s.correlation_s > 0.0 {
+        len / s.correlation_s
+    } else {
+        f64::INFINITY
+    };
+    if times < window::RELIABLE_CORRELATION_TIMES {
+        let why = format!(
+            "the steady window ({len:.0} s) is only {times:.1} × the completions' correlation \
+             time ({:.0} s, the mean time in system weighted by time in system): run more \
+             requests for a trustworthy interval",
+            s.correlation_s
+        );
+        return (false, Some(why));
+    }
+    if s.completions < window::RELIABLE_COMPLETIONS {
+        let why = format!(
+            "the steady window holds only {} completions: run more requests for a trustworthy \
+             interval",
+            s.completions
+        );
+        return (false, Some(why));
+    }
+    (true, None)
 }
 
 /// The queue-busy fraction above which requests are said to wait for the server.
@@ -156,7 +413,7 @@ const QUEUE_BOUND: f64 = 0.5;
 /// How close to a limit counts as at the limit.
 const AT_LIMIT: f64 = 0.95;
 
-fn binding(r: &RunResult, s: &SteadyState) -> Binding {
+fn binding(r: &RunResult, s: &Span, measured_over: &'static str) -> Binding {
     let constraint = if s.queue_busy_fraction >= QUEUE_BOUND {
         if s.mean_running >= AT_LIMIT * r.max_running_requests as f64 {
             Constraint::MaxRunningRequests
@@ -180,6 +437,7 @@ fn binding(r: &RunResult, s: &SteadyState) -> Binding {
         memory_stops: r.counters.memory_stops,
         slot_stops: r.counters.slot_stops,
         retractions: r.totals.retractions,
+        measured_over,
     }
 }
 
@@ -189,176 +447,7 @@ fn at_or_before(samples: &[Sample], t: f64) -> &Sample {
     &samples[i.saturating_sub(1)]
 }
 
-fn steady_state(r: &RunResult) -> SteadyState {
-    let samples = &r.samples;
-    let run_end = r.totals.sim_duration_s;
-    let drain_at = match r.stop {
-        StopReason::MaxSimTime => run_end,
-        StopReason::AllAnswered => r.last_send_s.unwrap_or(0.0),
-    };
-    let mut notes: Vec<String> = Vec::new();
-    // Points of the window candidates: samples up to the drain.
-    let mut upto = samples.partition_point(|s| s.t_s <= drain_at);
-    if upto < 3 {
-        notes.push(
-            "the client sent every request at once (no more requests than concurrency): \
-             there is no steady phase, so the whole run is used"
-                .to_string(),
-        );
-        upto = samples.len();
-    }
-    let pts = &samples[..upto];
-    let n_int = pts.len().saturating_sub(1);
-    let end = pts
-        .last()
-        .expect("invariant: a run has at least one sample");
-    let total = end.completed as f64;
-
-    // Bins of k sample intervals with about ten completions each, and at least ten bins.
-    let k = if total > 0.0 {
-        ((TARGET_COMPLETIONS_PER_BIN * n_int as f64 / total).ceil() as usize)
-            .clamp(1, (n_int / 10).max(1))
-    } else {
-        1
-    };
-    let bin_edges: Vec<usize> = (0..=n_int).step_by(k).collect();
-    let rates: Vec<f64> = bin_edges
-        .windows(2)
-        .map(|w| rate(&pts[w[0]], &pts[w[1]]))
-        .collect();
-    let start_bin = mser(&rates, if rates.len() >= 20 { 5 } else { 1 });
-    let start_idx = bin_edges.get(start_bin).copied().unwrap_or(0);
-    let start = &pts[start_idx];
-
-    let dt = end.t_s - start.t_s;
-    let dc = end.completed.saturating_sub(start.completed);
-    let req_per_s = if dt > 0.0 { dc as f64 / dt } else { 0.0 };
-
-    // Batch means over the window.
-    let win_bins = bin_edges.len().saturating_sub(1).saturating_sub(start_bin);
-    let nb = win_bins.min(MAX_BATCHES);
-    let ci = if nb >= 2 {
-        let idx: Vec<usize> = (0..=nb)
-            .map(|j| start_idx + (end_index(pts, end) - start_idx) * j / nb)
-            .collect();
-        let br: Vec<f64> = idx
-            .windows(2)
-            .map(|w| rate(&pts[w[0]], &pts[w[1]]))
-            .collect();
-        let m = br.iter().sum::<f64>() / nb as f64;
-        let var = br.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (nb - 1) as f64;
-        let half = t975(nb - 1) * (var / nb as f64).sqrt();
-        [(req_per_s - half).max(0.0), req_per_s + half]
-    } else {
-        notes.push("too few bins for a confidence interval".to_string());
-        [req_per_s, req_per_s]
-    };
-
-    let gen_per_s = if dt > 0.0 {
-        (end.generated_tokens - start.generated_tokens) as f64 / dt
-    } else {
-        0.0
-    };
-    let l = if dt > 0.0 {
-        (end.in_flight_integral_s - start.in_flight_integral_s) / dt
-    } else {
-        0.0
-    };
-    let w = if dc > 0 {
-        (end.sum_e2e_s - start.sum_e2e_s) / dc as f64
-    } else {
-        0.0
-    };
-    let mean_out = r.output_tokens.mean();
-    let reliable = win_bins >= 10 && dc >= 50 && upto == pts.len() && notes.is_empty();
-    if !reliable && notes.is_empty() {
-        notes.push(format!(
-            "the steady window holds only {dc} completions in {win_bins} bins: run more requests \
-             for a trustworthy interval"
-        ));
-    }
-    let avg = |a: f64, b: f64| if dt > 0.0 { (b - a) / dt } else { 0.0 };
-    SteadyState {
-        req_per_s,
-        req_per_s_ci95: ci,
-        ci_batches: nb as u64,
-        output_tok_per_s: gen_per_s,
-        start_s: start.t_s,
-        end_s: end.t_s,
-        little_law_req_per_s: if w > 0.0 { l / w } else { 0.0 },
-        little_l_requests: l,
-        little_w_s: w,
-        tokens_req_per_s: if mean_out > 0.0 {
-            gen_per_s / mean_out
-        } else {
-            0.0
-        },
-        mean_running: avg(start.running_integral_s, end.running_integral_s),
-        mean_queued: avg(start.queued_integral_s, end.queued_integral_s),
-        mean_token_usage: avg(start.kv_integral_token_s, end.kv_integral_token_s)
-            / r.kv_capacity_tokens as f64,
-        queue_busy_fraction: avg(start.queue_busy_s, end.queue_busy_s),
-        completions: dc,
-        reliable,
-        note: (!notes.is_empty()).then(|| notes.join("; ")),
-    }
-}
-
-fn end_index(pts: &[Sample], end: &Sample) -> usize {
-    pts.iter()
-        .rposition(|s| s.t_s == end.t_s)
-        .unwrap_or(pts.len() - 1)
-}
-
-fn rate(a: &Sample, b: &Sample) -> f64 {
-    let dt = b.t_s - a.t_s;
-    if dt > 0.0 {
-        (b.completed - a.completed) as f64 / dt
-    } else {
-        0.0
-    }
-}
-
-/// MSER-`batch`: the index (in bins) where the warm-up ends.
-pub fn mser(bins: &[f64], batch: usize) -> usize {
-    let ys: Vec<f64> = bins
-        .chunks(batch)
-        .filter(|c| c.len() == batch)
-        .map(|c| c.iter().sum::<f64>() / batch as f64)
-        .collect();
-    let m = ys.len();
-    if m < 4 {
-        return 0;
-    }
-    let mut best = (f64::INFINITY, 0usize);
-    for d in 0..=m / 2 {
-        let tail = &ys[d..];
-        let n = tail.len() as f64;
-        let mean = tail.iter().sum::<f64>() / n;
-        let ss = tail.iter().map(|y| (y - mean).powi(2)).sum::<f64>();
-        let stat = ss / (n * n);
-        if stat < best.0 {
-            best = (stat, d);
-        }
-    }
-    best.1 * batch
-}
-
-/// Student's t, 97.5 % quantile, for `df` degrees of freedom.
-pub fn t975(df: usize) -> f64 {
-    const T: [f64; 30] = [
-        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-        2.052, 2.048, 2.045, 2.042,
-    ];
-    match df {
-        0 => f64::INFINITY,
-        1..=30 => T[df - 1],
-        _ => 1.960 + 2.4 / df as f64,
-    }
-}
-
-fn convergence(r: &RunResult, s: &SteadyState) -> Convergence {
+fn convergence(r: &RunResult, s: &Span) -> Convergence {
     let rate = s.req_per_s;
     if rate <= 0.0 {
         return Convergence {
@@ -384,33 +473,5 @@ fn convergence(r: &RunResult, s: &SteadyState) -> Convergence {
         lifetime_within_5pct_at_s: measured,
         estimated_s: deficit.abs() / CONVERGENCE_TOLERANCE,
         deficit_s: deficit,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn mser_cuts_a_transient() {
-        let mut bins = vec![0.0; 20];
-        bins.extend(std::iter::repeat_n(1.0, 80));
-        let d = mser(&bins, 5);
-        assert_eq!(d, 20);
-    }
-
-    #[test]
-    fn mser_keeps_a_stationary_series() {
-        let bins: Vec<f64> = (0..100)
-            .map(|i| if i % 2 == 0 { 1.0 } else { 1.2 })
-            .collect();
-        assert_eq!(mser(&bins, 5), 0);
-    }
-
-    #[test]
-    fn t_quantiles() {
-        assert_eq!(t975(1), 12.706);
-        assert_eq!(t975(19), 2.093);
-        assert!((t975(1000) - 1.96).abs() < 0.01);
     }
 }

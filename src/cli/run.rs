@@ -4,9 +4,10 @@
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use super::args::{OutputArgs, ScenarioArgs};
+use super::args::{JobsArgs, OutputArgs, ScenarioArgs};
 use super::interrupt::{self, interruptible};
 use super::output::{FileId, OutDir, Outputs};
+use super::parallel::map_with_progress;
 use super::{term, Failure};
 use crate::analysis::{self, Analysis};
 use crate::compare::{self, bench_json::BenchJson};
@@ -36,6 +37,13 @@ pub(super) struct Args {
     /// run goes step by step and keeps every request).
     #[arg(long, value_enum, default_value_t = RunFormat::Text)]
     format: RunFormat,
+    /// Also run the scenario under N − 1 further seeds (seed + 1, seed + 2, …), in parallel,
+    /// and report the steady rate's 95 % t-interval across all N runs.
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    replications: u64,
+    #[command(flatten)]
+    jobs: JobsArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -138,7 +146,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         keep_token_times: args.format == RunFormat::BenchJson,
         ..interruptible()
     };
-    let result = simulate(
+    let mut result = simulate(
         &sc,
         &opts,
         &mut outputs,
@@ -149,7 +157,19 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     interrupt::check()?;
     let analysis = analysis::analyse(&result);
     interrupt::check()?;
-    let summary = summary::summarize(&sc, &result, &analysis);
+    engine::record_steady_latencies(&sc, &opts, &mut result, &analysis)?;
+    interrupt::check()?;
+    let mut summary = summary::summarize(&sc, &result, &analysis);
+    if args.replications > 1 {
+        summary.replications = Some(replicate(
+            &sc,
+            &opts,
+            &analysis,
+            args.replications,
+            args.jobs,
+        )?);
+        interrupt::check()?;
+    }
     let json = summary::to_json(&summary);
     warn_rejections(&result);
     if let Some(f) = &files {
@@ -182,6 +202,38 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     }
     super::check::warn(&sc);
     Ok(())
+}
+
+/// The steady rates of `n` runs of `sc` — this one (analysed as `a`) and `n − 1` more under
+/// the seeds after its own, run in parallel — and the interval across them.
+fn replicate(
+    sc: &Scenario,
+    opts: &RunOptions,
+    a: &Analysis,
+    n: u64,
+    jobs: JobsArgs,
+) -> Result<analysis::Replications, Failure> {
+    let seeds: Vec<u64> = (0..n).map(|i| sc.seed.wrapping_add(i)).collect();
+    let opts = RunOptions {
+        keep_log: false,
+        keep_requests: false,
+        keep_token_times: false,
+        ..opts.clone()
+    };
+    let rate = |seed: &u64| -> Result<Option<f64>, Failure> {
+        let sc = Scenario {
+            seed: *seed,
+            ..sc.clone()
+        };
+        let r = engine::run(&sc, &opts)?;
+        Ok(analysis::analyse(&r).steady().map(|w| w.span.req_per_s))
+    };
+    let more = map_with_progress(&seeds[1..], jobs, "replications", rate)?;
+    let mut rates = vec![a.steady().map(|w| w.span.req_per_s)];
+    for r in more {
+        rates.push(r?);
+    }
+    Ok(analysis::replications::across(seeds, rates))
 }
 
 /// Say on stderr when the server refused some requests (they are counted in the report).

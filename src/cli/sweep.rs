@@ -221,6 +221,7 @@ fn sweep_table(keys: &[String], rows: &[Row]) -> String {
         "95 % CI",
         "gen tok/s",
         "running",
+        "TPOT p50 ms",
         "e2e p50 s",
         "finish h",
     ]);
@@ -230,13 +231,18 @@ fn sweep_table(keys: &[String], rows: &[Row]) -> String {
         cells.extend([
             r.kv_capacity_tokens.to_string(),
             r.oom_verdict.clone(),
-            format!("{:.4}", r.steady_req_per_s),
-            format!(
-                "[{:.4}, {:.4}]",
-                r.steady_req_per_s_ci[0], r.steady_req_per_s_ci[1]
-            ),
-            format!("{:.1}", r.gen_tok_per_s),
-            format!("{:.1}", r.mean_running),
+            match (r.steady_req_per_s, r.sustained_req_per_s) {
+                (Some(x), _) => format!("{x:.4}"),
+                (None, Some(x)) if r.regime == "overloaded" => format!("none (serves {x:.4})"),
+                _ => format!("none ({})", r.regime.replace('_', " ")),
+            },
+            r.steady_req_per_s_ci
+                .map_or("—".to_string(), |[lo, hi]| format!("[{lo:.4}, {hi:.4}]")),
+            r.gen_tok_per_s
+                .map_or("—".to_string(), |x| format!("{x:.1}")),
+            r.mean_running
+                .map_or("—".to_string(), |x| format!("{x:.1}")),
+            format!("{:.1}", r.tpot_p50_ms),
             format!("{:.1}", r.e2e_p50_ms / 1000.0),
             r.time_to_finish_s
                 .map_or("—".to_string(), |t| format!("{:.2}", t / 3600.0)),

@@ -85,6 +85,15 @@ impl Linear {
     }
 }
 
+/// `⌊ps × n / 1000⌋` ns, in 64 bits when the product fits (the usual case: no 128-bit division
+/// per step), else in 128.
+fn ps_times(ps: u64, n: u128) -> u128 {
+    match u64::try_from(n).ok().and_then(|n| ps.checked_mul(n)) {
+        Some(x) => u128::from(x / 1000),
+        None => u128::from(ps) * n / 1000,
+    }
+}
+
 fn at_least_one(ns: u128) -> SimDuration {
     SimDuration::from_ns(ns.clamp(1, u128::from(u64::MAX)) as u64)
 }
@@ -110,8 +119,8 @@ impl StepTimeModel for Linear {
         let kv = u128::from(step.decode_kv_tokens) + u128::from(step.prefill_kv_tokens);
         let ns = u128::from(p.decode_base_ns)
             + u128::from(p.decode_per_seq_ns) * u128::from(step.decode_seqs)
-            + u128::from(p.prefill_per_token_ps) * u128::from(step.prefill_tokens) / 1000
-            + u128::from(p.decode_per_kv_token_ps) * kv / 1000;
+            + ps_times(p.prefill_per_token_ps, u128::from(step.prefill_tokens))
+            + ps_times(p.decode_per_kv_token_ps, kv);
         at_least_one(ns)
     }
 

@@ -9,8 +9,9 @@ pub mod events;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use crate::analysis::{self, Analysis};
 use crate::cost;
-use crate::metrics::{Recorder, RequestRecord, RunResult, StopReason};
+use crate::metrics::{Recorder, RequestRecord, RunResult, SteadyFrom, StopReason};
 use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
@@ -105,6 +106,50 @@ pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError
     run_with_sink(scenario, opts, None)
 }
 
+/// Simulate a scenario and analyse the run, with the steady window's latencies recorded from
+/// the window's start (see [`record_steady_latencies`]).
+pub fn run_analysed(
+    scenario: &Scenario,
+    opts: &RunOptions,
+) -> Result<(RunResult, Analysis), SimError> {
+    let mut r = run(scenario, opts)?;
+    let a = analysis::analyse(&r);
+    record_steady_latencies(scenario, opts, &mut r, &a)?;
+    Ok((r, a))
+}
+
+/// The steady-window latencies of `r` are recorded from the moment the start-up cleared; when
+/// the analysis `a` starts the window later (MSER cut a further transient), the run is repeated
+/// — it is deterministic — to record them from the window's start instead.
+pub fn record_steady_latencies(
+    scenario: &Scenario,
+    opts: &RunOptions,
+    r: &mut RunResult,
+    a: &Analysis,
+) -> Result<(), SimError> {
+    let Some(w) = a
+        .steady()
+        .filter(|w| r.steady_from_s != Some(w.span.start_s))
+    else {
+        return Ok(());
+    };
+    let from = SimTime::from_secs_f64(w.span.start_s)
+        .expect("invariant: a window starts at a time of the run");
+    let again = run(
+        scenario,
+        &RunOptions {
+            keep_log: false,
+            keep_requests: false,
+            keep_token_times: false,
+            steady_from: SteadyFrom::At(from),
+            ..opts.clone()
+        },
+    )?;
+    r.steady_latency = again.steady_latency;
+    r.steady_from_s = again.steady_from_s;
+    Ok(())
+}
+
 /// Simulate a scenario, handing every answered request to `sink` as it is answered (memory
 /// then stays independent of the number of requests).
 pub fn run_with_sink<'s>(
@@ -143,6 +188,7 @@ pub fn run_with_sinks<'s>(
         scenario.run.observe_at.clone(),
         scenario.engine.kv_capacity_tokens,
         opts.keep_log,
+        opts.steady_from,
     );
     recorder.keep_requests(opts.keep_requests);
     recorder.set_overhead(scenario.overhead);
@@ -234,7 +280,10 @@ impl Simulator<'_> {
                     EventKind::StepEnd => self.end_batch(&mut actions),
                     EventKind::Delivery => self.deliver(ev.seq, &mut actions),
                     EventKind::ClientWake => self.client.on_wake(&mut actions),
-                    EventKind::Arrival => self.client.on_arrival(self.now, &mut actions),
+                    EventKind::Arrival => {
+                        self.recorder.on_arrival();
+                        self.client.on_arrival(self.now, &mut actions);
+                    }
                     EventKind::ServerArrival => {
                         let id = self
                             .in_transit
@@ -263,6 +312,7 @@ impl Simulator<'_> {
         let mut r = self.recorder.finish(self.now, stop, counters, words);
         r.max_running_requests = u64::from(self.scenario.engine.policy.max_running_requests());
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
+        r.open_loop = !matches!(self.scenario.client, ClientSpec::Closed { .. });
         Ok(r)
     }
 
@@ -317,14 +367,14 @@ impl Simulator<'_> {
     }
 
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation, engine log line or `max_sim_s`.
+    /// event, time-series point, observation or `max_sim_s`; the scheduler prints the lines on
+    /// its own clock that fall inside the run.
     fn fast_forward(&mut self) {
         let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
             .min(self.recorder.next_snapshot_at())
-            .min(self.scheduler.next_log_at().unwrap_or(SimTime::LIMIT))
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
         self.sync_state();
         self.outbox.clear();
@@ -336,10 +386,17 @@ impl Simulator<'_> {
                 skip.end,
                 skip.running,
                 skip.queued,
+                skip.varying,
                 skip.kv_integral,
                 skip.kv_last,
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
+            // Any first tokens, and tokens after an eviction, come with the run's first outputs.
+            self.recorder.on_decode_run(
+                &self.outbox.step_ends,
+                self.outbox.first_tokens,
+                &self.outbox.resumed_gaps,
+            );
             self.drain_outbox_logs();
             self.now = skip.end;
         }
@@ -372,6 +429,12 @@ impl Simulator<'_> {
         self.scheduler
             .finish_current(self.now, &mut self.requests, &mut self.outbox);
         self.recorder.on_generated(self.outbox.generated_tokens);
+        self.recorder.on_tokens(
+            self.now,
+            self.outbox.generated_tokens,
+            self.outbox.first_tokens,
+            &self.outbox.resumed_gaps,
+        );
         if self.keep_token_times && self.outbox.decode_rounds > 0 {
             self.recorder.on_decode_round(self.now);
         }
@@ -454,11 +517,13 @@ impl Simulator<'_> {
             arrived_at,
             admitted_at: None,
             first_token_at: None,
+            evicted_at: None,
             out_tokens: 0,
             evictions: 0,
             phase: Phase::Waiting,
         });
-        self.recorder.on_send(self.now);
+        self.recorder
+            .on_send(self.now, self.client.remaining() == 0);
         if arrived_at == self.now {
             self.reach_server(id, actions);
         } else {

@@ -20,6 +20,8 @@ pub struct Distribution {
     divisor: f64,
     count: u64,
     sum: f64,
+    /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
+    sum_exact: u128,
 }
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
@@ -60,6 +62,7 @@ impl Distribution {
             divisor,
             count: 0,
             sum: 0.0,
+            sum_exact: 0,
         }
     }
 
@@ -76,6 +79,53 @@ impl Distribution {
         self.sum += x;
     }
 
+    /// Add the integer value `v` (base units) `n` times. Its share of the mean is summed in
+    /// integers, so the result does not depend on how the same values are grouped.
+    pub fn add_n(&mut self, v: u64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if self.hist.record_n(v, n).is_err() {
+            self.hist.saturating_record_n(v, n);
+        }
+        self.count += n;
+        self.sum_exact += u128::from(v) * u128::from(n);
+    }
+
+    /// Add each `(v, n)` as [`Distribution::add_n`] does, recording runs of values the histogram
+    /// cannot tell apart as one (the result is the same, with fewer histogram updates).
+    pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) {
+        let high = self.hist.high();
+        let mut run: Option<(u64, u64)> = None;
+        for (v, n) in values {
+            match run {
+                Some((r, m)) if v <= high && r <= high && self.hist.equivalent(r, v) => {
+                    run = Some((r, m + n));
+                    self.sum_exact += u128::from(v) * u128::from(n);
+                    self.count += n;
+                }
+                _ => {
+                    if let Some((r, m)) = run.take() {
+                        self.record_run(r, m);
+                    }
+                    run = Some((v, n));
+                    self.sum_exact += u128::from(v) * u128::from(n);
+                    self.count += n;
+                }
+            }
+        }
+        if let Some((r, m)) = run {
+            self.record_run(r, m);
+        }
+    }
+
+    /// `n` values equivalent to `v` into the histogram only.
+    fn record_run(&mut self, v: u64, n: u64) {
+        if n > 0 && self.hist.record_n(v, n).is_err() {
+            self.hist.saturating_record_n(v, n);
+        }
+    }
+
     /// Values added.
     pub fn count(&self) -> u64 {
         self.count
@@ -86,7 +136,7 @@ impl Distribution {
         if self.count == 0 {
             0.0
         } else {
-            self.sum / self.count as f64 / self.divisor
+            (self.sum + self.sum_exact as f64) / self.count as f64 / self.divisor
         }
     }
 
@@ -156,6 +206,36 @@ mod tests {
             assert!((got / exact - 1.0).abs() <= 1e-3, "q {q}: {got} vs {exact}");
         }
         assert!((d.mean() - 5000.5 * 1.234_567).abs() < 1e-6);
+    }
+
+    #[test]
+    fn counted_values_are_the_same_as_repeated_ones_whatever_the_grouping() {
+        let mut one_by_one = Distribution::nanos_as_ms();
+        for _ in 0..3 {
+            one_by_one.add(2_000_000.0);
+        }
+        one_by_one.add(5_000_000.0);
+        let mut grouped = Distribution::nanos_as_ms();
+        grouped.add_n(2_000_000, 2);
+        grouped.add_n(5_000_000, 1);
+        grouped.add_n(2_000_000, 1);
+        grouped.add_n(7, 0);
+        assert_eq!(grouped.stats(), one_by_one.stats());
+        // Runs of equivalent values recorded at once give the same distribution.
+        let values: Vec<(u64, u64)> = (0..500u64).map(|i| (10_000_000 + 997 * i, 3)).collect();
+        let (mut each, mut runs) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        for &(v, n) in &values {
+            each.add_n(v, n);
+        }
+        runs.add_grouped(values.iter().copied());
+        assert_eq!(runs.stats(), each.stats());
+        assert_eq!(runs.mean(), each.mean());
+        for q in [0.0, 0.1, 0.5, 0.9, 0.999, 1.0] {
+            assert_eq!(runs.quantile(q), each.quantile(q));
+        }
+        assert_eq!(grouped.mean(), 2.75);
+        assert!((grouped.quantile(0.75) / 2.0 - 1.0).abs() <= 1e-3);
+        assert!((grouped.quantile(1.0) / 5.0 - 1.0).abs() <= 1e-3);
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub use latency::Distribution;
 pub use recorder::Recorder;
 
 use crate::scheduler::{LogRecord, SchedulerCounters, Words};
+use crate::time::SimTime;
 
 /// The state of the three views at one instant (a time-series point or an observation).
 ///
@@ -38,8 +39,17 @@ pub struct Sample {
     pub in_flight: u64,
     /// Output tokens generated so far (all requests, finished or not).
     pub generated_tokens: u64,
+    /// Client: requests it had to send so far — open loop: arrived (sent, or waiting for a
+    /// concurrency slot); closed loop: sent.
+    pub arrived: u64,
+    /// Client: requests it had and has no answer for — in flight, or (open loop with a
+    /// concurrency cap) waiting for a slot.
+    pub backlog: u64,
     /// Σ end-to-end latency of the completed requests, seconds (for Little's law).
     pub sum_e2e_s: f64,
+    /// Σ end-to-end latency² of the completed requests, s² (for the correlation time of the
+    /// completions: `Σe² / Σe`, the mean time in system weighted by time in system).
+    pub sum_e2e_sq_s2: f64,
     /// ∫ in_flight dt so far, request-seconds (for Little's law).
     pub in_flight_integral_s: f64,
     /// ∫ running dt so far, request-seconds.
@@ -105,6 +115,10 @@ pub struct Latencies {
     pub queue_ms: Distribution,
     /// Sent − ready (waiting for a client concurrency slot).
     pub client_wait_ms: Distribution,
+    /// Inter-token latency as `sglang.bench_serving` and `vllm bench serve` define it: every gap
+    /// between two successive output tokens of a request, pooled over all requests (the first
+    /// token's wait is TTFT, not a gap).
+    pub itl_ms: Distribution,
 }
 
 impl Default for Latencies {
@@ -115,6 +129,7 @@ impl Default for Latencies {
             e2e_ms: Distribution::nanos_as_ms(),
             queue_ms: Distribution::nanos_as_ms(),
             client_wait_ms: Distribution::nanos_as_ms(),
+            itl_ms: Distribution::nanos_as_ms(),
         }
     }
 }
@@ -186,11 +201,35 @@ pub struct TimeAverages {
 pub struct DecodeLogStats {
     /// Decode lines printed.
     pub lines: u64,
-    /// Mean of their `gen throughput` values.
-    pub gen_tok_per_s_mean: f64,
-    /// Decode tokens ÷ (time from the start to the last Decode line), the figure the lines'
-    /// values average to when weighted by their windows.
+    /// Plain mean of their `gen throughput` values: each line counts once, however long a
+    /// stretch it covers (what averaging the log's column gives).
+    pub gen_tok_per_s_mean_of_lines: f64,
+    /// The lines' values weighted by the time each covers: decode tokens ÷ the time from the
+    /// start to the last Decode line — the server's mean gen throughput.
     pub gen_tok_per_s_time_weighted: f64,
+}
+
+/// The start-up: the requests sent before the first response came back, and when (almost) all
+/// of them had been answered. Until then the batch holds requests from the start, whose mix
+/// (short ones finish first) is not yet the steady one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StartUp {
+    /// Requests sent before the first completion (0 if nothing completed).
+    pub cohort: u64,
+    /// When all but 1 % of them (rounded down) had been answered.
+    pub cleared_at_s: Option<f64>,
+    /// The three views at that moment (a snapshot at exactly `cleared_at_s`).
+    pub sample: Option<Sample>,
+}
+
+/// Which requests and tokens the steady-window latencies count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SteadyFrom {
+    /// From the moment the start-up clears (known during the run).
+    #[default]
+    StartUpCleared,
+    /// From this time (a window found after the run, recorded by running it again).
+    At(SimTime),
 }
 
 /// Everything a run measured. Plain data: analysis and reports are pure functions of it.
@@ -204,16 +243,27 @@ pub struct RunResult {
     pub time_avg: TimeAverages,
     /// Decode-log figures.
     pub decode_log: DecodeLogStats,
-    /// The time series (regularly spaced, plus a last point at the end of the run).
+    /// The time series (regularly spaced, plus a last point at the end of the run), at
+    /// `run.timeseries_interval_s` or 1 s, whichever is finer.
     pub samples: Vec<Sample>,
     /// Spacing of the time series after any doubling.
     pub sample_interval_s: f64,
+    /// The series at the scenario's `run.timeseries_interval_s` when it is coarser than the
+    /// analysis's (at most 1 s before doubling): the rows of `timeseries.csv`.
+    pub csv_samples: Option<Vec<Sample>>,
     /// One per `run.observe_at_s`.
     pub observations: Vec<Sample>,
     /// One per minute for the first 15 minutes (or until the run ends).
     pub first_minutes: Vec<Sample>,
-    /// Latencies.
+    /// Latencies of every completed request and every token gap.
     pub latency: Latencies,
+    /// Latencies in the steady window: the requests sent from `steady_from_s` on, and the token
+    /// gaps that end after it and before the client's last send.
+    pub steady_latency: Latencies,
+    /// Where the steady-window latencies start (`None`: the start-up never cleared).
+    pub steady_from_s: Option<f64>,
+    /// The start-up.
+    pub startup: StartUp,
     /// Output-token distribution of completed requests.
     pub output_tokens: Distribution,
     /// Prompt-token distribution of completed requests.
@@ -243,4 +293,14 @@ pub struct RunResult {
     pub client_concurrency: Option<u64>,
     /// How reports speak of the engine that ran.
     pub words: Words,
+    /// Whether the client is an open loop (requests arrive on their own schedule).
+    pub open_loop: bool,
+}
+
+impl RunResult {
+    /// The time series at the scenario's `run.timeseries_interval_s` (after any doubling), and
+    /// the last point of the run: the rows of `timeseries.csv`.
+    pub fn output_samples(&self) -> &[Sample] {
+        self.csv_samples.as_deref().unwrap_or(&self.samples)
+    }
 }

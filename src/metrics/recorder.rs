@@ -2,19 +2,27 @@
 //! a bounded time series and the observation snapshots.
 //!
 //! The server state is piecewise constant between events, so its time integrals are exact. The
-//! time series starts at `run.timeseries_interval_s` and, whenever it would exceed its point
-//! budget, drops every other point and doubles its spacing: the points it keeps carry cumulative
-//! totals, so nothing measured is lost, only resolution.
+//! time series starts at `run.timeseries_interval_s` (at most 1 s: the analysis needs that
+//! resolution whatever the CSV's spacing; a coarser CSV gets a series of its own) and,
+//! whenever it would exceed its point budget, drops every other point and doubles its
+//! spacing: the points it keeps carry cumulative totals, so nothing measured is lost, only
+//! resolution.
+//!
+//! Latencies are kept twice: for the whole run, and for the steady window — the requests sent
+//! from the moment the start-up clears (or from a time given by [`SteadyFrom::At`]) and the
+//! token gaps after it and before the client's last send.
 
 use std::collections::VecDeque;
 
 use super::{
-    DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StopReason,
-    TimeAverages, Totals,
+    DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
+    SteadyFrom, StopReason, TimeAverages, Totals,
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
+use crate::scheduler::{
+    IntervalStats, LogRecord, SchedulerCounters, ServerState, StateIntegrals, Words,
+};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 use crate::workload::overhead::Overhead;
 
@@ -23,11 +31,78 @@ pub const DEFAULT_MAX_POINTS: usize = 4096;
 /// The first minutes are also snapshotted once a minute at full resolution, to show how the
 /// views move while the batch fills (the time series may be coarser by then).
 pub const MINUTE_MARKS: u64 = 15;
+/// The analysis's time series starts no coarser than this (before doubling), whatever the
+/// CSV's spacing.
+pub const ANALYSIS_INTERVAL_NS: u64 = NS_PER_S;
+/// The start-up has cleared once all but this fraction of its requests are answered.
+pub const STARTUP_STRAGGLERS: f64 = 0.01;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum SnapshotKind {
     Observation,
     Minute,
+    StartUp,
+}
+
+/// A regularly spaced series of snapshots within a point budget: whenever it would exceed the
+/// budget it drops every other point and doubles its spacing.
+#[derive(Debug)]
+struct Series {
+    interval: SimDuration,
+    next: SimTime,
+    max_points: usize,
+    samples: Vec<Sample>,
+}
+
+impl Series {
+    fn new(interval_ns: u64, max_points: usize) -> Self {
+        Series {
+            interval: SimDuration::from_ns(interval_ns.max(1)),
+            next: SimTime::ZERO,
+            max_points: max_points.max(4),
+            samples: Vec::new(),
+        }
+    }
+
+    /// Keep `snap`, taken at `t`, if the series has a point there.
+    fn offer(&mut self, t: SimTime, snap: &Sample) {
+        if t != self.next {
+            return;
+        }
+        self.samples.push(snap.clone());
+        self.next = t + self.interval;
+        if self.samples.len() >= self.max_points {
+            // Keep the points at even multiples of the spacing; double it.
+            let mut i = 0;
+            self.samples.retain(|_| {
+                let keep = i % 2 == 0;
+                i += 1;
+                keep
+            });
+            self.interval = SimDuration::from_ns(self.interval.as_ns().saturating_mul(2));
+            let last = SimTime::from_ns((self.samples.len() as u64 - 1) * self.interval.as_ns());
+            self.next = last + self.interval;
+        }
+    }
+
+    /// Close the series at the end of the run with a point there, unless it has one.
+    fn close(&mut self, end: SimTime, snap: impl FnOnce() -> Sample) {
+        if self
+            .samples
+            .last()
+            .is_none_or(|s| s.t_s < end.as_secs_f64())
+        {
+            self.samples.push(snap());
+        }
+    }
+}
+
+/// The requests sent before the first completion, as they are answered.
+#[derive(Debug, Default)]
+struct Cohort {
+    size: u64,
+    answered: u64,
+    cleared_at: Option<SimTime>,
 }
 
 /// The recorder. See the module docs.
@@ -46,12 +121,27 @@ pub struct Recorder<'a> {
     completed: u64,
     rejected: u64,
     sent: u64,
+    arrived: u64,
     generated_tokens: u64,
     output_tokens: u64,
     prompt_tokens: u64,
     sum_e2e_ns: u128,
+    sum_e2e_sq_ns2: u128,
     first_completion: Option<SimTime>,
     last_send: Option<SimTime>,
+    cohort: Cohort,
+
+    // The steady window's latencies.
+    steady_from: SteadyFrom,
+    steady_start: Option<SimTime>,
+    draining: bool,
+    startup_sample: Option<Sample>,
+    /// The end of the latest batch that gave tokens to requests holding one already (for the
+    /// inter-token latencies).
+    last_decode_end: Option<SimTime>,
+    /// Tokens that came outside a decode step (first tokens, tokens after an eviction), whose
+    /// requests' next tokens are timed from them: `(when, how many)`.
+    awaiting_next: Vec<(SimTime, u64)>,
 
     // Client window.
     window: SimDuration,
@@ -70,11 +160,9 @@ pub struct Recorder<'a> {
     requests: Vec<RequestRecord>,
     request_sink: Option<&'a mut dyn FnMut(&RequestRecord)>,
 
-    // Time series and observations.
-    interval: SimDuration,
-    next_sample: SimTime,
-    max_points: usize,
-    samples: Vec<Sample>,
+    // Time series (the analysis's, and the CSV's when it is coarser) and observations.
+    series: Series,
+    csv: Option<Series>,
     /// Snapshot times: the user's observations and the minute marks, sorted.
     observe_at: Vec<(SimTime, SnapshotKind)>,
     next_obs: usize,
@@ -82,6 +170,7 @@ pub struct Recorder<'a> {
     minutes: Vec<Sample>,
 
     latency: Latencies,
+    steady_latency: Latencies,
     output_dist: Distribution,
     prompt_dist: Distribution,
 
@@ -92,8 +181,9 @@ pub struct Recorder<'a> {
 }
 
 impl<'a> Recorder<'a> {
-    /// A recorder with this window, initial time-series spacing, point budget (at least 4) and
-    /// observation times (sorted). With `keep_log` the engine's log lines are kept.
+    /// A recorder with this window, initial time-series spacing (of the CSV), point budget (at
+    /// least 4) and observation times (sorted). With `keep_log` the engine's log lines are
+    /// kept; `steady_from` says where the steady-window latencies start.
     pub fn new(
         window: SimDuration,
         interval: SimDuration,
@@ -101,7 +191,9 @@ impl<'a> Recorder<'a> {
         observe_at: Vec<SimTime>,
         kv_capacity_tokens: u64,
         keep_log: bool,
+        steady_from: SteadyFrom,
     ) -> Self {
+        let csv_ns = interval.as_ns().max(1);
         Recorder {
             last_t: SimTime::ZERO,
             state: ServerState {
@@ -117,12 +209,24 @@ impl<'a> Recorder<'a> {
             completed: 0,
             rejected: 0,
             sent: 0,
+            arrived: 0,
             generated_tokens: 0,
             output_tokens: 0,
             prompt_tokens: 0,
             sum_e2e_ns: 0,
+            sum_e2e_sq_ns2: 0,
             first_completion: None,
             last_send: None,
+            cohort: Cohort::default(),
+            steady_from,
+            steady_start: match steady_from {
+                SteadyFrom::At(t) => Some(t),
+                SteadyFrom::StartUpCleared => None,
+            },
+            draining: false,
+            startup_sample: None,
+            last_decode_end: None,
+            awaiting_next: Vec::new(),
             window,
             window_completions: VecDeque::new(),
             last_gen_tok_per_s: 0.0,
@@ -136,10 +240,8 @@ impl<'a> Recorder<'a> {
             keep_requests: false,
             requests: Vec::new(),
             request_sink: None,
-            interval: SimDuration::from_ns(interval.as_ns().max(1)),
-            next_sample: SimTime::ZERO,
-            max_points: max_points.max(4),
-            samples: Vec::new(),
+            series: Series::new(csv_ns.min(ANALYSIS_INTERVAL_NS), max_points),
+            csv: (csv_ns > ANALYSIS_INTERVAL_NS).then(|| Series::new(csv_ns, max_points)),
             observe_at: {
                 let mut v: Vec<(SimTime, SnapshotKind)> = observe_at
                     .into_iter()
@@ -156,6 +258,7 @@ impl<'a> Recorder<'a> {
             observations: Vec::new(),
             minutes: Vec::new(),
             latency: Latencies::default(),
+            steady_latency: Latencies::default(),
             output_dist: Distribution::plain(),
             prompt_dist: Distribution::plain(),
             overhead: Overhead::default(),
@@ -246,18 +349,26 @@ impl<'a> Recorder<'a> {
             .observe_at
             .get(self.next_obs)
             .map_or(SimTime::MAX, |&(t, _)| t);
-        obs.min(self.next_sample)
+        obs.min(self.next_sample_at())
+    }
+
+    /// The next time-series point of either series.
+    fn next_sample_at(&self) -> SimTime {
+        let csv = self.csv.as_ref().map_or(SimTime::MAX, |c| c.next);
+        self.series.next.min(csv)
     }
 
     /// A run of steps taken at once (fast-forward) from the last `set_state` to `end`, during
-    /// which `running`, `queued` and the requests in flight were constant and the KV use
-    /// integrated to `kv_integral` (ns × tokens); `kv_last` is the use at `end`. No point may
-    /// fall inside the run.
+    /// which the requests in flight were constant, `running` and `queued` too unless `varying`
+    /// gives their integrals, and the KV use integrated to `kv_integral` (ns × tokens);
+    /// `running`, `queued` and `kv_last` are the state at `end`. No point may fall inside the
+    /// run.
     pub fn integrate_run(
         &mut self,
         end: SimTime,
         running: u64,
         queued: u64,
+        varying: Option<StateIntegrals>,
         kv_integral: u128,
         kv_last: u64,
     ) {
@@ -266,13 +377,22 @@ impl<'a> Recorder<'a> {
             "invariant: no time-series point falls inside a fast-forward run"
         );
         let dt = u128::from((end - self.last_t).as_ns());
-        self.int_running += dt * u128::from(running);
-        self.int_queued += dt * u128::from(queued);
+        match varying {
+            Some(v) => {
+                self.int_running += v.running;
+                self.int_queued += v.queued;
+                self.int_queue_busy += v.queue_busy_ns;
+            }
+            None => {
+                self.int_running += dt * u128::from(running);
+                self.int_queued += dt * u128::from(queued);
+                if queued > 0 {
+                    self.int_queue_busy += dt;
+                }
+            }
+        }
         self.int_kv += kv_integral;
         self.int_in_flight += dt * u128::from(self.in_flight);
-        if queued > 0 {
-            self.int_queue_busy += dt;
-        }
         self.last_t = end;
         self.state.running = running;
         self.state.queued = queued;
@@ -287,7 +407,7 @@ impl<'a> Recorder<'a> {
                 .get(self.next_obs)
                 .copied()
                 .filter(|&(o, _)| o < t);
-            let sample = Some(self.next_sample).filter(|&s| s < t);
+            let sample = Some(self.next_sample_at()).filter(|&s| s < t);
             match (obs, sample) {
                 (Some((o, kind)), s) if s.is_none_or(|s| o <= s) => {
                     self.take_snapshot(o, kind);
@@ -295,27 +415,13 @@ impl<'a> Recorder<'a> {
                 }
                 (_, Some(s)) => {
                     let snap = self.snapshot(s);
-                    self.push_sample(snap);
-                    self.next_sample = s + self.interval;
+                    self.series.offer(s, &snap);
+                    if let Some(c) = self.csv.as_mut() {
+                        c.offer(s, &snap);
+                    }
                 }
                 _ => break,
             }
-        }
-    }
-
-    fn push_sample(&mut self, s: Sample) {
-        self.samples.push(s);
-        if self.samples.len() >= self.max_points {
-            // Keep the points at even multiples of the spacing; double it.
-            let mut i = 0;
-            self.samples.retain(|_| {
-                let keep = i % 2 == 0;
-                i += 1;
-                keep
-            });
-            self.interval = SimDuration::from_ns(self.interval.as_ns().saturating_mul(2));
-            let last = SimTime::from_ns((self.samples.len() as u64 - 1) * self.interval.as_ns());
-            self.next_sample = last + self.interval;
         }
     }
 
@@ -324,6 +430,7 @@ impl<'a> Recorder<'a> {
         match kind {
             SnapshotKind::Observation => self.observations.push(snap),
             SnapshotKind::Minute => self.minutes.push(snap),
+            SnapshotKind::StartUp => self.startup_sample = Some(snap),
         }
     }
 
@@ -368,7 +475,10 @@ impl<'a> Recorder<'a> {
             },
             in_flight: self.in_flight,
             generated_tokens: self.generated_tokens,
+            arrived: self.arrived.max(self.sent),
+            backlog: self.in_flight + self.arrived.saturating_sub(self.sent),
             sum_e2e_s: ns_to_s(self.sum_e2e_ns),
+            sum_e2e_sq_s2: self.sum_e2e_sq_ns2 as f64 / (NS_PER_S as f64 * NS_PER_S as f64),
             in_flight_integral_s: ns_to_s(self.int_in_flight + dt * u128::from(self.in_flight)),
             running_integral_s: ns_to_s(self.int_running + dt * u128::from(self.state.running)),
             queued_integral_s: ns_to_s(self.int_queued + dt * u128::from(self.state.queued)),
@@ -378,10 +488,119 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// A request was sent at `now`.
-    pub fn on_send(&mut self, now: SimTime) {
+    /// A request was sent at `now`; `last`: the client has nothing left to send (the drain
+    /// begins).
+    pub fn on_send(&mut self, now: SimTime, last: bool) {
         self.sent += 1;
         self.last_send = Some(now);
+        self.draining |= last;
+    }
+
+    /// An open-loop request arrived at the client (it is sent at once, or waits for a slot).
+    pub fn on_arrival(&mut self) {
+        self.arrived += 1;
+    }
+
+    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens:
+    /// `first` of them requests' first ones, one per `resumed` gap to a request evicted since
+    /// its previous token (the gap since the eviction), the others decode tokens. Their gaps
+    /// since each request's previous token are the inter-token latencies, timed without
+    /// following each request: the next decode step gives the requests that got a token
+    /// outside one (a first token, a token after an eviction) their next, timed from then; the
+    /// other decode tokens are timed from the previous decode step (every running request gets
+    /// one token per decode step), so a prefill batch between two decode steps lengthens their
+    /// gap as it does in `bench_serving`. The client sees every gap longer by the per-token
+    /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
+    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
+        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
+        let per_token = self.overhead.per_token.as_ns();
+        let mut gaps = |gap: SimDuration, n: u64| {
+            self.latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+            if steady {
+                self.steady_latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+            }
+        };
+        for &gap in resumed {
+            gaps(gap, 1);
+        }
+        let mut later = tokens.saturating_sub(first + resumed.len() as u64);
+        if later > 0 {
+            for (t, n) in self.awaiting_next.drain(..) {
+                let n = n.min(later);
+                gaps(at - t, n);
+                later -= n;
+            }
+            if let (Some(prev), true) = (self.last_decode_end, later > 0) {
+                gaps(at - prev, later);
+            }
+            self.last_decode_end = Some(at);
+        }
+        let outside = first + resumed.len() as u64;
+        if outside > 0 {
+            self.awaiting_next.push((at, outside));
+        }
+    }
+
+    /// A fast-forward's decode steps ended at `ends` (each with its tokens), the first giving
+    /// `first` first tokens and the `resumed` tokens after an eviction: the same as
+    /// [`Recorder::on_tokens`] for each step. Steps are handed to it one by one until no token
+    /// awaits a gap timed from outside a decode step; from then on each later step's gaps are
+    /// its duration for all its tokens, recorded in runs.
+    pub fn on_decode_run(&mut self, ends: &[(SimTime, u64)], first: u64, resumed: &[SimDuration]) {
+        let (mut first, mut resumed) = (first, resumed);
+        let mut k = 0;
+        while k < ends.len()
+            && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
+        {
+            let (at, tokens) = ends[k];
+            self.on_tokens(
+                at,
+                tokens,
+                std::mem::take(&mut first),
+                std::mem::take(&mut resumed),
+            );
+            k += 1;
+        }
+        if k == 0 || k >= ends.len() {
+            return;
+        }
+        let rest = &ends[k - 1..];
+        let per_token = self.overhead.per_token.as_ns();
+        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
+        self.latency.itl_ms.add_grouped(rest.windows(2).map(gap));
+        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
+            let gaps = rest.windows(2).filter(|w| w[1].0 > s).map(gap);
+            self.steady_latency.itl_ms.add_grouped(gaps);
+        }
+        self.last_decode_end = Some(ends[ends.len() - 1].0);
+    }
+
+    /// A request of the start-up cohort was answered at `now` (or, at the first completion, the
+    /// cohort is formed): when all but its stragglers are, the start-up has cleared.
+    fn count_startup(&mut self, now: SimTime, seq: u64) {
+        if self.first_completion.is_none() {
+            // The first response: every request sent so far is the start-up; those refused so
+            // far are answered.
+            self.cohort.size = self.sent;
+            self.cohort.answered = self.rejected;
+        }
+        if self.cohort.cleared_at.is_some() || seq >= self.cohort.size {
+            return;
+        }
+        self.cohort.answered += 1;
+        let size = self.cohort.size;
+        let stragglers = (size as f64 * STARTUP_STRAGGLERS).floor() as u64;
+        if self.cohort.answered + stragglers >= size {
+            self.cohort.cleared_at = Some(now);
+            if self.steady_from == SteadyFrom::StartUpCleared {
+                self.steady_start = Some(now);
+            }
+            // Snapshot the views at exactly this instant, after every event at it.
+            let i = self.next_obs
+                + self.observe_at[self.next_obs..]
+                    .partition_point(|&o| o <= (now, SnapshotKind::StartUp));
+            self.observe_at.insert(i, (now, SnapshotKind::StartUp));
+        }
     }
 
     /// Output tokens were generated.
@@ -392,7 +611,15 @@ impl<'a> Recorder<'a> {
     /// A request's full response reached the client at `now`. Its first token reached the
     /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
+        if r.out_tokens == 1 {
+            // Its first token was its last: it awaits no next one.
+            let at = r.first_token_at;
+            if let Some(w) = self.awaiting_next.iter_mut().find(|w| Some(w.0) == at) {
+                w.1 = w.1.saturating_sub(1);
+            }
+        }
         self.record(now, r, true);
+        self.count_startup(now, r.seq);
         self.completed += 1;
         self.first_completion.get_or_insert(now);
         self.window_completions.push_back(now);
@@ -403,6 +630,8 @@ impl<'a> Recorder<'a> {
         self.prompt_tokens += u64::from(r.prompt_tokens);
         self.output_dist.add(f64::from(r.out_tokens));
         self.prompt_dist.add(f64::from(r.prompt_tokens));
+        let e2e_ns = u128::from(e2e.as_ns());
+        self.sum_e2e_sq_ns2 += e2e_ns * e2e_ns;
         let first = r
             .first_token_at
             .expect("invariant: a completed request has a first token");
@@ -411,28 +640,29 @@ impl<'a> Recorder<'a> {
             engine.ttft_ms.add((first - r.arrived_at).as_ns() as f64);
             engine.e2e_ms.add((done - r.arrived_at.as_ns()) as f64);
         }
-        let ttft = self.overhead.seen_at(first, 1) - r.sent_at;
-        self.latency.ttft_ms.add(ttft.as_ns() as f64);
-        self.latency.e2e_ms.add(e2e.as_ns() as f64);
-        if r.out_tokens > 1 {
-            self.latency
-                .tpot_ms
-                .add((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
-        }
+        // The client sees the first token one token's way after the engine produced it.
+        let first = self.overhead.seen_at(first, 1);
         let admitted = r
             .admitted_at
             .expect("invariant: a completed request was admitted");
-        self.latency
-            .queue_ms
-            .add((admitted - r.arrived_at).as_ns() as f64);
-        self.latency
-            .client_wait_ms
-            .add((r.sent_at - r.ready_at).as_ns() as f64);
+        let steady = self.steady_start.is_some_and(|s| r.sent_at >= s);
+        for lat in [
+            Some(&mut self.latency),
+            steady.then_some(&mut self.steady_latency),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            record_latencies(lat, r, first, admitted, e2e);
+        }
     }
 
     /// The server refused or aborted a request.
     pub fn on_rejection(&mut self, now: SimTime, r: &Request) {
         self.record(now, r, false);
+        if self.first_completion.is_some() {
+            self.count_startup(now, r.seq);
+        }
         self.rejected += 1;
     }
 
@@ -468,20 +698,19 @@ impl<'a> Recorder<'a> {
     ) -> RunResult {
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
-        // Observations after the end see the idle system.
         self.integrate_to(end);
+        // The last point is the end of the run: taken before the snapshots after the end, which
+        // move the client's window past the last completions.
+        let snap = self.snapshot(end);
+        self.series.close(end, || snap.clone());
+        if let Some(c) = self.csv.as_mut() {
+            c.close(end, || snap);
+        }
+        // Observations after the end see the idle system.
         while self.next_obs < self.observe_at.len() {
             let (o, kind) = self.observe_at[self.next_obs];
             self.take_snapshot(o, kind);
             self.next_obs += 1;
-        }
-        if self
-            .samples
-            .last()
-            .is_none_or(|s| s.t_s < end.as_secs_f64())
-        {
-            let snap = self.snapshot(end);
-            self.samples.push(snap);
         }
         let end_s = end.as_secs_f64();
         let avg = |x: u128| {
@@ -517,7 +746,7 @@ impl<'a> Recorder<'a> {
             },
             decode_log: DecodeLogStats {
                 lines: self.decode_lines,
-                gen_tok_per_s_mean: if self.decode_lines > 0 {
+                gen_tok_per_s_mean_of_lines: if self.decode_lines > 0 {
                     self.sum_gen_tok_per_s / self.decode_lines as f64
                 } else {
                     0.0
@@ -528,11 +757,19 @@ impl<'a> Recorder<'a> {
                     0.0
                 },
             },
-            sample_interval_s: self.interval.as_secs_f64(),
-            samples: self.samples,
+            sample_interval_s: self.series.interval.as_secs_f64(),
+            samples: self.series.samples,
+            csv_samples: self.csv.map(|c| c.samples),
             observations: self.observations,
             first_minutes: self.minutes,
             latency: self.latency,
+            steady_latency: self.steady_latency,
+            steady_from_s: self.steady_start.map(SimTime::as_secs_f64),
+            startup: StartUp {
+                cohort: self.cohort.size,
+                cleared_at_s: self.cohort.cleared_at.map(SimTime::as_secs_f64),
+                sample: self.startup_sample,
+            },
             output_tokens: self.output_dist,
             prompt_tokens: self.prompt_dist,
             first_completion_s: self.first_completion.map(SimTime::as_secs_f64),
@@ -547,7 +784,30 @@ impl<'a> Recorder<'a> {
             // Configuration facts, filled in by the simulator.
             max_running_requests: 0,
             client_concurrency: None,
+            open_loop: false,
             words,
         }
     }
+}
+
+/// Record a completed request's latencies as the client sees them (`first`: when its first
+/// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
+/// received); its queueing time counts from reaching the engine's queue to admission.
+fn record_latencies(
+    lat: &mut Latencies,
+    r: &Request,
+    first: SimTime,
+    admitted: SimTime,
+    e2e: SimDuration,
+) {
+    let ttft = first - r.sent_at;
+    lat.ttft_ms.add(ttft.as_ns() as f64);
+    lat.e2e_ms.add(e2e.as_ns() as f64);
+    if r.out_tokens > 1 {
+        lat.tpot_ms
+            .add((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
+    }
+    lat.queue_ms.add((admitted - r.arrived_at).as_ns() as f64);
+    lat.client_wait_ms
+        .add((r.sent_at - r.ready_at).as_ns() as f64);
 }

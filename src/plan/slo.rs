@@ -195,10 +195,11 @@ pub fn search(
         prepare(source, base_sets, base, c, Load::Scenario, &closed)
     };
     let rate = |r: &RunResult| {
-        let steady = analysis::analyse(r).steady.req_per_s;
-        match steady.is_finite() && steady > 0.0 {
-            true => steady,
-            false => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
+        // The rate it sustains (steady, or an overloaded server's completion rate); without a
+        // window, the lifetime rate.
+        match analysis::analyse(r).sustained_req_per_s() {
+            Some(x) if x.is_finite() && x > 0.0 => x,
+            _ => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
         }
     };
     let saturated = match saturate::search(in_flight, at, rate, opts)? {

@@ -2,9 +2,9 @@
 
 use serde::Serialize;
 
-use crate::analysis::{Analysis, Binding, Convergence, SteadyState};
+use crate::analysis::{Analysis, Binding, NoWindow, Overload, Regime, Replications};
 use crate::metrics::latency::Stats;
-use crate::metrics::{RunResult, Sample, StopReason, Totals};
+use crate::metrics::{Latencies, RunResult, Sample, StopReason, Totals};
 use crate::scenario::{ClientSpec, Scenario};
 use crate::scheduler::sglang::settings::SglangSettings;
 use crate::scheduler::vllm::settings::VllmSettings;
@@ -31,8 +31,10 @@ pub struct Summary {
     pub totals: TotalsOut,
     /// The server's view over the whole run.
     pub server: ServerView,
-    /// The steady state.
-    pub steady_state: SteadyState,
+    /// The steady state, or why there is none (its numbers are then null).
+    pub steady_state: SteadyStateOut,
+    /// The start-up: the requests sent before the first response and when they were answered.
+    pub startup: StartUpOut,
     /// The client's lifetime view at the end of the run.
     pub lifetime: Lifetime,
     /// One per `run.observe_at_s`.
@@ -40,27 +42,38 @@ pub struct Summary {
     /// The same views once a minute for the first 15 minutes: how they move while the batch
     /// fills.
     pub first_minutes: Vec<Observation>,
-    /// Convergence of the lifetime average.
-    pub convergence: Convergence,
+    /// Convergence of the lifetime average (null without a steady state).
+    pub convergence: ConvergenceOut,
     /// What binds the batch, with the evidence.
     pub binding: Binding,
     /// When the first response arrived, seconds.
     pub first_completion_s: Option<f64>,
     /// When the client sent its last request (the drain starts), seconds.
     pub last_send_s: Option<f64>,
-    /// Latency statistics, milliseconds.
+    /// Latency statistics over the whole run, milliseconds.
     pub latency: LatencyOut,
+    /// The same in the steady window (null when there is none): the requests sent in it and the
+    /// token gaps inside it.
+    pub steady_latency: Option<SteadyLatencyOut>,
     /// Off-GPU time and the latencies at the engine (only when the scenario gives overheads).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub overhead: Option<OverheadOut>,
-    /// For the roofline model: one decode step at the steady state's mean batch and KV, term
-    /// by term.
+    /// For the roofline model: one decode step at the window's mean batch and KV (steady or
+    /// overloaded; without a window, the whole run's), term by term.
     pub roofline_step: Option<RooflineStep>,
     /// What the model simplifies.
     pub simplifications: Vec<&'static str>,
     /// How reports speak of the engine (not serialised).
     #[serde(skip)]
     pub words: Words,
+    /// The analysis behind the numbers, for the reports (not serialised: its numbers are
+    /// above).
+    #[serde(skip)]
+    pub analysis: Analysis,
+    /// With `run --replications N`: the steady rates of N runs under independent seeds and
+    /// the t-interval across them (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replications: Option<Replications>,
 }
 
 /// `scenario`.
@@ -213,8 +226,12 @@ pub struct ServerView {
     pub mean_queued: f64,
     /// Time-averaged token usage.
     pub mean_token_usage: f64,
-    /// Mean of the Decode lines' `gen throughput`.
+    /// The Decode lines' `gen throughput`, each weighted by the time it covers: the decode
+    /// tokens up to the last line over the time to it.
     pub gen_tok_per_s_mean: f64,
+    /// The plain mean of the lines' values (each line counts once, however long it covers):
+    /// what averaging the log's column gives, misleading when the lines cover unequal times.
+    pub gen_tok_per_s_mean_of_lines: f64,
     /// Decode lines printed.
     pub decode_log_lines: u64,
 }
@@ -254,6 +271,8 @@ pub struct Observation {
     pub generated_tokens: u64,
     /// Share of those tokens that belong to requests not finished yet.
     pub in_progress_token_share: f64,
+    /// Mean output tokens of the responses completed so far (0 before the first).
+    pub completed_mean_output_tokens: f64,
 }
 
 /// `roofline_step`.
@@ -269,19 +288,159 @@ pub struct RooflineStep {
     pub gen_tok_per_s: f64,
 }
 
+/// `steady_state`: every key of the contract, null when the run has no steady state, with
+/// `status` and `reason` saying why.
+#[derive(Clone, Debug, Serialize)]
+pub struct SteadyStateOut {
+    /// `steady`, `overloaded` or `no_steady_window`.
+    pub status: &'static str,
+    /// Why there is no steady state, or what to keep in mind about it.
+    pub reason: Option<String>,
+    /// Whether the window is long enough to trust (false without a steady state).
+    pub reliable: bool,
+    /// Completions per second in the steady window.
+    pub req_per_s: Option<f64>,
+    /// 95 % confidence interval (overlapping batch means).
+    pub req_per_s_ci95: Option<[f64; 2]>,
+    /// Output tokens generated per second in the window.
+    pub output_tok_per_s: Option<f64>,
+    /// Start of the window (end of the start-up), seconds.
+    pub start_s: Option<f64>,
+    /// End of the window (start of the drain), seconds.
+    pub end_s: Option<f64>,
+    /// `L / W`.
+    pub little_law_req_per_s: Option<f64>,
+    /// `L`: time-averaged requests in flight.
+    pub little_l_requests: Option<f64>,
+    /// `W`: mean end-to-end seconds of the requests completed in the window.
+    pub little_w_s: Option<f64>,
+    /// `output_tok_per_s ÷ mean output tokens`.
+    pub tokens_req_per_s: Option<f64>,
+    /// Time-averaged running requests in the window.
+    pub mean_running: Option<f64>,
+    /// Time-averaged queued requests in the window.
+    pub mean_queued: Option<f64>,
+    /// Time-averaged token usage in the window.
+    pub mean_token_usage: Option<f64>,
+    /// Fraction of the window with requests in the server's queue.
+    pub queue_busy_fraction: Option<f64>,
+    /// Completions inside the window.
+    pub completions: Option<u64>,
+    /// The completions' correlation time `Σe²/Σe`, seconds: the interval's batch length.
+    pub correlation_s: Option<f64>,
+    /// The interval's batch length, seconds.
+    pub ci_batch_s: Option<f64>,
+    /// The interval's degrees of freedom.
+    pub ci_degrees_of_freedom: Option<u64>,
+    /// An overloaded open loop: what arrives, what the server sustains, how the backlog grows.
+    pub overload: Option<Overload>,
+    /// Why no stretch of the run is steady.
+    pub no_window: Option<NoWindow>,
+}
+
+impl SteadyStateOut {
+    fn new(a: &Analysis) -> Self {
+        let w = a.steady();
+        let s = w.map(|w| &w.span);
+        let i = w.and_then(|w| w.interval.as_ref());
+        SteadyStateOut {
+            status: match a.regime {
+                Regime::Steady { .. } => "steady",
+                Regime::Overloaded(_) => "overloaded",
+                Regime::NoSteadyWindow(_) => "no_steady_window",
+            },
+            reason: a.reason(),
+            reliable: matches!(a.regime, Regime::Steady { reliable: true, .. }),
+            req_per_s: s.map(|s| s.req_per_s),
+            req_per_s_ci95: i.map(|i| i.req_per_s_ci95),
+            output_tok_per_s: s.map(|s| s.output_tok_per_s),
+            start_s: s.map(|s| s.start_s),
+            end_s: s.map(|s| s.end_s),
+            little_law_req_per_s: s.map(|s| s.little_law_req_per_s),
+            little_l_requests: s.map(|s| s.little_l_requests),
+            little_w_s: s.map(|s| s.little_w_s),
+            tokens_req_per_s: s.map(|s| s.tokens_req_per_s),
+            mean_running: s.map(|s| s.mean_running),
+            mean_queued: s.map(|s| s.mean_queued),
+            mean_token_usage: s.map(|s| s.mean_token_usage),
+            queue_busy_fraction: s.map(|s| s.queue_busy_fraction),
+            completions: s.map(|s| s.completions),
+            correlation_s: s.map(|s| s.correlation_s),
+            ci_batch_s: i.map(|i| i.batch_s),
+            ci_degrees_of_freedom: i.map(|i| i.degrees_of_freedom),
+            overload: match &a.regime {
+                Regime::Overloaded(o) => Some(o.clone()),
+                _ => None,
+            },
+            no_window: match &a.regime {
+                Regime::NoSteadyWindow(n) => Some(n.clone()),
+                _ => None,
+            },
+        }
+    }
+}
+
+/// `startup`.
+#[derive(Clone, Debug, Serialize)]
+pub struct StartUpOut {
+    /// Requests sent before the first response.
+    pub requests: u64,
+    /// When all but 1 % of them had been answered, seconds.
+    pub cleared_at_s: Option<f64>,
+}
+
+/// `convergence` (null numbers without a steady state).
+#[derive(Clone, Debug, Serialize)]
+pub struct ConvergenceOut {
+    /// Measured on the time series, if it happened before the drain.
+    pub lifetime_within_5pct_at_s: Option<f64>,
+    /// `20 × |deficit|`.
+    pub estimated_s: Option<f64>,
+    /// The start-up deficit `d`, seconds (negative: the lifetime average runs ahead).
+    pub deficit_s: Option<f64>,
+}
+
+/// `steady_latency`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SteadyLatencyOut {
+    /// Requests sent from this time on, and token gaps after it, count.
+    pub from_s: f64,
+    /// … and token gaps up to the client's last send (the drain is left out).
+    pub until_s: Option<f64>,
+    /// The statistics.
+    #[serde(flatten)]
+    pub latency: LatencyOut,
+}
+
 /// `latency`.
 #[derive(Clone, Debug, Serialize)]
 pub struct LatencyOut {
     /// Time to first token.
     pub ttft_ms: Stats,
-    /// Time per output token after the first.
+    /// Time per output token after the first, per request.
     pub tpot_ms: Stats,
+    /// Inter-token latency: every gap between a request's successive tokens, pooled.
+    pub itl_ms: Stats,
     /// End to end.
     pub e2e_ms: Stats,
     /// Waiting in the server's queue before first admission.
     pub queue_ms: Stats,
     /// Waiting for a client concurrency slot.
     pub client_wait_ms: Stats,
+}
+
+impl LatencyOut {
+    /// The statistics of a set of distributions.
+    pub fn new(l: &Latencies) -> Self {
+        LatencyOut {
+            ttft_ms: l.ttft_ms.stats(),
+            tpot_ms: l.tpot_ms.stats(),
+            itl_ms: l.itl_ms.stats(),
+            e2e_ms: l.e2e_ms.stats(),
+            queue_ms: l.queue_ms.stats(),
+            client_wait_ms: l.client_wait_ms.stats(),
+        }
+    }
 }
 
 /// `overhead`: what the off-GPU time adds to the client's latencies, and the latencies at the
@@ -340,6 +499,11 @@ fn observation(s: &Sample, mean_out: f64) -> Observation {
         } else {
             0.0
         },
+        completed_mean_output_tokens: if s.completed > 0 {
+            s.completed_output_tokens as f64 / s.completed as f64
+        } else {
+            0.0
+        },
     }
 }
 
@@ -394,10 +558,15 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             mean_running: r.time_avg.running,
             mean_queued: r.time_avg.queued,
             mean_token_usage: r.time_avg.token_usage,
-            gen_tok_per_s_mean: r.decode_log.gen_tok_per_s_mean,
+            gen_tok_per_s_mean: r.decode_log.gen_tok_per_s_time_weighted,
+            gen_tok_per_s_mean_of_lines: r.decode_log.gen_tok_per_s_mean_of_lines,
             decode_log_lines: r.decode_log.lines,
         },
-        steady_state: a.steady.clone(),
+        steady_state: SteadyStateOut::new(a),
+        startup: StartUpOut {
+            requests: r.startup.cohort,
+            cleared_at_s: r.startup.cleared_at_s,
+        },
         lifetime: Lifetime {
             req_per_s: lifetime,
             effective_tok_per_s: lifetime * mean_out,
@@ -413,17 +582,28 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             .filter(|o| o.t_s <= dur)
             .map(|o| observation(o, mean_out))
             .collect(),
-        convergence: a.convergence.clone(),
+        convergence: ConvergenceOut {
+            lifetime_within_5pct_at_s: a
+                .convergence
+                .as_ref()
+                .and_then(|c| c.lifetime_within_5pct_at_s),
+            estimated_s: a.convergence.as_ref().map(|c| c.estimated_s),
+            deficit_s: a.convergence.as_ref().map(|c| c.deficit_s),
+        },
         binding: a.binding.clone(),
         first_completion_s: r.first_completion_s,
         last_send_s: r.last_send_s,
-        latency: LatencyOut {
-            ttft_ms: r.latency.ttft_ms.stats(),
-            tpot_ms: r.latency.tpot_ms.stats(),
-            e2e_ms: r.latency.e2e_ms.stats(),
-            queue_ms: r.latency.queue_ms.stats(),
-            client_wait_ms: r.latency.client_wait_ms.stats(),
-        },
+        latency: LatencyOut::new(&r.latency),
+        steady_latency: a
+            .steady()
+            .and(r.steady_from_s)
+            .map(|from_s| SteadyLatencyOut {
+                from_s,
+                until_s: (r.stop == StopReason::AllAnswered)
+                    .then_some(r.last_send_s)
+                    .flatten(),
+                latency: LatencyOut::new(&r.steady_latency),
+            }),
         overhead: overhead(sc, r),
         simplifications: scheduler::simplifications(e.kind())
             .iter()
@@ -435,11 +615,19 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             })
             .collect(),
         words: scheduler::words(e.kind()),
+        analysis: a.clone(),
+        replications: None,
         roofline_step: match &sc.engine.step_time {
             crate::scenario::StepTimeSpec::Roofline(model) => {
-                let batch = a.steady.mean_running.round().max(1.0) as u64;
-                let kv_tokens =
-                    (a.steady.mean_token_usage * r.kv_capacity_tokens as f64).round() as u64;
+                // The window's mean batch (steady or overloaded), else the whole run's.
+                let (running, usage) = a
+                    .window
+                    .as_ref()
+                    .map_or((r.time_avg.running, r.time_avg.token_usage), |w| {
+                        (w.span.mean_running, w.span.mean_token_usage)
+                    });
+                let batch = running.round().max(1.0) as u64;
+                let kv_tokens = (usage * r.kv_capacity_tokens as f64).round() as u64;
                 let breakdown = model.decode_breakdown(batch, kv_tokens);
                 Some(RooflineStep {
                     batch,

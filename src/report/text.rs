@@ -2,7 +2,9 @@
 
 use std::fmt::Write;
 
+use super::summary::LatencyOut;
 use super::Summary;
+use crate::analysis::{Interval, Regime, Replications};
 use crate::metrics::latency::Stats;
 use crate::metrics::StopReason;
 
@@ -69,6 +71,198 @@ fn views_table(w: &mut String, rows: &[super::summary::Observation], usage_word:
     }
 }
 
+fn latency_block(w: &mut String, head: &str, l: &LatencyOut) {
+    let _ = writeln!(w, "{head}");
+    let _ = writeln!(
+        w,
+        "  {:<20} {:>12} {:>12} {:>12} {:>12}",
+        "", "mean", "p50", "p90", "p99"
+    );
+    stats_row(w, "TTFT", &l.ttft_ms);
+    stats_row(w, "TPOT", &l.tpot_ms);
+    stats_row(w, "ITL", &l.itl_ms);
+    stats_row(w, "E2E", &l.e2e_ms);
+    stats_row(w, "server queue", &l.queue_ms);
+    stats_row(w, "client slot wait", &l.client_wait_ms);
+}
+
+/// `run --replications N`: the steady rate across independent seeds.
+fn replications_block(w: &mut String, r: &Replications) {
+    let (first, last) = (r.seeds[0], r.seeds[r.seeds.len() - 1]);
+    let _ = writeln!(
+        w,
+        "Replications: {} runs, seeds {first} … {last}, {} with a steady state",
+        r.seeds.len(),
+        r.steady_runs
+    );
+    match (r.mean_req_per_s, r.sd_req_per_s, r.req_per_s_ci95) {
+        (Some(m), Some(sd), Some([lo, hi])) => {
+            let _ = writeln!(
+                w,
+                "  {m:.4} req/s, 95 % t-interval [{lo:.4}, {hi:.4}] across them (sd {sd:.4}, {} df)",
+                r.steady_runs - 1
+            );
+        }
+        (Some(m), _, _) => {
+            let _ = writeln!(w, "  {m:.4} req/s (one run: no interval)");
+        }
+        _ => {
+            let _ = writeln!(w, "  no run has a steady state: no interval");
+        }
+    }
+    let each: Vec<String> = r
+        .seeds
+        .iter()
+        .zip(&r.req_per_s)
+        .map(|(s, x)| x.map_or(format!("{s}: none"), |x| format!("{s}: {x:.4}")))
+        .collect();
+    let _ = writeln!(w, "  per seed: {}", each.join(", "));
+}
+
+/// The steady state, the overload, or the run as one batch; and the lifetime average's
+/// convergence.
+fn steady_section(w: &mut String, s: &Summary) {
+    let a = &s.analysis;
+    let rate_line = |w: &mut String, rate: f64, ci: Option<[f64; 2]>, i: Option<&Interval>| {
+        let ci = match (ci, i) {
+            (Some([lo, hi]), Some(i)) => format!(
+                "95 % CI [{lo:.4}, {hi:.4}] (overlapping batch means, batches of {:.0} s, {} df)",
+                i.batch_s, i.degrees_of_freedom
+            ),
+            _ => "no interval".to_string(),
+        };
+        let _ = writeln!(w, "  {rate:.4} req/s, {ci}");
+    };
+    match (&a.regime, &a.window) {
+        (Regime::Steady { .. }, Some(win)) => {
+            let st = &win.span;
+            let cut = if let (true, Some(t)) = (win.mser_cut, win.startup_cleared_at_s) {
+                format!("start-up cleared at {t:.0} s, then MSER-5 cut a further transient")
+            } else {
+                "from the end of the start-up".to_string()
+            };
+            let _ = writeln!(
+                w,
+                "Steady state (t = {:.0} … {:.0} s: {cut}, to the drain at the last send)",
+                st.start_s, st.end_s
+            );
+            rate_line(w, st.req_per_s, win.ci95(), win.interval.as_ref());
+            let _ = writeln!(
+                w,
+                "  {:.1} output tok/s; cross-checks: Little's law L/W = {:.1} / {:.1} s = {:.4} req/s; \
+                 tok/s ÷ mean output = {:.4} req/s",
+                st.output_tok_per_s,
+                st.little_l_requests,
+                st.little_w_s,
+                st.little_law_req_per_s,
+                st.tokens_req_per_s
+            );
+            let _ = writeln!(
+                w,
+                "  server in the window: {:.1} running, {:.1} queued, {} {:.2}",
+                st.mean_running, st.mean_queued, s.words.kv_usage, st.mean_token_usage
+            );
+        }
+        (Regime::Overloaded(o), Some(win)) => {
+            let st = &win.span;
+            let _ = writeln!(
+                w,
+                "No steady state: the open loop is overloaded (window t = {:.0} … {:.0} s)",
+                st.start_s, st.end_s
+            );
+            let _ = writeln!(
+                w,
+                "  requests arrive at {:.4} req/s; the server completes {:.4} req/s — what it sustains at this workload:",
+                o.arrival_req_per_s, o.served_req_per_s
+            );
+            rate_line(
+                w,
+                o.served_req_per_s,
+                o.served_req_per_s_ci95,
+                win.interval.as_ref(),
+            );
+            let _ = writeln!(
+                w,
+                "  the backlog grows by {:.2} requests per second ({} → {}), so every wait grows with the run: \
+                 each second of arrivals adds {:.2} s to the wait of those behind",
+                o.backlog_growth_req_per_s,
+                thousands(o.backlog_start),
+                thousands(o.backlog_end),
+                o.wait_growth_s_per_s
+            );
+            let _ = writeln!(
+                w,
+                "  Little's law L/W = {:.1} / {:.1} s = {:.4} req/s follows the arrivals, not the completions; \
+                 server: {:.1} running, {:.1} queued, {} {:.2}",
+                st.little_l_requests,
+                st.little_w_s,
+                st.little_law_req_per_s,
+                st.mean_running,
+                st.mean_queued,
+                s.words.kv_usage,
+                st.mean_token_usage
+            );
+            let _ = writeln!(
+                w,
+                "  latencies below grow with the run's length; send fewer than about {:.2} req/s for a steady state",
+                o.served_req_per_s
+            );
+        }
+        _ => {
+            let t = &s.totals.totals;
+            let d = t.sim_duration_s;
+            let per_s = |x: f64| if d > 0.0 { x / d } else { 0.0 };
+            let _ = writeln!(w, "No steady state");
+            let _ = writeln!(
+                w,
+                "  the run as a whole: {} requests answered in {} (makespan): {:.4} req/s, {:.1} output tok/s over it",
+                thousands(t.requests_completed),
+                secs(d),
+                per_s(t.requests_completed as f64),
+                per_s(t.output_tokens as f64)
+            );
+        }
+    }
+    if let Some(n) = &s.steady_state.reason {
+        let _ = writeln!(w, "  note: {n}");
+    }
+
+    let _ = writeln!(w);
+    let _ = writeln!(
+        w,
+        "Lifetime average at the end: {:.4} req/s ({:.1} effective tok/s = req/s × {:.0} mean output tokens)",
+        s.lifetime.req_per_s, s.lifetime.effective_tok_per_s, s.workload.mean_output_tokens
+    );
+    if let Some(c) = &a.convergence {
+        let ahead = if c.deficit_s < 0.0 {
+            " (negative: the start-up completed faster than the steady rate)"
+        } else {
+            ""
+        };
+        match c.lifetime_within_5pct_at_s {
+            Some(t) => {
+                let _ = writeln!(
+                    w,
+                    "  it stays within 5 % of the steady rate from t = {} (measured); \
+                     start-up deficit {:.0} s{ahead}, so 20 × |deficit| = {}",
+                    secs(t),
+                    c.deficit_s,
+                    secs(c.estimated_s)
+                );
+            }
+            None => {
+                let _ = writeln!(
+                    w,
+                    "  it is not within 5 % of the steady rate before the drain; start-up deficit \
+                     {:.0} s{ahead}, so it would be after about 20 × |deficit| = {}",
+                    c.deficit_s,
+                    secs(c.estimated_s)
+                );
+            }
+        }
+    }
+}
+
 /// The report text.
 pub fn render(s: &Summary, source_name: &str) -> String {
     let mut o = String::new();
@@ -130,72 +324,25 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         views_table(w, &s.first_minutes, s.words.kv_usage_column);
     }
 
-    let st = &s.steady_state;
     let _ = writeln!(w);
-    let _ = writeln!(
-        w,
-        "Steady state (t = {:.0} … {:.0} s: warm-up cut by MSER-5, drain from the last send)",
-        st.start_s, st.end_s
-    );
-    let _ = writeln!(
-        w,
-        "  {:.4} req/s, 95 % CI [{:.4}, {:.4}] ({} batch means); {:.1} output tok/s",
-        st.req_per_s,
-        st.req_per_s_ci95[0],
-        st.req_per_s_ci95[1],
-        st.ci_batches,
-        st.output_tok_per_s
-    );
-    let _ = writeln!(
-        w,
-        "  cross-checks: Little's law L/W = {:.1} / {:.1} s = {:.4} req/s; \
-         tok/s ÷ mean output = {:.4} req/s",
-        st.little_l_requests, st.little_w_s, st.little_law_req_per_s, st.tokens_req_per_s
-    );
-    let _ = writeln!(
-        w,
-        "  server in the window: {:.1} running, {:.1} queued, {} {:.2}",
-        st.mean_running, st.mean_queued, s.words.kv_usage, st.mean_token_usage
-    );
-    if let Some(n) = &st.note {
-        let _ = writeln!(w, "  note: {n}");
-    }
-
-    let _ = writeln!(w);
-    let c = &s.convergence;
-    let _ = writeln!(
-        w,
-        "Lifetime average at the end: {:.4} req/s ({:.1} effective tok/s = req/s × {:.0} mean output tokens)",
-        s.lifetime.req_per_s, s.lifetime.effective_tok_per_s, s.workload.mean_output_tokens
-    );
-    match c.lifetime_within_5pct_at_s {
-        Some(t) => {
-            let _ = writeln!(
-                w,
-                "  it stays within 5 % of the steady rate from t = {} (measured); \
-                 start-up deficit {:.0} s, so 20 × deficit = {}",
-                secs(t),
-                c.deficit_s,
-                secs(c.estimated_s)
-            );
-        }
-        None => {
-            let _ = writeln!(
-                w,
-                "  it is not within 5 % of the steady rate before the drain; start-up deficit \
-                 {:.0} s, so it would be after about 20 × deficit = {}",
-                c.deficit_s,
-                secs(c.estimated_s)
-            );
-        }
+    steady_section(w, s);
+    if let Some(r) = &s.replications {
+        replications_block(w, r);
     }
 
     if let Some(rs) = &s.roofline_step {
         let b = &rs.breakdown;
         let _ = writeln!(w);
+        // The batch the summary priced: the window's mean (steady or overloaded), else the
+        // whole run's.
+        let at = match (&s.analysis.regime, &s.analysis.window) {
+            (Regime::Steady { .. }, Some(_)) => "at the steady state",
+            (Regime::Overloaded(_), Some(_)) => "at the overloaded window's mean batch",
+            _ => "at the run's mean batch",
+        };
         let _ = writeln!(
             w,
-            "Roofline decode step at the steady state ({} running, {} KV tokens): {:.1} ms → {:.0} tok/s",
+            "Roofline decode step {at} ({} running, {} KV tokens): {:.1} ms → {:.0} tok/s",
             rs.batch,
             thousands(rs.kv_tokens),
             1e3 * b.total_s,
@@ -219,7 +366,8 @@ pub fn render(s: &Summary, source_name: &str) -> String {
     let _ = writeln!(
         w,
         "Server over the whole run: {:.1} running, {:.1} queued, {} {:.2}, \
-         mean {} {:.1} tok/s ({} {})",
+         mean {} {:.1} tok/s (its {} {} weighted by the time each covers; \
+         their plain mean {:.1})",
         s.server.mean_running,
         s.server.mean_queued,
         s.words.kv_usage,
@@ -227,24 +375,31 @@ pub fn render(s: &Summary, source_name: &str) -> String {
         s.words.gen_throughput,
         s.server.gen_tok_per_s_mean,
         s.server.decode_log_lines,
-        s.words.stats_lines
+        s.words.stats_lines,
+        s.server.gen_tok_per_s_mean_of_lines
     );
 
     let _ = writeln!(w);
-    let _ = writeln!(
-        w,
-        "Latency (ms)          {:>12} {:>12} {:>12} {:>12}",
-        "mean", "p50", "p90", "p99"
-    );
-    stats_row(w, "TTFT", &s.latency.ttft_ms);
-    stats_row(w, "TPOT", &s.latency.tpot_ms);
-    stats_row(w, "E2E", &s.latency.e2e_ms);
-    stats_row(w, "server queue", &s.latency.queue_ms);
-    stats_row(w, "client slot wait", &s.latency.client_wait_ms);
+    latency_block(w, "Latency (ms), whole run", &s.latency);
+    match &s.steady_latency {
+        Some(l) => {
+            let until = l.until_s.map_or(String::new(), |u| {
+                format!(", token gaps until the last send at {u:.0} s")
+            });
+            let head = format!(
+                "Latency (ms), steady window: requests sent from t = {:.0} s{until}",
+                l.from_s
+            );
+            latency_block(w, &head, &l.latency);
+        }
+        None => {
+            let _ = writeln!(w, "  (no steady window: no steady-state latencies)");
+        }
+    }
     let _ = writeln!(
         w,
         "  TTFT, TPOT and E2E count from the send, after the client slot (as {}); \
-         slot wait is apart",
+         slot wait is apart; ITL pools every gap between a request's successive tokens",
         s.words.bench_client
     );
     if let Some(o) = &s.overhead {

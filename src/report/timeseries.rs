@@ -50,9 +50,10 @@ impl From<&Sample> for Row {
     }
 }
 
-/// The time series as CSV bytes.
+/// The time series as CSV bytes: the points on the scenario's `run.timeseries_interval_s`
+/// grid and the end of the run.
 pub fn to_csv(r: &RunResult) -> Vec<u8> {
-    csv_rows::rows_to_bytes(r.samples.iter().map(Row::from))
+    csv_rows::rows_to_bytes(r.output_samples().iter().map(Row::from))
 }
 
 #[cfg(test)]

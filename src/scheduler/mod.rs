@@ -17,7 +17,7 @@ pub mod vllm;
 pub use settings::{EngineKind, EngineSpec, PolicySpec};
 
 use crate::cost::StepTimeModel;
-use crate::request::{ReqId, Requests};
+use crate::request::{ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
 
@@ -276,6 +276,14 @@ pub struct Outbox {
     pub finished: Vec<ReqId>,
     /// Output tokens generated (decode steps and first tokens from prefill).
     pub generated_tokens: u64,
+    /// Requests' first output tokens among `generated_tokens` (see [`Outbox::first_token`]).
+    pub first_tokens: u64,
+    /// For the tokens among `generated_tokens` that evicted requests got next: the gap since
+    /// their eviction (see [`Outbox::token_after_eviction`]).
+    pub resumed_gaps: Vec<SimDuration>,
+    /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
+    /// inter-token latencies by them; a single batch ends at the batch's end).
+    pub step_ends: Vec<(SimTime, u64)>,
     /// Decode rounds processed: each gave every request of the running batch one token (a
     /// decode step, or the decode rows of a mixed batch). Requests that got their first token
     /// in the same batch are not part of its round.
@@ -289,8 +297,31 @@ impl Outbox {
     pub fn clear(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
+        self.first_tokens = 0;
+        self.resumed_gaps.clear();
+        self.step_ends.clear();
         self.decode_rounds = 0;
         self.log.clear();
+    }
+
+    /// Request `r` gets an output token at `now`: if it is its first, note when, and count it;
+    /// if `r` was evicted since its previous one, note the gap (see
+    /// [`Outbox::token_after_eviction`]).
+    pub fn first_token(&mut self, r: &mut Request, now: SimTime) {
+        if r.first_token_at.is_none() {
+            r.first_token_at = Some(now);
+            self.first_tokens += 1;
+        } else {
+            self.token_after_eviction(r, now);
+        }
+    }
+
+    /// Request `r` gets an output token at `now`: if it was evicted since its previous one,
+    /// the gap since the eviction is this token's inter-token latency.
+    pub fn token_after_eviction(&mut self, r: &mut Request, now: SimTime) {
+        if let Some(at) = r.evicted_at.take() {
+            self.resumed_gaps.push(now - at);
+        }
     }
 }
 
@@ -324,14 +355,28 @@ pub struct Skip {
     pub steps: u64,
     /// When the last of them ended.
     pub end: SimTime,
-    /// Requests running during the run (constant).
+    /// Requests running at the end of the run (through all of it unless `varying`).
     pub running: u64,
-    /// Requests queued during the run (constant).
+    /// Requests queued at the end of the run (through all of it unless `varying`).
     pub queued: u64,
+    /// The running and queued counts integrated over the run, when they changed inside it
+    /// (vLLM's preemptions); `None` when they were `running` and `queued` throughout.
+    pub varying: Option<StateIntegrals>,
     /// `Σ kv_used × step duration` over the run, ns × tokens.
     pub kv_integral: u128,
     /// KV slots in use during the last step.
     pub kv_last: u64,
+}
+
+/// Time integrals of the server state over a fast-forward run in which it changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StateIntegrals {
+    /// `Σ running × segment duration`, ns × requests.
+    pub running: u128,
+    /// `Σ queued × segment duration`, ns × requests.
+    pub queued: u128,
+    /// The time with at least one request queued, ns.
+    pub queue_busy_ns: u128,
 }
 
 /// A serving engine's scheduling policy.
@@ -368,12 +413,15 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction — and that all end before `limit` (the next event, observation
-    /// or time-series point). Their log lines go to `out`. The state afterwards must be exactly
+    /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
+    /// that all end before `limit` (the next event, observation or time-series point). Their
+    /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
+    /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
     /// skips.
     ///
     /// [`start_next`]: Scheduler::start_next
+    /// [`next_log_at`]: Scheduler::next_log_at
     fn skip_decode(
         &mut self,
         _now: SimTime,

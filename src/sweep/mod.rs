@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::{self, Analysis};
+use crate::analysis::{Analysis, Regime};
 use crate::csv_rows::{self, Fixed};
 use crate::engine::{self, RunOptions, SimError};
 use crate::metrics::{RunResult, StopReason};
@@ -77,14 +77,19 @@ pub struct Row {
     pub kv_capacity_tokens: u64,
     /// `safe`, `tight`, `oom`, or `unknown` when the scenario has no memory model inputs.
     pub oom_verdict: String,
-    /// Steady completion rate.
-    pub steady_req_per_s: f64,
+    /// `steady`, `overloaded` or `no_steady_window`.
+    pub regime: &'static str,
+    /// Steady completion rate (none without a steady state).
+    pub steady_req_per_s: Option<f64>,
     /// Its 95 % interval.
-    pub steady_req_per_s_ci: [f64; 2],
-    /// Output tokens per second in the steady window.
-    pub gen_tok_per_s: f64,
-    /// Mean running requests in the steady window.
-    pub mean_running: f64,
+    pub steady_req_per_s_ci: Option<[f64; 2]>,
+    /// Completions per second between the start-up and the drain, steady or overloaded: what
+    /// the server sustains.
+    pub sustained_req_per_s: Option<f64>,
+    /// Output tokens per second in that window.
+    pub gen_tok_per_s: Option<f64>,
+    /// Mean running requests in that window.
+    pub mean_running: Option<f64>,
     /// TTFT median.
     pub ttft_p50_ms: f64,
     /// TTFT p99.
@@ -95,10 +100,20 @@ pub struct Row {
     pub e2e_p99_ms: f64,
     /// When the last request was answered; `None` if `max_sim_s` stopped the run first.
     pub time_to_finish_s: Option<f64>,
+    /// TPOT median.
+    pub tpot_p50_ms: f64,
+    /// TPOT p99.
+    pub tpot_p99_ms: f64,
+    /// ITL p99 (every gap between successive tokens, pooled).
+    pub itl_p99_ms: f64,
+    /// TTFT p99 of the requests sent in the steady window.
+    pub steady_ttft_p99_ms: Option<f64>,
+    /// TPOT p99 of the requests sent in the steady window.
+    pub steady_tpot_p99_ms: Option<f64>,
     /// Lifetime rate at the end.
     pub lifetime_req_per_s: f64,
-    /// Mean token usage in the steady window.
-    pub mean_token_usage: f64,
+    /// Mean token usage in the window between the start-up and the drain.
+    pub mean_token_usage: Option<f64>,
     /// Retractions.
     pub retractions: u64,
     /// Completed requests.
@@ -165,19 +180,21 @@ pub fn run_point(
     sc: &Scenario,
     opts: &RunOptions,
 ) -> Result<Row, PointError> {
-    let r = engine::run(sc, opts).map_err(|error| PointError::Failed {
+    let (r, a) = engine::run_analysed(sc, opts).map_err(|error| PointError::Failed {
         point,
         sets: sets.join(" "),
         error,
     })?;
-    let a = analysis::analyse(&r);
     Ok(row(point, sets, sc, &r, &a))
 }
 
 fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis) -> Row {
     let ttft = r.latency.ttft_ms.stats();
     let e2e = r.latency.e2e_ms.stats();
+    let tpot = r.latency.tpot_ms.stats();
     let dur = r.totals.sim_duration_s;
+    let window = a.window.as_ref().map(|w| &w.span);
+    let steady = a.steady();
     Row {
         point,
         varied: sets
@@ -194,21 +211,32 @@ fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis
             .and_then(|m| m.verdict())
             .map_or("unknown", |v| v.as_str())
             .to_string(),
-        steady_req_per_s: a.steady.req_per_s,
-        steady_req_per_s_ci: a.steady.req_per_s_ci95,
-        gen_tok_per_s: a.steady.output_tok_per_s,
-        mean_running: a.steady.mean_running,
+        regime: match a.regime {
+            Regime::Steady { .. } => "steady",
+            Regime::Overloaded(_) => "overloaded",
+            Regime::NoSteadyWindow(_) => "no_steady_window",
+        },
+        steady_req_per_s: steady.map(|w| w.span.req_per_s),
+        steady_req_per_s_ci: steady.and_then(|w| w.ci95()),
+        sustained_req_per_s: window.map(|w| w.req_per_s),
+        gen_tok_per_s: window.map(|w| w.output_tok_per_s),
+        mean_running: window.map(|w| w.mean_running),
         ttft_p50_ms: ttft.p50,
         ttft_p99_ms: ttft.p99,
         e2e_p50_ms: e2e.p50,
         e2e_p99_ms: e2e.p99,
         time_to_finish_s: (r.stop == StopReason::AllAnswered).then_some(dur),
+        tpot_p50_ms: tpot.p50,
+        tpot_p99_ms: tpot.p99,
+        itl_p99_ms: r.latency.itl_ms.quantile(0.99),
+        steady_ttft_p99_ms: steady.map(|_| r.steady_latency.ttft_ms.quantile(0.99)),
+        steady_tpot_p99_ms: steady.map(|_| r.steady_latency.tpot_ms.quantile(0.99)),
         lifetime_req_per_s: if dur > 0.0 {
             r.totals.requests_completed as f64 / dur
         } else {
             0.0
         },
-        mean_token_usage: a.steady.mean_token_usage,
+        mean_token_usage: window.map(|w| w.mean_token_usage),
         retractions: r.totals.retractions,
         requests_completed: r.totals.requests_completed,
     }
@@ -221,18 +249,25 @@ fn row(point: usize, sets: &[String], sc: &Scenario, r: &RunResult, a: &Analysis
 struct CsvMetrics<'a> {
     kv_capacity_tokens: u64,
     oom_verdict: &'a str,
-    steady_req_per_s: Fixed<6>,
-    steady_req_per_s_ci_low: Fixed<6>,
-    steady_req_per_s_ci_high: Fixed<6>,
-    gen_tok_per_s: Fixed<3>,
-    mean_running: Fixed<3>,
+    steady_req_per_s: Option<Fixed<6>>,
+    steady_req_per_s_ci_low: Option<Fixed<6>>,
+    steady_req_per_s_ci_high: Option<Fixed<6>>,
+    gen_tok_per_s: Option<Fixed<3>>,
+    mean_running: Option<Fixed<3>>,
     ttft_p50_ms: Fixed<3>,
     ttft_p99_ms: Fixed<3>,
     e2e_p50_ms: Fixed<3>,
     e2e_p99_ms: Fixed<3>,
     time_to_finish_s: Option<Fixed<3>>,
+    regime: &'a str,
+    sustained_req_per_s: Option<Fixed<6>>,
+    tpot_p50_ms: Fixed<3>,
+    tpot_p99_ms: Fixed<3>,
+    itl_p99_ms: Fixed<3>,
+    steady_ttft_p99_ms: Option<Fixed<3>>,
+    steady_tpot_p99_ms: Option<Fixed<3>>,
     lifetime_req_per_s: Fixed<6>,
-    mean_token_usage: Fixed<4>,
+    mean_token_usage: Option<Fixed<4>>,
     retractions: u64,
     requests_completed: u64,
     point: usize,
@@ -245,18 +280,25 @@ impl Row {
         let metrics = CsvMetrics {
             kv_capacity_tokens: self.kv_capacity_tokens,
             oom_verdict: &self.oom_verdict,
-            steady_req_per_s: Fixed(self.steady_req_per_s),
-            steady_req_per_s_ci_low: Fixed(self.steady_req_per_s_ci[0]),
-            steady_req_per_s_ci_high: Fixed(self.steady_req_per_s_ci[1]),
-            gen_tok_per_s: Fixed(self.gen_tok_per_s),
-            mean_running: Fixed(self.mean_running),
+            steady_req_per_s: self.steady_req_per_s.map(Fixed),
+            steady_req_per_s_ci_low: self.steady_req_per_s_ci.map(|c| Fixed(c[0])),
+            steady_req_per_s_ci_high: self.steady_req_per_s_ci.map(|c| Fixed(c[1])),
+            gen_tok_per_s: self.gen_tok_per_s.map(Fixed),
+            mean_running: self.mean_running.map(Fixed),
             ttft_p50_ms: Fixed(self.ttft_p50_ms),
             ttft_p99_ms: Fixed(self.ttft_p99_ms),
             e2e_p50_ms: Fixed(self.e2e_p50_ms),
             e2e_p99_ms: Fixed(self.e2e_p99_ms),
             time_to_finish_s: self.time_to_finish_s.map(Fixed),
+            regime: self.regime,
+            sustained_req_per_s: self.sustained_req_per_s.map(Fixed),
+            tpot_p50_ms: Fixed(self.tpot_p50_ms),
+            tpot_p99_ms: Fixed(self.tpot_p99_ms),
+            itl_p99_ms: Fixed(self.itl_p99_ms),
+            steady_ttft_p99_ms: self.steady_ttft_p99_ms.map(Fixed),
+            steady_tpot_p99_ms: self.steady_tpot_p99_ms.map(Fixed),
             lifetime_req_per_s: Fixed(self.lifetime_req_per_s),
-            mean_token_usage: Fixed(self.mean_token_usage),
+            mean_token_usage: self.mean_token_usage.map(Fixed),
             retractions: self.retractions,
             requests_completed: self.requests_completed,
             point: self.point,
@@ -508,17 +550,24 @@ mod tests {
             varied: vec![("workload.output_tokens".into(), value.into())],
             kv_capacity_tokens: 1000 + point as u64,
             oom_verdict: "unknown".into(),
-            steady_req_per_s: 0.1 * point as f64,
-            steady_req_per_s_ci: [0.0, 1.0],
-            gen_tok_per_s: 10.0,
-            mean_running: 2.0,
+            regime: "steady",
+            steady_req_per_s: Some(0.1 * point as f64),
+            steady_req_per_s_ci: Some([0.0, 1.0]),
+            sustained_req_per_s: Some(0.1 * point as f64),
+            gen_tok_per_s: Some(10.0),
+            mean_running: Some(2.0),
             ttft_p50_ms: 1.0,
             ttft_p99_ms: 2.0,
             e2e_p50_ms: 3.0,
             e2e_p99_ms: 4.0,
             time_to_finish_s: (point != 1).then_some(60.0),
+            tpot_p50_ms: 5.0,
+            tpot_p99_ms: 6.0,
+            itl_p99_ms: 7.0,
+            steady_ttft_p99_ms: Some(1.5),
+            steady_tpot_p99_ms: None,
             lifetime_req_per_s: 0.05,
-            mean_token_usage: 0.5,
+            mean_token_usage: Some(0.5),
             retractions: 0,
             requests_completed: 10,
         }

@@ -91,8 +91,8 @@ fn every_scenario_runs_identically_with_both_engines() {
         .find(|(f, _)| f.ends_with("case-study-b2.toml"))
         .unwrap();
     assert!(b2.1 > 0.5, "{skipped:?}");
-    // vLLM preempts every few steps once its pool is full, which cuts the runs short; still,
-    // a good part of its steps are skipped.
+    // vLLM preempts every few steps once its pool is full: the runs go on through the
+    // preemptions (and the stats lines), so most of its steps are skipped too.
     let vllm = skipped
         .iter()
         .find(|(f, _)| f.ends_with("case-study-b2-vllm.toml"))
@@ -101,7 +101,7 @@ fn every_scenario_runs_identically_with_both_engines() {
         "vLLM case study: {:.1} % of the decode steps fast-forwarded",
         100.0 * vllm.1
     );
-    assert!(vllm.1 > 0.2, "{skipped:?}");
+    assert!(vllm.1 > 0.8, "{skipped:?}");
 }
 
 #[test]

@@ -217,3 +217,40 @@ concurrency = 1
     assert_eq!(lines[1].0, 50_000_000);
     assert!((lines[1].1 - 2.0 / 0.022).abs() < 1e-9);
 }
+
+#[test]
+fn inter_token_gaps_are_every_gap_between_a_requests_tokens() {
+    // The retraction case above, gap by gap. A: its first token at 5.2 ms (prefill), then 40
+    // decode steps of 12 ms and 19 of 11 ms: 59 gaps. B: 40 gaps of 12 ms up to its retraction
+    // after step 40 (its last token at 485.2 ms); its re-prefill yields its 42nd token at
+    // 694.2 + 5.51 = 699.71 ms, one gap of 214.51 ms from its retraction; then 18 steps of
+    // 11 ms (timed from the previous decode step, A's last, not from the prefill between).
+    let text = base(100, "clip_max_new_tokens = 20", 0.0)
+        + r#"
+[workload]
+requests = 2
+prompt_tokens = { dist = "constant", value = 10 }
+output_tokens = { dist = "constant", value = 60 }
+max_new_tokens = 100
+[client]
+concurrency = 2
+"#;
+    let r = run(&scenario(&text));
+    let itl = &r.latency.itl_ms;
+    assert_eq!(itl.count(), 118);
+    let mean = (80.0 * 12.0 + 37.0 * 11.0 + 214.51) / 118.0;
+    assert!((itl.mean() - mean).abs() < 1e-9, "{}", itl.mean());
+    let within = |got: f64, want: f64| (got / want - 1.0).abs() <= 1e-3;
+    assert!(within(itl.quantile(0.30), 11.0), "{}", itl.quantile(0.30));
+    assert!(within(itl.quantile(0.50), 12.0));
+    assert!(
+        within(itl.quantile(0.99), 12.0),
+        "the long gap is the last 1 %"
+    );
+    assert!(within(itl.quantile(1.0), 214.51), "{}", itl.quantile(1.0));
+    // TPOT averages each request's gaps: A (40·12 + 19·11)/59, B (40·12 + 214.51 + 18·11)/59.
+    let tpot = r.latency.tpot_ms.mean();
+    let want =
+        ((40.0 * 12.0 + 19.0 * 11.0) / 59.0 + (40.0 * 12.0 + 214.51 + 18.0 * 11.0) / 59.0) / 2.0;
+    assert!((tpot - want).abs() < 1e-9, "{tpot} vs {want}");
+}

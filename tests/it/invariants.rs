@@ -101,6 +101,20 @@ proptest! {
         prop_assert!(r.samples.iter().all(|s| s.kv_used_tokens <= r.kv_capacity_tokens));
         let done: Vec<u64> = r.requests.iter().map(|q| q.done_ns).collect();
         prop_assert!(done.windows(2).all(|w| w[0] <= w[1]));
+        // Inter-token gaps: one per output token but each request's first, none longer than
+        // the run.
+        let itl = &r.latency.itl_ms;
+        let gaps: u64 = r.requests.iter().map(|q| u64::from(q.output_tokens.saturating_sub(1))).sum();
+        prop_assert_eq!(itl.count(), gaps);
+        prop_assert!(itl.quantile(1.0) <= 1.001 * r.totals.sim_duration_s * 1e3);
+        // … and they add up to each request's time from its first token to its last: no gap
+        // is timed from a token other than the request's previous one on average (retractions
+        // included). Aborted requests' last tokens are not recorded: only runs without them.
+        if r.totals.requests_rejected == 0 {
+            let span_ns: u64 = r.requests.iter().map(|q| q.done_ns - q.first_token_ns.unwrap()).sum();
+            let itl_ns = itl.mean() * 1e6 * itl.count() as f64;
+            prop_assert!((itl_ns - span_ns as f64).abs() <= 1e-9 * (span_ns as f64).max(1e6), "{} vs {}", itl_ns, span_ns);
+        }
         // Little's law on the sample path: ∫ in-flight dt = Σ time in flight, exactly.
         let sum_e2e_s: f64 = r.requests.iter().map(|q| (q.done_ns - q.sent_ns) as f64 / 1e9).sum();
         let integral = r.time_avg.in_flight * r.totals.sim_duration_s;

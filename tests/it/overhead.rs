@@ -161,4 +161,24 @@ fn the_client_sees_each_decode_step_plus_the_streaming_time_between_tokens() {
         let e2e = 0.0485 + want.iter().sum::<f64>();
         assert!((s.e2e_s - e2e).abs() < 1e-12, "{} vs {e2e}", s.e2e_s);
     }
+    // The report's ITL pools the same gaps: 8 of them, 11.5001015 … 11.5001045 ms, in both
+    // engines' loops (the fast-forward records a run's later steps in groups).
+    for stepping in [Stepping::StepByStep, Stepping::FastForward] {
+        let opts = RunOptions {
+            stepping,
+            ..RunOptions::default()
+        };
+        let r = engine::run(&sc, &opts).unwrap();
+        let itl = &r.latency.itl_ms;
+        assert_eq!(itl.count(), 8, "{stepping:?}");
+        let mean = (101..=104)
+            .map(|kv| 11.5 + f64::from(kv) * 1e-6)
+            .sum::<f64>()
+            / 4.0;
+        assert!(
+            (itl.mean() - mean).abs() < 1e-9,
+            "{stepping:?}: {}",
+            itl.mean()
+        );
+    }
 }

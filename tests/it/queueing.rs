@@ -55,13 +55,11 @@ rate_per_s = 5.0
     assert!((l / (rho / (1.0 - rho)) - 1.0).abs() < 0.06, "L = {l}");
     // The steady-state analysis finds the arrival rate.
     let a = analysis::analyse(&r);
-    assert!(
-        (a.steady.req_per_s / 5.0 - 1.0).abs() < 0.03,
-        "{:?}",
-        a.steady
-    );
-    assert!(a.steady.req_per_s_ci95[0] <= 5.0 * 1.01 && a.steady.req_per_s_ci95[1] >= 5.0 * 0.99);
-    assert!((a.steady.little_law_req_per_s / a.steady.req_per_s - 1.0).abs() < 0.02);
+    let w = &a.steady().expect("a steady state").span;
+    assert!((w.req_per_s / 5.0 - 1.0).abs() < 0.03, "{w:?}");
+    let [lo, hi] = a.steady().unwrap().ci95().unwrap();
+    assert!(lo <= 5.0 * 1.01 && hi >= 5.0 * 0.99);
+    assert!((w.little_law_req_per_s / w.req_per_s - 1.0).abs() < 0.02);
 }
 
 /// A closed loop of N clients with no think time keeps exactly N requests in flight until the
@@ -88,13 +86,10 @@ concurrency = 32
 "#;
     let r = run(&scenario(text));
     let a = analysis::analyse(&r);
-    assert!(
-        (a.steady.little_l_requests - 32.0).abs() < 1e-6,
-        "{:?}",
-        a.steady
-    );
-    let rel = (a.steady.little_law_req_per_s / a.steady.req_per_s - 1.0).abs();
-    assert!(rel < 0.03, "{:?}", a.steady);
-    let tok = (a.steady.tokens_req_per_s / a.steady.req_per_s - 1.0).abs();
-    assert!(tok < 0.05, "{:?}", a.steady);
+    let w = &a.steady().expect("a steady state").span;
+    assert!((w.little_l_requests - 32.0).abs() < 1e-6, "{w:?}");
+    let rel = (w.little_law_req_per_s / w.req_per_s - 1.0).abs();
+    assert!(rel < 0.03, "{w:?}");
+    let tok = (w.tokens_req_per_s / w.req_per_s - 1.0).abs();
+    assert!(tok < 0.05, "{w:?}");
 }

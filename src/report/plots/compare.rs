@@ -47,7 +47,7 @@ impl Figure for Compare<'_> {
         let panels = body.split_evenly((1, 3));
         for ((desc, curve), area) in METRICS.iter().zip(&panels) {
             let (m, s) = (curve(self.0), curve(self.1));
-            let (x, _) = latency_axis(&[m, s]);
+            let (x, _) = latency_axis(&[m, s], "s");
             let mut p = Panel(
                 "fraction of requests (CDF)",
                 Some(1.04),

@@ -3,12 +3,13 @@
 //! logarithmic time axis ticked in round times: on a linear one the start-up, where the
 //! lifetime average lags, would be a sliver at the left. Other runs get a linear axis in s,
 //! min or h. The series are the run's regular samples merged with the first minutes' and the
-//! observations. Latencies are in seconds, on a log axis when their p99 exceeds their p1 by
-//! more than [`LOG_LATENCY_SPREAD`] times.
+//! observations. Latencies are in seconds (TTFT, E2E) and milliseconds (TPOT, ITL), on a log
+//! axis when their p99 exceeds their p1, or their maximum their median, by more than
+//! [`LOG_LATENCY_SPREAD`] times.
 
 use plotters::prelude::*;
 
-use crate::analysis::Analysis;
+use crate::analysis::{Analysis, NoWindow, Regime};
 use crate::metrics::{Distribution, RunResult, Sample};
 
 use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
@@ -18,7 +19,8 @@ use super::{line, render, y_top, Area, Drawn, Figure, Format, PlotError};
 
 /// A run at least this many times longer than its start-up gets a logarithmic time axis.
 pub const LOG_TIME_FACTOR: f64 = 20.0;
-/// Latencies whose p99 exceeds their p1 by more than this factor get a logarithmic axis.
+/// Latencies whose p99 exceeds their p1, or whose maximum their median, by more than this
+/// factor get a logarithmic axis.
 pub const LOG_LATENCY_SPREAD: f64 = 20.0;
 
 /// The title of the [`throughput`] figure.
@@ -26,7 +28,7 @@ pub const THROUGHPUT_TITLE: &str = "Throughput over time: what the client sees v
 /// The title of the [`engine_state`] figure.
 pub const ENGINE_STATE_TITLE: &str = "Engine state over time: requests and KV cache";
 /// The title of the [`latency_cdf`] figure.
-pub const LATENCY_TITLE: &str = "Latency distributions: TTFT and end-to-end";
+pub const LATENCY_TITLE: &str = "Latency distributions: TTFT, end-to-end, TPOT and ITL";
 
 /// The client's lifetime average and windowed rate over time against the steady state (a
 /// line over the steady window, its 95 % interval shaded), with `observe_at_s` marked (usually
@@ -202,20 +204,35 @@ struct Throughput<'a>(&'a RunResult, &'a Analysis, &'a [f64]);
 impl Throughput<'_> {
     fn subtitle(&self) -> String {
         let (r, a) = (self.0, self.1);
-        let s = &a.steady;
-        if s.req_per_s <= 0.0 {
-            let none = "there is no steady rate to show";
-            return format!("No request completed in the steady window: {none}.");
-        }
         let first = r.first_completion_s.map(dur);
         let first = first.map_or(String::new(), |t| format!("First response at t = {t}. "));
-        let (rate, from) = (sig3(s.req_per_s), dur(s.start_s));
-        let head = format!("{first}Steady state {rate} req/s from t = {from}.");
-        let tail = match a.convergence.lifetime_within_5pct_at_s.map(dur) {
-            Some(t) => format!("stays within 5 % of it from t = {t} on."),
-            None => "never gets within 5 % of it before the drain.".into(),
-        };
-        format!("{head} The lifetime average {tail}")
+        match (&a.regime, a.steady()) {
+            (_, Some(w)) if w.span.req_per_s > 0.0 => {
+                let (rate, from) = (sig3(w.span.req_per_s), dur(w.span.start_s));
+                let head = format!("{first}Steady state {rate} req/s from t = {from}.");
+                let converged = a.convergence.as_ref();
+                let tail = match converged.and_then(|c| c.lifetime_within_5pct_at_s).map(dur) {
+                    Some(t) => format!("stays within 5 % of it from t = {t} on."),
+                    None => "is not within 5 % of it when the drain begins.".into(),
+                };
+                format!("{head} The lifetime average {tail}")
+            }
+            (Regime::Overloaded(o), _) => format!(
+                "{first}No steady state: requests arrive at {} req/s, the server completes {} \
+                 req/s, the backlog grows by {} per second.",
+                sig3(o.arrival_req_per_s),
+                sig3(o.served_req_per_s),
+                sig3(o.backlog_growth_req_per_s)
+            ),
+            (Regime::NoSteadyWindow(NoWindow::NothingCompleted), _) => {
+                "No request completed: there is no steady rate to show.".to_string()
+            }
+            (Regime::NoSteadyWindow(NoWindow::OneBatch { .. }), _) => format!(
+                "{first}No steady state: every request was sent before the first response, \
+                 so the run is one batch."
+            ),
+            _ => format!("{first}No steady state: the start-up lasts until the drain."),
+        }
     }
 }
 
@@ -223,18 +240,20 @@ impl Figure for Throughput<'_> {
     const NAME: &'static str = "throughput";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
-        let (r, steady) = (self.0, &self.1.steady);
+        let r = self.0;
+        let window = self.1.steady().map(|w| (&w.span, w.ci95()));
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
         let pts = timeline(r);
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
         let marks = self.2.iter().copied().filter(|&t| x.shows(t));
         let marks: Vec<f64> = marks.collect();
-        let converged = self.1.convergence.lifetime_within_5pct_at_s;
+        let converged = self.1.convergence.as_ref();
+        let converged = converged.and_then(|c| c.lifetime_within_5pct_at_s);
         let converged = converged.filter(|&t| x.shows(t));
         let on_axis = |t: f64| t.clamp(x.lo, x.hi);
-        let (s0, s1) = (on_axis(steady.start_s), on_axis(steady.end_s));
-        let has_steady = steady.req_per_s > 0.0 && s1 > s0;
+        let (s0, s1) = window.map_or((0.0, 0.0), |(w, _)| (on_axis(w.start_s), on_axis(w.end_s)));
+        let steady = window.filter(|(w, _)| w.req_per_s > 0.0 && s1 > s0);
         let level = |v: f64| vec![(s0, v), (s1, v)];
 
         // Top: the client's two rates against the steady state.
@@ -249,9 +268,8 @@ impl Figure for Throughput<'_> {
             let text = format!("lifetime average within 5 % of steady from t = {}", dur(t));
             p.add(text, Draw::Marks(vec![t], GREEN, 3));
         }
-        let [lo, hi] = steady.req_per_s_ci95;
-        if has_steady {
-            let (rate, a, b) = (sig3(steady.req_per_s), sig3(lo), sig3(hi));
+        if let Some((w, Some([lo, hi]))) = steady {
+            let (rate, a, b) = (sig3(w.req_per_s), sig3(lo), sig3(hi));
             let text = format!("steady state {rate} req/s (shaded: 95 % CI {a} to {b})");
             p.add(text, Draw::Band([(s0, lo), (s1, hi)], GREEN));
         }
@@ -259,8 +277,13 @@ impl Figure for Throughput<'_> {
         let w = dur(r.window_s);
         let text = format!("windowed rate: completions per second over the last {w}");
         p.add(text, Draw::Line(windowed, LIGHT_BLUE, 1));
-        if has_steady {
-            p.add("", Draw::Line(level(steady.req_per_s), GREEN, 3));
+        match steady {
+            Some((w, Some(_))) => p.add("", Draw::Line(level(w.req_per_s), GREEN, 3)),
+            Some((w, None)) => {
+                let text = format!("steady state {} req/s (no interval)", sig3(w.req_per_s));
+                p.add(text, Draw::Line(level(w.req_per_s), GREEN, 3));
+            }
+            None => {}
         }
         let lifetime = series(&pts, &x, |s| s.lifetime_req_per_s);
         let text = "lifetime average: completed \u{f7} t (what a progress bar shows)";
@@ -273,10 +296,9 @@ impl Figure for Throughput<'_> {
         let gen = series(&pts, &x, |s| s.gen_tok_per_s);
         let text = format!("server gen throughput ({})", r.words.stats_line_in_figure);
         p.add(text, Draw::Line(gen, PURPLE, 1));
-        let out = steady.output_tok_per_s;
-        if has_steady && out > 0.0 {
-            let text = format!("steady state: {} output tok/s", sig3(out));
-            p.add(text, Draw::Dashed(level(out), DARK));
+        if let Some((w, _)) = steady.filter(|(w, _)| w.output_tok_per_s > 0.0) {
+            let text = format!("steady state: {} output tok/s", sig3(w.output_tok_per_s));
+            p.add(text, Draw::Dashed(level(w.output_tok_per_s), DARK));
         }
         p.draw(&bottom, &x, Some(&x_desc), raster)
     }
@@ -328,15 +350,16 @@ impl Figure for EngineState<'_> {
 
 struct Latency<'a>(&'a RunResult);
 
-/// A latency distribution (milliseconds) as 500 CDF points in seconds.
-fn cdf_seconds(d: &Distribution) -> Vec<(f64, f64)> {
-    let to_s = |(ms, q): (f64, f64)| (ms / 1000.0, q);
-    let pts = d.cdf_points(500).into_iter().map(to_s);
+/// A latency distribution (milliseconds) as 500 CDF points, in milliseconds divided by `per`.
+fn cdf_points(d: &Distribution, per: f64) -> Vec<(f64, f64)> {
+    let scale = |(ms, q): (f64, f64)| (ms / per, q);
+    let pts = d.cdf_points(500).into_iter().map(scale);
     pts.filter(|p| p.0.is_finite()).collect()
 }
 
-/// The latency axis for CDF curves of `(seconds, fraction)` points, and its description.
-pub(super) fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
+/// The latency axis for CDF curves of `(latency in unit, fraction)` points, and its
+/// description.
+pub(super) fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, String) {
     let at = |c: &[(f64, f64)], q: f64| c.iter().find(|p| p.1 >= q).or(c.last()).map(|p| p.0);
     let at = |q: f64| curves.iter().filter_map(move |c| at(c, q));
     let p1 = at(0.01).fold(f64::INFINITY, f64::min);
@@ -344,14 +367,49 @@ pub(super) fn latency_axis(curves: &[&[(f64, f64)]]) -> (Axis, &'static str) {
     let values = || curves.iter().flat_map(|c| c.iter().map(|p| p.0));
     let max = values().fold(0.0, f64::max);
     let min_positive = values().filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
-    if p1 > 0.0 && p99 / p1 > LOG_LATENCY_SPREAD && min_positive.is_finite() {
+    // A tail far beyond the medians (a few long stalls) would squeeze the curves too.
+    let p50 = at(0.5).fold(f64::INFINITY, f64::min);
+    let spread = p99 / p1 > LOG_LATENCY_SPREAD || max / p50 > LOG_LATENCY_SPREAD;
+    if p1 > 0.0 && spread && min_positive.is_finite() {
         let lo = 10f64.powf(min_positive.log10().floor());
         let hi = 10f64.powf(max.log10().ceil()).max(10.0 * lo);
-        (Axis::log(lo, hi, 12), "latency (s, log scale)")
+        (
+            Axis::log(lo, hi, 12),
+            format!("latency ({unit}, log scale)"),
+        )
     } else {
         let hi = if max > 0.0 { max * 1.05 } else { 1.0 };
-        (Axis::linear(0.0, hi, 10), "latency (s)")
+        (Axis::linear(0.0, hi, 10), format!("latency ({unit})"))
     }
+}
+
+/// A panel of CDF curves: each with its name, distribution (ms), colour; in `unit`, `per` ms.
+fn cdf_panel<DB: DrawingBackend>(
+    area: &Area<DB>,
+    y_desc: &str,
+    curves: [(&str, &Distribution, RGBColor); 2],
+    (unit, per): (&str, f64),
+    raster: bool,
+) -> Drawn {
+    let pts = curves.map(|(_, d, _)| cdf_points(d, per));
+    let (x, x_desc) = latency_axis(&[&pts[0], &pts[1]], unit);
+    let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
+    for ((name, d, colour), c) in curves.into_iter().zip(pts) {
+        let Some(&(first, _)) = c.first() else {
+            continue;
+        };
+        let st = d.stats();
+        let q = |ms: f64| sig3(ms / per);
+        let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
+        let text = format!("{name}: p50 {p50} {unit}, p90 {p90} {unit}, p99 {p99} {unit}");
+        // From 0, so the curve visibly rises from the axis.
+        let curve = std::iter::once((first, 0.0)).chain(c).collect();
+        p.add(text, Draw::Line(curve, colour, 3));
+        let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
+        let dots = dots.map(|(ms, f)| (ms / per, f)).to_vec();
+        p.add("", Draw::Dots(dots, colour));
+    }
+    p.draw(area, &x, Some(&x_desc), raster)
 }
 
 impl Figure for Latency<'_> {
@@ -372,29 +430,23 @@ impl Figure for Latency<'_> {
             }
         };
         let body = heading(root, LATENCY_TITLE, &subtitle)?;
-        let (ttft, e2e) = (cdf_seconds(&lat.ttft_ms), cdf_seconds(&lat.e2e_ms));
-        let (x, x_desc) = latency_axis(&[&ttft, &e2e]);
-        let y_desc = "fraction of requests (CDF)";
-        let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
-        for (name, d, c, colour) in [
-            ("E2E (last token)", &lat.e2e_ms, e2e, VERMILLION),
-            ("TTFT (first token)", &lat.ttft_ms, ttft, BLUE),
-        ] {
-            let Some(&(first, _)) = c.first() else {
-                continue;
-            };
-            let st = d.stats();
-            let q = |ms: f64| sig3(ms / 1000.0);
-            let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
-            let text = format!("{name}: p50 {p50} s, p90 {p90} s, p99 {p99} s");
-            // From 0, so the curve visibly rises from the axis.
-            let curve = std::iter::once((first, 0.0)).chain(c).collect();
-            p.add(text, Draw::Line(curve, colour, 3));
-            let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
-            let dots = dots.map(|(ms, f)| (ms / 1000.0, f)).to_vec();
-            p.add("", Draw::Dots(dots, colour));
-        }
-        p.draw(&body, &x, Some(x_desc), raster)
+        let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 55 / 100);
+        let requests = [
+            ("E2E (last token)", &lat.e2e_ms, VERMILLION),
+            ("TTFT (first token)", &lat.ttft_ms, BLUE),
+        ];
+        cdf_panel(
+            &top,
+            "fraction of requests (CDF)",
+            requests,
+            ("s", 1000.0),
+            raster,
+        )?;
+        let tokens = [
+            ("ITL (every gap between tokens)", &lat.itl_ms, PURPLE),
+            ("TPOT (per request)", &lat.tpot_ms, GREEN),
+        ];
+        cdf_panel(&bottom, "fraction (CDF)", tokens, ("ms", 1.0), raster)
     }
 }
 
@@ -465,7 +517,10 @@ pub(super) mod tests {
         assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
         assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
         let all = [a.1, b.1, c.1].concat();
-        let steady = format!("steady state {} req/s", sig3(analyse(&r).steady.req_per_s));
+        let steady = format!(
+            "steady state {} req/s",
+            sig3(analyse(&r).steady().unwrap().span.req_per_s)
+        );
         for text in [
             THROUGHPUT_TITLE,
             ENGINE_STATE_TITLE,
@@ -478,6 +533,8 @@ pub(super) mod tests {
             "\nthe pool is full\n",
             "\nrunning at the server (decode batch + prefill)\n",
             "\nE2E (last token): p50",
+            "\nTPOT (per request): p50",
+            "\nITL (every gap between tokens): p50",
         ] {
             assert!(all.contains(text), "{text:?}");
         }
@@ -501,9 +558,9 @@ pub(super) mod tests {
             (0..=100).map(at).collect()
         };
         let wide = curve(|i| 0.01 * 1.1f64.powf(i));
-        assert_eq!(latency_axis(&[&wide]).1, "latency (s, log scale)");
-        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)]).1, "latency (s)");
-        assert_eq!(latency_axis(&[&[]]).1, "latency (s)");
+        assert_eq!(latency_axis(&[&wide], "s").1, "latency (s, log scale)");
+        assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)], "s").1, "latency (s)");
+        assert_eq!(latency_axis(&[&[]], "ms").1, "latency (ms)");
     }
 
     #[test]

@@ -176,9 +176,15 @@ fn metrics(rows: &[Row]) -> Vec<Metric> {
     };
     let finish = |r: &Row| r.time_to_finish_s.unwrap_or(f64::NAN);
     vec![
-        metric("steady state (req/s)", |r| r.steady_req_per_s),
-        metric("steady gen throughput (tok/s)", |r| r.gen_tok_per_s),
-        metric("mean running (requests)", |r| r.mean_running),
+        metric("steady state (req/s)", |r| {
+            r.steady_req_per_s.unwrap_or(f64::NAN)
+        }),
+        metric("steady gen throughput (tok/s)", |r| {
+            r.steady_req_per_s.and(r.gen_tok_per_s).unwrap_or(f64::NAN)
+        }),
+        metric("mean running (requests)", |r| {
+            r.mean_running.unwrap_or(f64::NAN)
+        }),
         metric("TTFT p99", |r| r.ttft_p99_ms / 1000.0),
         metric("E2E p99", |r| r.e2e_p99_ms / 1000.0),
         metric("time to finish", finish),
@@ -305,7 +311,7 @@ impl<'a> SweepFigure<'a> {
     ) -> Drawn {
         let value = |i: usize| value(&self.rows[i]);
         let ci = |i: usize| {
-            let [lo, hi] = self.rows[i].steady_req_per_s_ci;
+            let [lo, hi] = self.rows[i].steady_req_per_s_ci?;
             (k == 0 && lo.is_finite() && hi.is_finite() && hi >= lo).then_some((lo, hi))
         };
         let values = self.shown().flat_map(|i| [value(i), ci(i).map(|c| c.1)]);

@@ -87,20 +87,24 @@ impl Sglang {
         let (b, n) = (s.batch, s.steps);
         // Each step of the run is launched with the queue as it is now.
         self.queue_at_launch = self.waiting.len() as u64;
-        let (total, kv_integral) =
-            self.cost
-                .decode_run_weighted(b, s.attended_first, n, s.used_first, b);
+        // Each step priced once: its end (the inter-token latencies are timed by it, the log
+        // lines printed at it) and its share of the KV pool's time integral.
+        let ends = out.step_ends.len();
+        let (mut at, mut kv_integral) = (now, 0u128);
+        for j in 0..n {
+            let d = self.cost.decode(b, s.attended_first + b * j);
+            kv_integral += u128::from(s.used_first + b * j) * u128::from(d.as_ns());
+            at += d;
+            out.step_ends.push((at, b));
+        }
+        let total = at - now;
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
         let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
-        // The end of step `counted` of the run, advanced piece by piece (each step priced once).
-        let mut at = now;
         while j <= n {
-            at += self
-                .cost
-                .decode_run(b, s.attended_first + b * counted, j - counted);
+            let at = out.step_ends[ends + j as usize - 1].0;
             self.decode_tokens_since_log += b * (j - counted);
             counted = j;
             let token = s.used_first + b * (j - 1);
@@ -134,6 +138,7 @@ impl Sglang {
             end: now + total,
             running: b + self.prefilling,
             queued: self.waiting.len() as u64,
+            varying: None,
             kv_integral,
             kv_last: s.used_first + b * (n - 1),
         }

@@ -582,6 +582,7 @@ impl Sglang {
         self.counters.evictions += retracted.len() as u64;
         for &id in &retracted {
             reqs[id].evictions += 1;
+            reqs[id].evicted(now);
             self.push_waiting(id, reqs);
         }
         self.batch_is_full = false;
@@ -640,7 +641,7 @@ impl Sglang {
             // The forward pass over the input yields the next token.
             r.out_tokens += 1;
             out.generated_tokens += 1;
-            r.first_token_at.get_or_insert(now);
+            out.first_token(r, now);
             if r.out_tokens >= r.target_output_tokens {
                 let kv = u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1;
                 self.kv.free_pages(pages_for(kv, self.p.page));

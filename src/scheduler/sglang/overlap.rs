@@ -225,11 +225,11 @@ impl Sglang {
             // first token (counted there).
             let r = &mut reqs[it.id];
             if r.phase == Phase::Finished {
-                r.first_token_at.get_or_insert(now);
+                out.first_token(r, now);
             }
             return;
         };
-        reqs[it.id].first_token_at.get_or_insert(now);
+        out.first_token(&mut reqs[it.id], now);
         if !add {
             return;
         }
@@ -266,7 +266,7 @@ impl Sglang {
             self.kv.free_pages(pages_for(kv, self.p.page));
             let r = &mut reqs[id];
             r.out_tokens = r.max_new_tokens;
-            r.first_token_at.get_or_insert(now);
+            out.first_token(r, now);
             out.generated_tokens += 1;
             r.phase = Phase::Finished;
             out.finished.push(id);

@@ -103,6 +103,7 @@ fn add(
         arrived_at: SimTime::ZERO,
         admitted_at: None,
         first_token_at: None,
+        evicted_at: None,
         out_tokens: 0,
         evictions: 0,
         phase: Phase::Waiting,

@@ -45,7 +45,7 @@ pub const SIMPLIFICATIONS: &[&str] = &[
 ];
 
 /// `VLLM_LOG_STATS_INTERVAL`.
-const INTERVAL: SimDuration = SimDuration::from_ns(10 * NS_PER_S);
+pub(super) const INTERVAL: SimDuration = SimDuration::from_ns(10 * NS_PER_S);
 /// The line of the stats logger's call in `v1/metrics/loggers.py` (0.33.0).
 const LOGGERS_LINE: u32 = 335;
 /// The line of the KV capacity call in `v1/core/kv_cache_utils.py` (0.33.0).

@@ -155,6 +155,15 @@ enum Entry {
     Empty,
 }
 
+/// `⌈tokens / block⌉`, a shift for a power-of-two `block`.
+fn blocks_of(block: u64, tokens: u64) -> u64 {
+    if block.is_power_of_two() {
+        (tokens + block - 1) >> block.trailing_zeros()
+    } else {
+        tokens.div_ceil(block)
+    }
+}
+
 /// vLLM's scheduler. Owns RUNNING, WAITING, the block pool, the batch queue and every request's
 /// counters.
 pub struct Vllm {
@@ -178,8 +187,8 @@ pub struct Vllm {
     spare: Vec<Vec<Item>>,
     /// The schedule pass's plan, reused.
     plan: Vec<schedule::Planned>,
-    /// Requests per residue of their computed tokens modulo the block size (fast-forward).
-    classes: Vec<u64>,
+    /// The fast-forward's scratch space.
+    run: fast_forward::RunScratch,
 }
 
 impl Vllm {
@@ -218,7 +227,7 @@ impl Vllm {
             ),
             spare: Vec::new(),
             plan: Vec::new(),
-            classes: Vec::new(),
+            run: fast_forward::RunScratch::default(),
         }
     }
 
@@ -238,9 +247,20 @@ impl Vllm {
         self.p.usable_blocks
     }
 
-    /// `⌈tokens / block_size⌉`.
+    /// `⌈tokens / block_size⌉` (a shift for the usual power-of-two sizes: this runs for every
+    /// request of every step).
     fn blocks_for(&self, tokens: u64) -> u64 {
-        tokens.div_ceil(self.p.block)
+        blocks_of(self.p.block, tokens)
+    }
+
+    /// `tokens mod block_size`.
+    fn in_block(&self, tokens: u64) -> u64 {
+        let block = self.p.block;
+        if block.is_power_of_two() {
+            tokens & (block - 1)
+        } else {
+            tokens % block
+        }
     }
 
     /// `get_num_unfinished_requests() > 0 or has_finished_requests()` (`scheduler.py:

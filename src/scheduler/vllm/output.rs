@@ -45,7 +45,9 @@ impl Vllm {
             events += u64::from(std::mem::take(&mut s.preemption_events));
             if s.output == 1 {
                 prompts += u64::from(s.prompt);
-                reqs[it.id].first_token_at.get_or_insert(now);
+                out.first_token(&mut reqs[it.id], now);
+            } else if !stale {
+                out.token_after_eviction(&mut reqs[it.id], now);
             }
             if s.output >= s.stop_at {
                 match s.status {

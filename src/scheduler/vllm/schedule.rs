@@ -68,7 +68,7 @@ impl Vllm {
                     .running
                     .pop()
                     .expect("invariant: the request being scheduled is in RUNNING");
-                self.preempt(victim, reqs);
+                self.preempt(victim, now, reqs);
                 preempted += 1;
                 if victim == id {
                     break false;
@@ -209,7 +209,7 @@ impl Vllm {
 
     /// `_preempt_request`: free every block, recompute from scratch, first in WAITING; output
     /// still in flight arrives later as stale output.
-    pub(super) fn preempt(&mut self, id: ReqId, reqs: &mut Requests) {
+    pub(super) fn preempt(&mut self, id: ReqId, now: SimTime, reqs: &mut Requests) {
         let s = &mut self.seqs[id.0 as usize];
         self.used_blocks -= u64::from(s.blocks);
         s.blocks = 0;
@@ -220,6 +220,7 @@ impl Vllm {
         s.preemption_events += 1;
         let r = &mut reqs[id];
         r.evictions += 1;
+        r.evicted(now);
         r.phase = Phase::Waiting;
         self.waiting.push_front(id);
     }
