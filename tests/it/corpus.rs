@@ -308,6 +308,24 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             &["sweep", good, "--vary", "seed=1:100000000000000000000:1"],
             2,
         ),
+        // Found by the fuzzer (its own grid check multiplied the axes' lengths in usize): four
+        // axes of 100,000 values each make 10²⁰ points, past a 64-bit count.
+        (
+            "cli-vary-grid-past-a-64-bit-count",
+            &[
+                "sweep",
+                good,
+                "--vary",
+                "seed=1:100000:1",
+                "--vary",
+                "client.concurrency=1:100000:1",
+                "--vary",
+                "workload.requests=1:100000:1",
+                "--vary",
+                "run.max_events=1:100000:1",
+            ],
+            2,
+        ),
         // Output paths (class 4): checked before the run, inputs never replaced.
         (
             "cli-requests-csv-is-the-scenario",
@@ -533,6 +551,35 @@ fn bad_logs_are_refused_with_their_exact_message() {
         assert!(stdout.is_empty(), "{name}: printed {stdout}");
         check_failure(name, code, 2, &stderr);
     }
+}
+
+/// Found by the fuzzer: a CSV data file's rows were numbered by counting line breaks from the
+/// start of the file for every row (about 100 s of `check` at 50,000 rows in a debug build). A bad
+/// cell on the last row of a 200,000-row trace, blank and CRLF lines among them, is now found in
+/// one pass, at its exact line.
+#[test]
+fn a_bad_row_at_the_end_of_a_long_trace_is_found_at_its_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut csv = String::from("prompt_tokens,output_tokens,arrival_s\n");
+    for i in 0..200_000u32 {
+        csv.push_str(&format!("100,50,{}.{:02}\n", i / 100, i % 100));
+        if i % 1000 == 0 {
+            csv.push_str("\r\n\n");
+        }
+    }
+    csv.push_str("100,many,2000.00\n");
+    std::fs::write(tmp.path().join("long.csv"), csv).unwrap();
+    std::fs::write(
+        tmp.path().join("trace-bad-row-at-the-end-of-a-long-file.toml"),
+        "name = \"long trace\"\n[engine]\nkv_capacity_tokens = 100000\n[workload]\ntrace = \"long.csv\"\n[client]\nmode = \"trace\"\n",
+    )
+    .unwrap();
+    let (code, stderr, stdout) = servesim(
+        tmp.path(),
+        &["check", "trace-bad-row-at-the-end-of-a-long-file.toml"],
+    );
+    assert!(stdout.is_empty(), "{stdout}");
+    check_failure("trace-bad-row-at-the-end-of-a-long-file", code, 2, &stderr);
 }
 
 #[test]
