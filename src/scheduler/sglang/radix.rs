@@ -484,7 +484,7 @@ impl RadixTree {
     }
 
     /// Tokens in the tree (every node), for the debug check.
-    #[cfg(debug_assertions)]
+    #[cfg(any(debug_assertions, test))]
     pub fn total_tokens(&self) -> u64 {
         let mut sum = 0u64;
         let mut stack = vec![ROOT];
