@@ -402,23 +402,7 @@ impl Sglang {
         allocatable: u64,
     ) -> (Pass, Option<AddResult>) {
         let reservations = self.running_reservations(reqs);
-        let mut pass = Pass {
-            available: self.free_tokens() as f64,
-            total_offset: mixed as f64 + reservations.tokens,
-            current_offset: mixed as f64,
-            rem_input: self.p.max_prefill as i64 - mixed as i64,
-            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
-            page: self.p.page,
-            items: Vec::new(),
-            new_chunked: None,
-            admitted: 0,
-            req_states: None,
-            bounded: reservations.bounded,
-            unsure: false,
-        };
-        if let Some(id) = self.chunked {
-            self.add_chunked(&mut pass, id, reqs);
-        }
+        let mut pass = self.new_pass(self.free_tokens(), mixed, reservations, reqs);
         let mut stop = None;
         for i in 0..self.waiting.len() {
             let id = self.waiting[i];
@@ -452,18 +436,17 @@ impl Sglang {
         (pass, stop)
     }
 
-    /// One admission pass over the (sorted) waiting queue, the running requests' reservations
-    /// given as `reservations` — exact, or an upper bound (then the pass says whether it is
-    /// `unsure`). Returns the pass and why it stopped, if it stopped short.
-    fn pass(
+    /// A pass's budgets before its first request: `available` free tokens, `mixed` decode tokens
+    /// of a mixed batch, the running requests' `reservations`; a continuing chunk goes first.
+    fn new_pass(
         &self,
-        reqs: &Requests,
+        available: u64,
         mixed: u64,
-        allocatable: u64,
         reservations: Reservations,
-    ) -> (Pass, Option<AddResult>) {
+        reqs: &Requests,
+    ) -> Pass {
         let mut pass = Pass {
-            available: self.kv.available_tokens() as f64,
+            available: available as f64,
             total_offset: mixed as f64 + reservations.tokens,
             current_offset: mixed as f64,
             rem_input: self.p.max_prefill as i64 - mixed as i64,
@@ -479,6 +462,20 @@ impl Sglang {
         if let Some(id) = self.chunked {
             self.add_chunked(&mut pass, id, reqs);
         }
+        pass
+    }
+
+    /// One admission pass over the (sorted) waiting queue, the running requests' reservations
+    /// given as `reservations` — exact, or an upper bound (then the pass says whether it is
+    /// `unsure`). Returns the pass and why it stopped, if it stopped short.
+    fn pass(
+        &self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+        reservations: Reservations,
+    ) -> (Pass, Option<AddResult>) {
+        let mut pass = self.new_pass(self.kv.available_tokens(), mixed, reservations, reqs);
         let mut stop = None;
         for &id in self.waiting.iter() {
             if pass.unsure || pass.state() == AddResult::Other {
