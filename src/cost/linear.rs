@@ -103,8 +103,53 @@ impl StepTimeModel for Linear {
         let p = &self.p;
         let ns = u128::from(p.decode_base_ns)
             + u128::from(p.decode_per_seq_ns) * u128::from(batch)
-            + u128::from(p.decode_per_kv_token_ps) * u128::from(kv_tokens) / 1000;
+            + ps_times(p.decode_per_kv_token_ps, u128::from(kv_tokens));
         at_least_one(ns)
+    }
+
+    /// Closed forms, unless a step can fall to the 1 ns floor (no fixed cost at all).
+    fn closed_form_runs(&self) -> bool {
+        self.p.decode_base_ns > 0 || self.p.decode_per_seq_ns > 0
+    }
+
+    /// Every coefficient is non-negative.
+    fn decode_non_decreasing(&self, _batch: u64) -> bool {
+        true
+    }
+
+    /// In closed form: `fixed + ⌊c·(kv_first + batch·j)/1000⌋ ≤ limit` while
+    /// `c·(kv_first + batch·j) < 1000·(limit − fixed + 1)`.
+    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
+        let p = &self.p;
+        let fixed =
+            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
+        let limit = u128::from(limit_ns);
+        if fixed == 0 {
+            // Steps may hit the 1 ns floor: search.
+            return super::leading(steps, |i| {
+                self.decode(batch, kv_first + batch * i).as_ns() <= limit_ns
+            });
+        }
+        if limit < fixed {
+            return 0;
+        }
+        let c = u128::from(p.decode_per_kv_token_ps);
+        let room = 1000 * (limit - fixed + 1);
+        let first = c * u128::from(kv_first);
+        if first >= room {
+            return 0;
+        }
+        let slope = c * u128::from(batch);
+        if slope == 0 {
+            return steps;
+        }
+        // The largest j with first + slope·j < room, plus one (in 64 bits when it fits: no
+        // 128-bit division).
+        let n = match (u64::try_from(room - 1 - first), u64::try_from(slope)) {
+            (Ok(x), Ok(y)) => u128::from(x / y),
+            _ => (room - 1 - first) / slope,
+        } + 1;
+        n.min(u128::from(steps)) as u64
     }
 
     fn prefill(&self, _seqs: u64, extend_tokens: u64) -> SimDuration {
@@ -337,6 +382,19 @@ mod tests {
                 total = total + d;
             }
             prop_assert_eq!(m.decode_run_weighted(batch, kv0, steps, w0, ws), (total, weighted));
+        }
+
+        #[test]
+        fn the_steps_at_most_a_limit_are_counted_exactly(kv_ps in 0u64..200_000, base in 0u64..3, batch in 1u64..500, kv0 in 0u64..1_000_000, steps in 0u64..300, slack in 0u64..2_000_000) {
+            let mut m = model(kv_ps);
+            if base < 2 {
+                m.p.decode_base_ns = base;
+                m.p.decode_per_seq_ns = 0;
+            }
+            // A limit near the run's durations.
+            let limit = m.decode(batch, kv0).as_ns().saturating_sub(1_000_000) + slack;
+            let counted = (0..steps).take_while(|&i| m.decode(batch, kv0 + batch * i).as_ns() <= limit).count() as u64;
+            prop_assert_eq!(m.decode_steps_at_most(batch, kv0, steps, limit), counted);
         }
 
         #[test]

@@ -238,8 +238,198 @@ pub trait StepTimeModel: Send + Sync {
         (total, weighted)
     }
 
+    /// Whether [`decode_run`](Self::decode_run), [`decode_run_within`](Self::decode_run_within)
+    /// and [`decode_run_weighted`](Self::decode_run_weighted) are closed forms (O(log steps)
+    /// each, no loop over the steps). Without one a run is priced once, step by step, with
+    /// [`decode_ends_within`](Self::decode_ends_within).
+    fn closed_form_runs(&self) -> bool {
+        false
+    }
+
+    /// Whether a decode step of `batch` requests never gets shorter as its KV grows: then the
+    /// steps of a run are non-decreasing, and its durations can be searched.
+    fn decode_non_decreasing(&self, _batch: u64) -> bool {
+        false
+    }
+
+    /// How many of the first `steps` steps of such a run last at most `limit_ns`, for a batch
+    /// whose steps never get shorter ([`decode_non_decreasing`](Self::decode_non_decreasing)):
+    /// they are a prefix of the run. The default searches it, pricing O(log steps) steps.
+    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
+        leading(steps, |i| {
+            self.decode(batch, kv_first + batch * i).as_ns() <= limit_ns
+        })
+    }
+
+    /// The run of [`decode_run_within`](Self::decode_run_within) priced once, step by step:
+    /// pushes each step's end (ns from the run's start) to `ends` and returns the steps taken.
+    /// A model may price its steps faster than [`decode`](Self::decode) one by one, with
+    /// exactly its values.
+    fn decode_ends_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+        ends: &mut Vec<u64>,
+    ) -> u64 {
+        let mut total = SimDuration::ZERO;
+        for i in 0..most {
+            let next = total + self.decode(batch, kv_first + batch * i);
+            if next >= budget {
+                return i;
+            }
+            total = next;
+            ends.push(total.as_ns());
+        }
+        most
+    }
+
     /// A one-line description for reports.
     fn describe(&self) -> String;
+}
+
+/// How many of `0, 1, …, n − 1` satisfy `ok`, which holds for a prefix of them: a galloping
+/// search from 0, O(log of the answer) calls.
+pub fn leading(n: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    // `lo` satisfy it (0 ..lo); `up` is the first known not to (or n).
+    let (mut lo, mut up) = (0u64, n);
+    let mut step = 1u64;
+    while lo < up {
+        let probe = (lo + step - 1).min(up - 1);
+        if ok(probe) {
+            lo = probe + 1;
+            step = step.saturating_mul(2);
+        } else {
+            up = probe;
+            break;
+        }
+    }
+    while lo < up {
+        let mid = lo + (up - lo) / 2;
+        if ok(mid) {
+            lo = mid + 1;
+        } else {
+            up = mid;
+        }
+    }
+    lo
+}
+
+/// A run of decode steps of a constant `batch`, step `j` (from 0) attending
+/// `kv_first + batch·j` KV tokens: each step's duration and the time to the end of any prefix,
+/// from the model's closed form ([`StepTimeModel::closed_form_runs`]) or from the steps' ends
+/// priced once ([`StepTimeModel::decode_ends_within`]) — O(1) or O(log steps) each, never a
+/// loop over the steps.
+#[derive(Clone, Copy)]
+pub struct DecodeSteps<'a> {
+    model: &'a dyn StepTimeModel,
+    batch: u64,
+    kv_first: u64,
+    steps: u64,
+    /// Each step's end, ns from the run's start, when the model has no closed form; else empty.
+    ends: &'a [u64],
+    /// The run's duration, ns, when known.
+    total: Option<u64>,
+}
+
+impl<'a> DecodeSteps<'a> {
+    /// The run of `steps` steps; `ends`: their ends from
+    /// [`StepTimeModel::decode_ends_within`], or empty when the model has a closed form.
+    pub fn new(
+        model: &'a dyn StepTimeModel,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        ends: &'a [u64],
+    ) -> Self {
+        debug_assert!(
+            ends.len() as u64 == steps || (ends.is_empty() && model.closed_form_runs()),
+            "invariant: a run without a closed form comes with its steps' ends"
+        );
+        DecodeSteps {
+            model,
+            batch,
+            kv_first,
+            steps,
+            ends,
+            total: None,
+        }
+    }
+
+    /// The same run, whose duration is known to be `total` ns (saves pricing it again).
+    pub fn with_total(self, total: u64) -> Self {
+        debug_assert_eq!(self.elapsed(self.steps), total);
+        DecodeSteps {
+            total: Some(total),
+            ..self
+        }
+    }
+
+    /// Steps in the run.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Requests in each step.
+    pub fn batch(&self) -> u64 {
+        self.batch
+    }
+
+    /// The duration of step `j`, ns.
+    pub fn duration(&self, j: u64) -> u64 {
+        match self.ends {
+            [] => self
+                .model
+                .decode(self.batch, self.kv_first + self.batch * j)
+                .as_ns(),
+            ends => {
+                let j = j as usize;
+                ends[j] - if j == 0 { 0 } else { ends[j - 1] }
+            }
+        }
+    }
+
+    /// The time from the run's start to the end of its first `n` steps, ns.
+    pub fn elapsed(&self, n: u64) -> u64 {
+        match (self.ends, n) {
+            (_, 0) => 0,
+            (_, n) if n == self.steps && self.total.is_some() => self.total.unwrap_or(0),
+            ([], _) => self.model.decode_run(self.batch, self.kv_first, n).as_ns(),
+            (ends, n) => ends[n as usize - 1],
+        }
+    }
+
+    /// How many of the steps end at most `t` ns after the run's start.
+    pub fn ended_by(&self, t: u64) -> u64 {
+        match self.ends {
+            [] => {
+                let budget = SimDuration::from_ns(t.saturating_add(1));
+                (self.model)
+                    .decode_run_within(self.batch, self.kv_first, self.steps, budget)
+                    .0
+            }
+            ends => ends.partition_point(|&e| e <= t) as u64,
+        }
+    }
+
+    /// How many of the steps from step `from` on last at most `limit_ns` (a prefix of them when
+    /// they are [non-decreasing](Self::non_decreasing)).
+    pub fn up_to(&self, from: u64, limit_ns: u64) -> u64 {
+        let left = self.steps - from;
+        match self.ends {
+            [] => {
+                let kv = self.kv_first + self.batch * from;
+                (self.model).decode_steps_at_most(self.batch, kv, left, limit_ns)
+            }
+            _ => leading(left, |i| self.duration(from + i) <= limit_ns),
+        }
+    }
+
+    /// Whether the steps' durations are non-decreasing.
+    pub fn non_decreasing(&self) -> bool {
+        self.model.decode_non_decreasing(self.batch)
+    }
 }
 
 /// Build the model a scenario asks for.

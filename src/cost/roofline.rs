@@ -503,6 +503,53 @@ impl Roofline {
     }
 }
 
+/// The terms of a decode step that the batch alone fixes, for pricing the steps of a run:
+/// [`Roofline::decode_breakdown`]'s arithmetic, operation for operation, with what the KV does
+/// not change computed once (so each step's time is bit for bit the same).
+#[derive(Clone, Copy, Debug)]
+struct DecodeAt {
+    weights_s: f64,
+    bw: f64,
+    batch_flops: f64,
+    flops_per_s: f64,
+    kv_bytes_per_token: f64,
+    attention_flops_per_pair: f64,
+    communication_s: f64,
+    overhead_s: f64,
+    scale: f64,
+}
+
+impl DecodeAt {
+    /// The step's time attending `kv_tokens` tokens.
+    fn duration(&self, kv_tokens: u64) -> SimDuration {
+        let kv = kv_tokens as f64;
+        let kv_s = kv * self.kv_bytes_per_token / self.bw;
+        let compute_s = (self.batch_flops + kv * self.attention_flops_per_pair) / self.flops_per_s;
+        let memory_s = self.weights_s + kv_s;
+        to_duration((memory_s.max(compute_s) + self.communication_s + self.overhead_s) * self.scale)
+    }
+}
+
+impl Roofline {
+    fn decode_at(&self, batch: u64) -> DecodeAt {
+        let b = batch as f64;
+        let touched = self.experts_touched(b);
+        let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
+        let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
+        DecodeAt {
+            weights_s: weights / bw,
+            bw,
+            batch_flops: b * self.flops_per_token * self.matmul_time_factor,
+            flops_per_s: self.peak_flops_per_s * self.compute_efficiency,
+            kv_bytes_per_token: self.kv_bytes_per_token,
+            attention_flops_per_pair: self.attention_flops_per_pair,
+            communication_s: self.all_reduce(b),
+            overhead_s: self.decode_overhead_s,
+            scale: self.scale,
+        }
+    }
+}
+
 fn to_duration(s: f64) -> SimDuration {
     let ns = (s * 1e9).round();
     SimDuration::from_ns(if ns.is_finite() && ns >= 1.0 {
@@ -514,7 +561,83 @@ fn to_duration(s: f64) -> SimDuration {
 
 impl StepTimeModel for Roofline {
     fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
-        to_duration(self.decode_breakdown(batch, kv_tokens).total_s)
+        self.decode_at(batch).duration(kv_tokens)
+    }
+
+    fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
+        let at = self.decode_at(batch);
+        (0..steps).fold(SimDuration::ZERO, |t, i| t + at.duration(kv_first + batch * i))
+    }
+
+    fn decode_run_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+    ) -> (u64, SimDuration) {
+        let at = self.decode_at(batch);
+        let mut total = SimDuration::ZERO;
+        for i in 0..most {
+            let next = total + at.duration(kv_first + batch * i);
+            if next >= budget {
+                return (i, total);
+            }
+            total = next;
+        }
+        (most, total)
+    }
+
+    fn decode_run_weighted(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        w_first: u64,
+        w_slope: u64,
+    ) -> (SimDuration, u128) {
+        let at = self.decode_at(batch);
+        let mut total = SimDuration::ZERO;
+        let mut weighted = 0u128;
+        for i in 0..steps {
+            let d = at.duration(kv_first + batch * i);
+            weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
+            total = total + d;
+        }
+        (total, weighted)
+    }
+
+    /// With non-negative terms and scale every operation on the KV is monotone, rounding
+    /// included.
+    fn decode_non_decreasing(&self, _batch: u64) -> bool {
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let non_negative = |x: f64| x.is_finite() && x >= 0.0;
+        positive(self.bandwidth_bytes_per_s * self.bandwidth_efficiency)
+            && positive(self.peak_flops_per_s * self.compute_efficiency)
+            && positive(self.scale)
+            && non_negative(self.kv_bytes_per_token)
+            && non_negative(self.attention_flops_per_pair)
+    }
+
+    fn decode_ends_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+        ends: &mut Vec<u64>,
+    ) -> u64 {
+        let at = self.decode_at(batch);
+        let mut total = SimDuration::ZERO;
+        for i in 0..most {
+            let next = total + at.duration(kv_first + batch * i);
+            if next >= budget {
+                return i;
+            }
+            total = next;
+            ends.push(total.as_ns());
+        }
+        most
     }
 
     fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {

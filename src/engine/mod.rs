@@ -398,11 +398,20 @@ impl Simulator<'_> {
             );
             self.recorder.on_generated(self.outbox.generated_tokens);
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
-            self.recorder.on_decode_run(
-                &self.outbox.step_ends,
-                self.outbox.first_tokens,
-                &self.outbox.resumed_gaps,
-            );
+            let (first, resumed) = (self.outbox.first_tokens, &self.outbox.resumed_gaps);
+            match self.outbox.decode_run {
+                Some(r) => {
+                    let model = self.scheduler.step_time();
+                    let ends = &self.outbox.run_ends;
+                    let run = cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
+                        .with_total((r.end - r.start).as_ns());
+                    self.recorder.on_decode_steps(r.start, &run, first, resumed);
+                }
+                None => {
+                    let ends = &self.outbox.step_ends;
+                    self.recorder.on_decode_run(ends, first, resumed);
+                }
+            }
             self.drain_outbox_logs();
             self.now = skip.end;
         }

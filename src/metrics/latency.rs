@@ -22,7 +22,13 @@ pub struct Distribution {
     sum: f64,
     /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
     sum_exact: u128,
+    /// Counts added with [`Distribution::add_groups`] and not yet in the histogram, one per
+    /// bucket: `(the bucket's lowest value, count)` (see [`Distribution::flush`]).
+    pending: Vec<(u64, u64)>,
 }
+
+/// Buckets whose counts [`Distribution::add_groups`] keeps before updating the histogram.
+const PENDING_BUCKETS: usize = 16;
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -63,6 +69,7 @@ impl Distribution {
             count: 0,
             sum: 0.0,
             sum_exact: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -93,9 +100,9 @@ impl Distribution {
     }
 
     /// Add each `(v, n)` as [`Distribution::add_n`] does, recording runs of values the histogram
-    /// cannot tell apart as one (the result is the same, with fewer histogram updates).
+    /// cannot tell apart as one (the result is the same, with fewer histogram updates: the
+    /// histogram keeps a count per bucket, whatever its size when a value comes).
     pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) {
-        let high = self.hist.high();
         // The run's value, its count, and the values the histogram cannot tell from it (the
         // bucket's bounds, so that each value costs two comparisons).
         let mut run: Option<(u64, u64, u64, u64)> = None;
@@ -108,14 +115,7 @@ impl Distribution {
                     if let Some((r, m, _, _)) = run.take() {
                         self.record_run(r, m);
                     }
-                    // Beyond the histogram's range a value is a run of its own.
-                    let (lo, hi) = match v <= high {
-                        true => (
-                            self.hist.lowest_equivalent(v),
-                            self.hist.highest_equivalent(v).min(high),
-                        ),
-                        false => (v, v),
-                    };
+                    let (lo, hi) = self.bucket(v);
                     run = Some((v, n, lo, hi));
                 }
             }
@@ -123,6 +123,71 @@ impl Distribution {
         if let Some((r, m, _, _)) = run {
             self.record_run(r, m);
         }
+    }
+
+    /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
+    /// histogram cannot tell apart, each `(the bucket's lowest value, count)`, into `groups`
+    /// (cleared first): `up_to(i, hi)` is how many of the values from the `i`-th on are at most
+    /// `hi` (a search or a closed form), so the cost is a few calls per bucket the values pass
+    /// through, whatever `n`.
+    pub fn sorted_groups(
+        &self,
+        n: u64,
+        value: impl Fn(u64) -> u64,
+        up_to: impl Fn(u64, u64) -> u64,
+        groups: &mut Vec<(u64, u64)>,
+    ) {
+        groups.clear();
+        let mut i = 0;
+        while i < n {
+            let (lo, hi) = self.bucket(value(i));
+            let m = up_to(i, hi).clamp(1, n - i);
+            groups.push((lo, m));
+            i += m;
+        }
+    }
+
+    /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
+    /// each `(the bucket's lowest value, count)`), each `weight` times, whose sum is `sum` — the
+    /// same as adding each value with [`Distribution::add_n`]. The histogram is updated once per
+    /// bucket when [`Distribution::flush`] is called or too many buckets wait (the counts are
+    /// the same whatever the order).
+    pub fn add_groups(&mut self, groups: &[(u64, u64)], weight: u64, sum: u128) {
+        if weight == 0 {
+            return;
+        }
+        for &(lo, m) in groups {
+            let n = m * weight;
+            self.count += n;
+            match self.pending.iter_mut().find(|p| p.0 == lo) {
+                Some(p) => p.1 += n,
+                None => {
+                    if self.pending.len() == PENDING_BUCKETS {
+                        self.flush();
+                    }
+                    self.pending.push((lo, n));
+                }
+            }
+        }
+        self.sum_exact += sum * u128::from(weight);
+    }
+
+    /// Put the counts [`Distribution::add_groups`] keeps into the histogram (before reading
+    /// percentiles).
+    pub fn flush(&mut self) {
+        for i in 0..self.pending.len() {
+            let (v, n) = self.pending[i];
+            self.record_run(v, n);
+        }
+        self.pending.clear();
+    }
+
+    /// The values the histogram cannot tell from `v`: its bucket's bounds.
+    fn bucket(&self, v: u64) -> (u64, u64) {
+        (
+            self.hist.lowest_equivalent(v),
+            self.hist.highest_equivalent(v),
+        )
     }
 
     /// `n` values equivalent to `v` into the histogram only.
@@ -149,6 +214,10 @@ impl Distribution {
     /// The value at quantile `q` in display units: the smallest value with at least `q` of the
     /// values at or below it, within 0.1 %.
     pub fn quantile(&self, q: f64) -> f64 {
+        debug_assert!(
+            self.pending.is_empty(),
+            "invariant: a distribution is flushed before it is read"
+        );
         if self.count == 0 {
             return 0.0;
         }

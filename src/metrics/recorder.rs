@@ -12,6 +12,8 @@
 //! from the moment the start-up clears (or from a time given by [`SteadyFrom::At`]) and the
 //! token gaps after it and before the client's last send.
 
+mod gaps;
+
 use std::collections::VecDeque;
 
 use super::{
@@ -144,6 +146,8 @@ pub struct Recorder<'a> {
     /// Tokens that came outside a decode step (first tokens, tokens after an eviction), whose
     /// requests' next tokens are timed from them: `(when, how many)`.
     awaiting_next: Vec<(SimTime, u64)>,
+    /// Scratch: a fast-forward's gaps as runs the histograms cannot tell apart.
+    gap_groups: Vec<(u64, u64)>,
 
     // Client window.
     window: SimDuration,
@@ -230,6 +234,7 @@ impl<'a> Recorder<'a> {
             startup_sample: None,
             last_decode_end: None,
             awaiting_next: Vec::new(),
+            gap_groups: Vec::new(),
             window,
             window_completions: VecDeque::new(),
             last_gen_tok_per_s: 0.0,
@@ -507,80 +512,6 @@ impl<'a> Recorder<'a> {
         self.arrived += 1;
     }
 
-    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens:
-    /// `first` of them requests' first ones, one per `resumed` gap to a request evicted since
-    /// its previous token (the gap since the eviction), the others decode tokens. Their gaps
-    /// since each request's previous token are the inter-token latencies, timed without
-    /// following each request: the next decode step gives the requests that got a token
-    /// outside one (a first token, a token after an eviction) their next, timed from then; the
-    /// other decode tokens are timed from the previous decode step (every running request gets
-    /// one token per decode step), so a prefill batch between two decode steps lengthens their
-    /// gap as it does in `bench_serving`. The client sees every gap longer by the per-token
-    /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
-    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
-        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
-        let per_token = self.overhead.per_token.as_ns();
-        let mut gaps = |gap: SimDuration, n: u64| {
-            self.latency.itl_ms.add_n(gap.as_ns() + per_token, n);
-            if steady {
-                self.steady_latency.itl_ms.add_n(gap.as_ns() + per_token, n);
-            }
-        };
-        for &gap in resumed {
-            gaps(gap, 1);
-        }
-        let mut later = tokens.saturating_sub(first + resumed.len() as u64);
-        if later > 0 {
-            for (t, n) in self.awaiting_next.drain(..) {
-                let n = n.min(later);
-                gaps(at - t, n);
-                later -= n;
-            }
-            if let (Some(prev), true) = (self.last_decode_end, later > 0) {
-                gaps(at - prev, later);
-            }
-            self.last_decode_end = Some(at);
-        }
-        let outside = first + resumed.len() as u64;
-        if outside > 0 {
-            self.awaiting_next.push((at, outside));
-        }
-    }
-
-    /// A fast-forward's decode steps ended at `ends` (each with its tokens), the first giving
-    /// `first` first tokens and the `resumed` tokens after an eviction: the same as
-    /// [`Recorder::on_tokens`] for each step. Steps are handed to it one by one until no token
-    /// awaits a gap timed from outside a decode step; from then on each later step's gaps are
-    /// its duration for all its tokens, recorded in runs.
-    pub fn on_decode_run(&mut self, ends: &[(SimTime, u64)], first: u64, resumed: &[SimDuration]) {
-        let (mut first, mut resumed) = (first, resumed);
-        let mut k = 0;
-        while k < ends.len()
-            && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
-        {
-            let (at, tokens) = ends[k];
-            self.on_tokens(
-                at,
-                tokens,
-                std::mem::take(&mut first),
-                std::mem::take(&mut resumed),
-            );
-            k += 1;
-        }
-        if k == 0 || k >= ends.len() {
-            return;
-        }
-        let rest = &ends[k - 1..];
-        let per_token = self.overhead.per_token.as_ns();
-        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
-        self.latency.itl_ms.add_grouped(rest.windows(2).map(gap));
-        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
-            let gaps = rest.windows(2).filter(|w| w[1].0 > s).map(gap);
-            self.steady_latency.itl_ms.add_grouped(gaps);
-        }
-        self.last_decode_end = Some(ends[ends.len() - 1].0);
-    }
-
     /// A request of the start-up cohort was answered at `now` (or, at the first completion, the
     /// cohort is formed): when all but its stragglers are, the start-up has cleared.
     fn count_startup(&mut self, now: SimTime, seq: u64) {
@@ -703,6 +634,8 @@ impl<'a> Recorder<'a> {
         counters: SchedulerCounters,
         words: Words,
     ) -> RunResult {
+        self.latency.itl_ms.flush();
+        self.steady_latency.itl_ms.flush();
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
         self.integrate_to(end);

@@ -305,6 +305,13 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
+    /// A fast-forward's decode steps of a constant batch, described instead of listed in
+    /// `step_ends`: the engine reads their gaps from the step-time model
+    /// ([`Scheduler::step_time`]).
+    pub decode_run: Option<DecodeRun>,
+    /// With `decode_run`, when the step-time model has no closed form for runs: its steps'
+    /// ends, ns from its start, priced once ([`StepTimeModel::decode_ends_within`]).
+    pub run_ends: Vec<u64>,
     /// Decode rounds processed: each gave every request of the running batch one token (a
     /// decode step, or the decode rows of a mixed batch). Requests that got their first token
     /// in the same batch are not part of its round.
@@ -321,6 +328,8 @@ impl Outbox {
         self.first_tokens = 0;
         self.resumed_gaps.clear();
         self.step_ends.clear();
+        self.decode_run = None;
+        self.run_ends.clear();
         self.decode_rounds = 0;
         self.log.clear();
     }
@@ -344,6 +353,22 @@ impl Outbox {
             self.resumed_gaps.push(now - at);
         }
     }
+}
+
+/// Decode steps of a constant batch taken at once: step `j` (from 0) attends
+/// `kv_first + batch·j` KV tokens and gives each of the `batch` requests a token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DecodeRun {
+    /// When the first step started.
+    pub start: SimTime,
+    /// Requests in every step.
+    pub batch: u64,
+    /// KV tokens the first step attends.
+    pub kv_first: u64,
+    /// Steps.
+    pub steps: u64,
+    /// When the last step ended.
+    pub end: SimTime,
 }
 
 /// Counters a scheduler keeps over a run.
@@ -437,6 +462,9 @@ pub trait Scheduler {
 
     /// Counters so far.
     fn counters(&self) -> SchedulerCounters;
+
+    /// The step-time model that prices its steps.
+    fn step_time(&self) -> &dyn StepTimeModel;
 
     /// Why requests in the waiting queue cannot be admitted, when the server is idle with
     /// work waiting (for a diagnosis instead of a silent stop).

@@ -208,6 +208,18 @@ impl StepTimeModel for StepTable {
         self.decode_run_weighted(batch, kv_first, steps, 0, 0).0
     }
 
+    /// Sums of floors per KV segment (step by step only beyond the bounds of
+    /// `MAX_STEPS_CLOSED`, `MAX_FLOOR_NS` and `MAX_DENOM`, which a real run does not reach).
+    fn closed_form_runs(&self) -> bool {
+        true
+    }
+
+    /// The interpolation is continuous in the KV (two segments meet at a point of the table),
+    /// so it never decreases when no segment's slope at this batch is negative.
+    fn decode_non_decreasing(&self, batch: u64) -> bool {
+        (0..self.decode_kv_tokens.len() - 1).all(|i| self.decode_line(batch, i).beta >= 0)
+    }
+
     /// A binary search over the closed form (every step is at least 1 ns, so the runs grow
     /// strictly with their length): O(log steps) closed-form sums.
     fn decode_run_within(

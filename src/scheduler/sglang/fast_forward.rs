@@ -11,8 +11,9 @@
 use std::cmp::Reverse;
 
 use super::Sglang;
-use crate::scheduler::{Outbox, Skip};
-use crate::time::SimTime;
+use crate::cost::DecodeSteps;
+use crate::scheduler::{DecodeRun, Outbox, Skip};
+use crate::time::{SimDuration, SimTime};
 
 /// A planned fast-forward: `steps` decode steps of `batch` requests.
 #[derive(Clone, Copy, Debug)]
@@ -29,7 +30,12 @@ impl Sglang {
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
     /// once: until the step before the next completion, while memory lasts, and while they end
     /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
-    pub(super) fn plan_skip(&mut self, now: SimTime, limit: SimTime) -> Option<SkipPlan> {
+    pub(super) fn plan_skip(
+        &mut self,
+        now: SimTime,
+        limit: SimTime,
+        ends: &mut Vec<u64>,
+    ) -> Option<SkipPlan> {
         if self.p.page != 1
             || self.in_flight.is_some()
             || self.chunked.is_some()
@@ -68,11 +74,16 @@ impl Sglang {
         if most == 0 {
             return None;
         }
-        // The largest number of steps whose end is before `limit` (usually all of them).
+        // The largest number of steps whose end is before `limit` (usually all of them): in
+        // closed form, or by pricing the steps once (their ends are kept for the run).
         let budget = limit.saturating_since(now);
-        let (lo, _) = self
-            .cost
-            .decode_run_within(batch, attended_first, most, budget);
+        let lo = if self.cost.closed_form_runs() {
+            (self.cost)
+                .decode_run_within(batch, attended_first, most, budget)
+                .0
+        } else {
+            (self.cost).decode_ends_within(batch, attended_first, most, budget, ends)
+        };
         (lo > 0).then_some(SkipPlan {
             steps: lo,
             batch,
@@ -87,24 +98,29 @@ impl Sglang {
         let (b, n) = (s.batch, s.steps);
         // Each step of the run is launched with the queue as it is now.
         self.queue_at_launch = self.waiting.len() as u64;
-        // Each step priced once: its end (the inter-token latencies are timed by it, the log
-        // lines printed at it) and its share of the KV pool's time integral.
-        let ends = out.step_ends.len();
-        let (mut at, mut kv_integral) = (now, 0u128);
-        for j in 0..n {
-            let d = self.cost.decode(b, s.attended_first + b * j);
-            kv_integral += u128::from(s.used_first + b * j) * u128::from(d.as_ns());
-            at += d;
-            out.step_ends.push((at, b));
-        }
-        let total = at - now;
+        // The run is described, not listed: its steps' ends (the inter-token latencies are timed
+        // by them, the log lines printed at them) come in closed form, or from the one pass of
+        // `plan_skip`. Its duration and the KV pool's time integral, Σ (used_first + b·j) × d_j:
+        let (total, kv_integral) = match out.run_ends.as_slice() {
+            [] => (self.cost).decode_run_weighted(b, s.attended_first, n, s.used_first, b),
+            // Σ j·d_j = (n − 1)·T − Σ_{j < n − 1} end_j.
+            ends => {
+                let t = u128::from(ends[ends.len() - 1]);
+                let before_last: u128 = ends[..ends.len() - 1].iter().map(|&e| u128::from(e)).sum();
+                let weighted =
+                    u128::from(s.used_first) * t + u128::from(b) * (u128::from(n - 1) * t - before_last);
+                (SimDuration::from_ns(t as u64), weighted)
+            }
+        };
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
         let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
         while j <= n {
-            let at = out.step_ends[ends + j as usize - 1].0;
+            let run = DecodeSteps::new(&*self.cost, b, s.attended_first, n, &out.run_ends)
+                .with_total(total.as_ns());
+            let at = now + SimDuration::from_ns(run.elapsed(j));
             self.decode_tokens_since_log += b * (j - counted);
             counted = j;
             let token = s.used_first + b * (j - 1);
@@ -112,6 +128,13 @@ impl Sglang {
             j += interval;
         }
         self.decode_tokens_since_log += b * (n - counted);
+        out.decode_run = Some(DecodeRun {
+            start: now,
+            batch: b,
+            kv_first: s.attended_first,
+            steps: n,
+            end: now + total,
+        });
         // The ratio decays once per step, exactly as step by step.
         for _ in 0..n {
             if self.ratio <= self.p.ratio_min {

@@ -798,6 +798,10 @@ impl Scheduler for Sglang {
         }
     }
 
+    fn step_time(&self) -> &dyn StepTimeModel {
+        &*self.cost
+    }
+
     fn skip_decode(
         &mut self,
         now: SimTime,
@@ -805,7 +809,7 @@ impl Scheduler for Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        let s = self.plan_skip(now, limit)?;
+        let s = self.plan_skip(now, limit, &mut out.run_ends)?;
         let skip = self.take_skip(now, s, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);

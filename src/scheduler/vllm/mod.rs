@@ -432,6 +432,10 @@ impl Scheduler for Vllm {
         }
     }
 
+    fn step_time(&self) -> &dyn StepTimeModel {
+        &*self.cost
+    }
+
     fn stuck_reason(&self, _reqs: &Requests) -> Option<String> {
         let &head = self.waiting.front()?;
         let s = self.seq(head);

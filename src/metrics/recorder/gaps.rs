@@ -1,0 +1,161 @@
+//! The inter-token gaps: every token's gap since its request's previous one, timed without
+//! following each request — from the decode steps' ends, or, for a fast-forward's run of decode
+//! steps of a constant batch, from the run's description.
+
+use super::Recorder;
+use crate::cost::DecodeSteps;
+use crate::metrics::Distribution;
+use crate::time::{SimDuration, SimTime};
+
+impl Recorder<'_> {
+    /// A batch (or one step of a fast-forward) ended at `at` giving `tokens` output tokens:
+    /// `first` of them requests' first ones, one per `resumed` gap to a request evicted since
+    /// its previous token (the gap since the eviction), the others decode tokens. Their gaps
+    /// since each request's previous token are the inter-token latencies, timed without
+    /// following each request: the next decode step gives the requests that got a token
+    /// outside one (a first token, a token after an eviction) their next, timed from then; the
+    /// other decode tokens are timed from the previous decode step (every running request gets
+    /// one token per decode step), so a prefill batch between two decode steps lengthens their
+    /// gap as it does in `bench_serving`. The client sees every gap longer by the per-token
+    /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
+    pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
+        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
+        let per_token = self.overhead.per_token.as_ns();
+        let mut gaps = |gap: SimDuration, n: u64| {
+            self.latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+            if steady {
+                self.steady_latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+            }
+        };
+        for &gap in resumed {
+            gaps(gap, 1);
+        }
+        let mut later = tokens.saturating_sub(first + resumed.len() as u64);
+        if later > 0 {
+            for (t, n) in self.awaiting_next.drain(..) {
+                let n = n.min(later);
+                gaps(at - t, n);
+                later -= n;
+            }
+            if let (Some(prev), true) = (self.last_decode_end, later > 0) {
+                gaps(at - prev, later);
+            }
+            self.last_decode_end = Some(at);
+        }
+        let outside = first + resumed.len() as u64;
+        if outside > 0 {
+            self.awaiting_next.push((at, outside));
+        }
+    }
+
+    /// A fast-forward's decode steps ended at `ends` (each with its tokens), the first giving
+    /// `first` first tokens and the `resumed` tokens after an eviction: the same as
+    /// [`Recorder::on_tokens`] for each step. Steps are handed to it one by one until no token
+    /// awaits a gap timed from outside a decode step; from then on each later step's gaps are
+    /// its duration for all its tokens, recorded in runs.
+    pub fn on_decode_run(&mut self, ends: &[(SimTime, u64)], first: u64, resumed: &[SimDuration]) {
+        let (mut first, mut resumed) = (first, resumed);
+        let mut k = 0;
+        while k < ends.len()
+            && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
+        {
+            let (at, tokens) = ends[k];
+            self.on_tokens(
+                at,
+                tokens,
+                std::mem::take(&mut first),
+                std::mem::take(&mut resumed),
+            );
+            k += 1;
+        }
+        if k == 0 || k >= ends.len() {
+            return;
+        }
+        let rest = &ends[k - 1..];
+        let per_token = self.overhead.per_token.as_ns();
+        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
+        self.latency.itl_ms.add_grouped(rest.windows(2).map(gap));
+        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
+            let gaps = rest.windows(2).filter(|w| w[1].0 > s).map(gap);
+            self.steady_latency.itl_ms.add_grouped(gaps);
+        }
+        self.last_decode_end = Some(ends[ends.len() - 1].0);
+    }
+
+    /// A fast-forward's decode steps of a constant batch, started at `start` and described by
+    /// `run` rather than listed (each step gives every request of the batch a token): the same
+    /// as [`Recorder::on_decode_run`] with their ends. The steps are handed to
+    /// [`Recorder::on_tokens`] one by one until no token awaits a gap timed from outside a
+    /// decode step; every later step's gap is its duration, for each of its tokens, recorded
+    /// per histogram bucket (the steady window's from the first step that ends after its
+    /// start): O(log steps) per bucket the gaps pass through, not O(steps).
+    pub fn on_decode_steps(
+        &mut self,
+        start: SimTime,
+        run: &DecodeSteps,
+        first: u64,
+        resumed: &[SimDuration],
+    ) {
+        let (n, b) = (run.steps(), run.batch());
+        let (mut first, mut resumed) = (first, resumed);
+        let mut k = 0;
+        let mut at = start;
+        while k < n && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
+        {
+            at = at + SimDuration::from_ns(run.duration(k));
+            self.on_tokens(
+                at,
+                b,
+                std::mem::take(&mut first),
+                std::mem::take(&mut resumed),
+            );
+            k += 1;
+        }
+        if k >= n {
+            return;
+        }
+        let per_token = self.overhead.per_token.as_ns();
+        let total = run.elapsed(n);
+        let sorted = run.non_decreasing();
+        // Steps `from..n`: their gaps and Σ of them (the run's time from the end of step
+        // `from − 1`).
+        let gap = |i: u64| run.duration(i) + per_token;
+        // Steps `from..n`: Σ of their gaps (the run's time from the end of step `from − 1`).
+        let sum = |from: u64, elapsed: u64| {
+            u128::from(total - elapsed) + u128::from(per_token) * u128::from(n - from)
+        };
+        // Steps `from..n` as runs of gaps the histograms cannot tell apart.
+        let groups = |d: &Distribution, from: u64, out: &mut Vec<(u64, u64)>| {
+            let value = |i: u64| gap(from + i);
+            let up_to = |i: u64, hi: u64| run.up_to(from + i, hi.saturating_sub(per_token));
+            d.sorted_groups(n - from, value, up_to, out);
+        };
+        let elapsed_k = (at - start).as_ns();
+        let mut g = std::mem::take(&mut self.gap_groups);
+        if sorted {
+            groups(&self.latency.itl_ms, k, &mut g);
+            (self.latency.itl_ms).add_groups(&g, b, sum(k, elapsed_k));
+        } else {
+            (self.latency.itl_ms).add_grouped((k..n).map(|j| (gap(j), b)));
+        }
+        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
+            // The steps that end after the steady window's start.
+            let from = match s > start {
+                true => run.ended_by((s - start).as_ns()).max(k),
+                false => k,
+            };
+            let steady = &mut self.steady_latency.itl_ms;
+            if !sorted {
+                steady.add_grouped((from..n).map(|j| (gap(j), b)));
+            } else if from == k {
+                // The same steps: the same runs.
+                steady.add_groups(&g, b, sum(k, elapsed_k));
+            } else if from < n {
+                groups(steady, from, &mut g);
+                steady.add_groups(&g, b, sum(from, run.elapsed(from)));
+            }
+        }
+        self.gap_groups = g;
+        self.last_decode_end = Some(start + SimDuration::from_ns(total));
+    }
+}
