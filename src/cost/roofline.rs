@@ -551,7 +551,14 @@ impl Roofline {
 }
 
 fn to_duration(s: f64) -> SimDuration {
-    let ns = (s * 1e9).round();
+    let x = s * 1e9;
+    // The usual case without `f64::round`'s library call: for 0.5 ≤ x < 2⁵², x − ⌊x⌋ is exact,
+    // so this is its rounding half away from zero, and at least 1.
+    if (0.5..4_503_599_627_370_496.0).contains(&x) {
+        let t = x as u64;
+        return SimDuration::from_ns(t + u64::from(x - t as f64 >= 0.5));
+    }
+    let ns = x.round();
     SimDuration::from_ns(if ns.is_finite() && ns >= 1.0 {
         ns.min(u64::MAX as f64 / 2.0) as u64
     } else {
@@ -796,6 +803,51 @@ mod tests {
         let ratio_c =
             c.decode_breakdown(20, 50_000).total_s / c.decode_breakdown(50, 100_000).total_s;
         assert!((ratio - ratio_c).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_runs_steps_are_the_breakdowns_bit_for_bit() {
+        for (gpu, name, tp) in [("h100", "llama-3.1-8b", 1), ("rtx-pro-6000", "kimi-k2.5", 8)] {
+            let (gpu, model) = parts(gpu, name);
+            let r = Roofline::new(&gpu, &model, tp, 70_272, RooflineSettings::default());
+            assert!(r.decode_non_decreasing(7));
+            for batch in [1, 7, 64, 150, 1000] {
+                let mut ends = Vec::new();
+                let n = r.decode_ends_within(batch, 5_000, 300, SimDuration::from_ns(u64::MAX), &mut ends);
+                assert_eq!(n, 300);
+                let mut total = 0;
+                for (i, &end) in ends.iter().enumerate() {
+                    let kv = 5_000 + batch * i as u64;
+                    let d = to_duration(r.decode_breakdown(batch, kv).total_s).as_ns();
+                    assert_eq!(r.decode(batch, kv).as_ns(), d);
+                    total += d;
+                    assert_eq!(end, total);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn durations_round_half_away_from_zero() {
+        let reference = |s: f64| {
+            let ns = (s * 1e9).round();
+            if ns.is_finite() && ns >= 1.0 {
+                ns.min(u64::MAX as f64 / 2.0) as u64
+            } else {
+                1
+            }
+        };
+        let mut x = 0.123_456_789_f64;
+        for s in [0.0, 4.9e-10, 5e-10, 1.5e-9, 2.5e-9, 0.047_616_904_5, 1e6, 4.6e6, 1e300, -1.0] {
+            assert_eq!(to_duration(s).as_ns(), reference(s), "{s}");
+        }
+        for _ in 0..100_000 {
+            x = (x * 7.123_456_7 + 0.311).fract();
+            let s = x * 0.2;
+            assert_eq!(to_duration(s).as_ns(), reference(s), "{s}");
+            let half = (s * 1e9).floor() + 0.5;
+            assert_eq!(to_duration(half / 1e9).as_ns(), reference(half / 1e9));
+        }
     }
 
     #[test]

@@ -314,6 +314,32 @@ mod tests {
     }
 
     #[test]
+    fn sorted_values_counted_per_bucket_are_the_values_added_one_by_one() {
+        // Non-decreasing values over several buckets and bucket sizes, in many runs.
+        let (mut each, mut runs) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        let mut groups = Vec::new();
+        for r in 0..40u64 {
+            let value = |i: u64| 3_000 + r * 1_000_003 + i * i * (r % 7) + 211 * i;
+            let n = 1 + r * 13 % 200;
+            let weight = 1 + r % 5;
+            for i in 0..n {
+                each.add_n(value(i), weight);
+            }
+            let up_to = |i: u64, hi: u64| (i..n).take_while(|&j| value(j) <= hi).count() as u64;
+            let sum: u128 = (0..n).map(|i| u128::from(value(i))).sum();
+            runs.sorted_groups(n, value, up_to, &mut groups);
+            assert!(groups.len() as u64 <= n);
+            runs.add_groups(&groups, weight, sum);
+        }
+        runs.flush();
+        assert_eq!(runs.count(), each.count());
+        assert_eq!(runs.mean(), each.mean());
+        for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            assert_eq!(runs.quantile(q), each.quantile(q));
+        }
+    }
+
+    #[test]
     fn memory_does_not_grow_with_the_count() {
         let mut d = Distribution::plain();
         for i in 0..1_000_000u64 {
