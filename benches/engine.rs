@@ -100,6 +100,44 @@ fn roofline_case_study(c: &mut Criterion) {
     g.finish();
 }
 
+/// The case study priced by a table of step times (the linear model's own, at the table's
+/// corners: closed-form runs per KV segment).
+fn table_case_study(c: &mut Criterion) {
+    let mut g = c.benchmark_group("b2_case_study_table");
+    g.sample_size(10);
+    let b2 = Source::builtin_b2();
+    let (at, end) = (
+        b2.text.find("[engine.step_time]").expect("B2 has step times"),
+        b2.text.find("[workload]").expect("B2 has a workload"),
+    );
+    // decode = 12 ms + 0.8 ms per request + 60 ns per KV token; prefill = 15 ms + 60 µs/token.
+    let table = r#"[engine.step_time]
+model = "table"
+decode_batch = [1, 512]
+decode_kv_tokens = [0, 200000]
+decode_ms = [12.8, 24.8, 421.6, 433.6]
+prefill_tokens = [1, 16384]
+prefill_ms = [15.06, 998.04]
+
+"#;
+    let source = Source {
+        text: format!("{}{table}{}", &b2.text[..at], &b2.text[end..]),
+        ..b2
+    };
+    for n in [10_000u64, 100_000] {
+        let sc = load(&source, n);
+        let tokens = engine::run(&sc, &RunOptions::default())
+            .expect("run")
+            .totals
+            .output_tokens;
+        g.throughput(Throughput::Elements(tokens));
+        g.bench_function(format!("{n}_requests/fast_forward"), |b| {
+            b.iter(|| engine::run(&sc, &opts(Stepping::FastForward)).expect("run"))
+        });
+    }
+    g.finish();
+}
+
 fn short_responses(c: &mut Criterion) {
     let mut g = c.benchmark_group("short_responses");
     g.sample_size(10);
@@ -122,6 +160,7 @@ criterion_group!(
     case_study,
     vllm_case_study,
     roofline_case_study,
+    table_case_study,
     short_responses
 );
 criterion_main!(benches);

@@ -22,13 +22,7 @@ pub struct Distribution {
     sum: f64,
     /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
     sum_exact: u128,
-    /// Counts added with [`Distribution::add_groups`] and not yet in the histogram, one per
-    /// bucket: `(the bucket's lowest value, count)` (see [`Distribution::flush`]).
-    pending: Vec<(u64, u64)>,
 }
-
-/// Buckets whose counts [`Distribution::add_groups`] keeps before updating the histogram.
-const PENDING_BUCKETS: usize = 16;
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -69,7 +63,6 @@ impl Distribution {
             count: 0,
             sum: 0.0,
             sum_exact: 0,
-            pending: Vec::new(),
         }
     }
 
@@ -112,16 +105,16 @@ impl Distribution {
             match run.as_mut() {
                 Some((_, m, lo, hi)) if (*lo..=*hi).contains(&v) => *m += n,
                 _ => {
-                    if let Some((r, m, _, _)) = run.take() {
-                        self.record_run(r, m);
+                    if let Some((_, m, lo, _)) = run.take() {
+                        self.record_run(lo, m);
                     }
                     let (lo, hi) = self.bucket(v);
                     run = Some((v, n, lo, hi));
                 }
             }
         }
-        if let Some((r, m, _, _)) = run {
-            self.record_run(r, m);
+        if let Some((_, m, lo, _)) = run {
+            self.record_run(lo, m);
         }
     }
 
@@ -149,37 +142,17 @@ impl Distribution {
 
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
     /// each `(the bucket's lowest value, count)`), each `weight` times, whose sum is `sum` — the
-    /// same as adding each value with [`Distribution::add_n`]. The histogram is updated once per
-    /// bucket when [`Distribution::flush`] is called or too many buckets wait (the counts are
-    /// the same whatever the order).
+    /// same as adding each value with [`Distribution::add_n`], with one histogram update per
+    /// bucket.
     pub fn add_groups(&mut self, groups: &[(u64, u64)], weight: u64, sum: u128) {
         if weight == 0 {
             return;
         }
         for &(lo, m) in groups {
-            let n = m * weight;
-            self.count += n;
-            match self.pending.iter_mut().find(|p| p.0 == lo) {
-                Some(p) => p.1 += n,
-                None => {
-                    if self.pending.len() == PENDING_BUCKETS {
-                        self.flush();
-                    }
-                    self.pending.push((lo, n));
-                }
-            }
+            self.count += m * weight;
+            self.record_run(lo, m * weight);
         }
         self.sum_exact += sum * u128::from(weight);
-    }
-
-    /// Put the counts [`Distribution::add_groups`] keeps into the histogram (before reading
-    /// percentiles).
-    pub fn flush(&mut self) {
-        for i in 0..self.pending.len() {
-            let (v, n) = self.pending[i];
-            self.record_run(v, n);
-        }
-        self.pending.clear();
     }
 
     /// The values the histogram cannot tell from `v`: its bucket's bounds.
@@ -214,10 +187,6 @@ impl Distribution {
     /// The value at quantile `q` in display units: the smallest value with at least `q` of the
     /// values at or below it, within 0.1 %.
     pub fn quantile(&self, q: f64) -> f64 {
-        debug_assert!(
-            self.pending.is_empty(),
-            "invariant: a distribution is flushed before it is read"
-        );
         if self.count == 0 {
             return 0.0;
         }
@@ -331,7 +300,6 @@ mod tests {
             assert!(groups.len() as u64 <= n);
             runs.add_groups(&groups, weight, sum);
         }
-        runs.flush();
         assert_eq!(runs.count(), each.count());
         assert_eq!(runs.mean(), each.mean());
         for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {

@@ -634,8 +634,6 @@ impl<'a> Recorder<'a> {
         counters: SchedulerCounters,
         words: Words,
     ) -> RunResult {
-        self.latency.itl_ms.flush();
-        self.steady_latency.itl_ms.flush();
         // Points up to and including `end`.
         self.advance_to(SimTime::from_ns(end.as_ns().saturating_add(1)));
         self.integrate_to(end);
