@@ -107,7 +107,9 @@ fn table_case_study(c: &mut Criterion) {
     g.sample_size(10);
     let b2 = Source::builtin_b2();
     let (at, end) = (
-        b2.text.find("[engine.step_time]").expect("B2 has step times"),
+        b2.text
+            .find("[engine.step_time]")
+            .expect("B2 has step times"),
         b2.text.find("[workload]").expect("B2 has a workload"),
     );
     // decode = 12 ms + 0.8 ms per request + 60 ns per KV token; prefill = 15 ms + 60 µs/token.

@@ -573,7 +573,9 @@ impl StepTimeModel for Roofline {
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
         let at = self.decode_at(batch);
-        (0..steps).fold(SimDuration::ZERO, |t, i| t + at.duration(kv_first + batch * i))
+        (0..steps).fold(SimDuration::ZERO, |t, i| {
+            t + at.duration(kv_first + batch * i)
+        })
     }
 
     fn decode_run_within(
@@ -807,13 +809,22 @@ mod tests {
 
     #[test]
     fn a_runs_steps_are_the_breakdowns_bit_for_bit() {
-        for (gpu, name, tp) in [("h100", "llama-3.1-8b", 1), ("rtx-pro-6000", "kimi-k2.5", 8)] {
+        for (gpu, name, tp) in [
+            ("h100", "llama-3.1-8b", 1),
+            ("rtx-pro-6000", "kimi-k2.5", 8),
+        ] {
             let (gpu, model) = parts(gpu, name);
             let r = Roofline::new(&gpu, &model, tp, 70_272, RooflineSettings::default());
             assert!(r.decode_non_decreasing(7));
             for batch in [1, 7, 64, 150, 1000] {
                 let mut ends = Vec::new();
-                let n = r.decode_ends_within(batch, 5_000, 300, SimDuration::from_ns(u64::MAX), &mut ends);
+                let n = r.decode_ends_within(
+                    batch,
+                    5_000,
+                    300,
+                    SimDuration::from_ns(u64::MAX),
+                    &mut ends,
+                );
                 assert_eq!(n, 300);
                 let mut total = 0;
                 for (i, &end) in ends.iter().enumerate() {
@@ -838,7 +849,18 @@ mod tests {
             }
         };
         let mut x = 0.123_456_789_f64;
-        for s in [0.0, 4.9e-10, 5e-10, 1.5e-9, 2.5e-9, 0.047_616_904_5, 1e6, 4.6e6, 1e300, -1.0] {
+        for s in [
+            0.0,
+            4.9e-10,
+            5e-10,
+            1.5e-9,
+            2.5e-9,
+            0.047_616_904_5,
+            1e6,
+            4.6e6,
+            1e300,
+            -1.0,
+        ] {
             assert_eq!(to_duration(s).as_ns(), reference(s), "{s}");
         }
         for _ in 0..100_000 {

@@ -102,7 +102,7 @@ impl Recorder<'_> {
         let mut at = start;
         while k < n && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
         {
-            at = at + SimDuration::from_ns(run.duration(k));
+            at += SimDuration::from_ns(run.duration(k));
             self.on_tokens(
                 at,
                 b,

@@ -107,8 +107,8 @@ impl Sglang {
             ends => {
                 let t = u128::from(ends[ends.len() - 1]);
                 let before_last: u128 = ends[..ends.len() - 1].iter().map(|&e| u128::from(e)).sum();
-                let weighted =
-                    u128::from(s.used_first) * t + u128::from(b) * (u128::from(n - 1) * t - before_last);
+                let weighted = u128::from(s.used_first) * t
+                    + u128::from(b) * (u128::from(n - 1) * t - before_last);
                 (SimDuration::from_ns(t as u64), weighted)
             }
         };
