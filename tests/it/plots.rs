@@ -217,3 +217,56 @@ fn a_memory_figure_of_one_setting_none_or_a_guessed_need_still_draws() {
     assert!(texts(&svg).contains("reservation estimate): out of memory above f = "));
     assert_eq!(svg, both(|f| memory_figure(&rows, f)).1, "deterministic");
 }
+
+/// 200 requests behind a 500-token system prompt, with the cache as given.
+const SHARED_PREFIX: &str = "name = \"prefix\"\n[run]\nwindow_s = 5\n[engine]\n\
+    kv_capacity_tokens = 20000\n[workload]\nrequests = 200\n\
+    prompt_tokens = { dist = \"constant\", value = 100 }\n\
+    output_tokens = { dist = \"constant\", value = 50 }\n\
+    prefix_groups = { system = { tokens = 500, share = 1.0 } }\n[client]\nconcurrency = 16\n";
+
+#[test]
+fn the_prefix_cache_figure_draws_what_the_run_found_cached_and_only_when_it_can_hit() {
+    use servesim::report::summary::prefix_cache_can_hit;
+    let sc = scenario(SHARED_PREFIX);
+    assert!(prefix_cache_can_hit(&sc));
+    let r = run(&sc);
+    let hits = r.cache_hits();
+    let last = hits.lifetime.last().unwrap();
+    // Of 600 prompt tokens a request found at most the 500 of the prefix cached.
+    assert!(last.1 > 0.5 && last.1 <= 500.0 / 600.0, "{last:?}");
+    let c = &r.counters;
+    assert!(
+        (last.1 - c.cached_prompt_tokens as f64 / c.first_admission_prompt_tokens as f64).abs()
+            < 0.05
+    );
+    assert!(hits.window.iter().all(|p| (0.0..=1.0).contains(&p.1)) && hits.window.len() > 5);
+    let (png, svg) = both(|f| cache_hit_rate(&r, &hits, f));
+    assert!(pixels(&png, VERMILLION) > 500);
+    let t = texts(&svg);
+    for text in [
+        CACHE_TITLE,
+        "requests found a cached prefix",
+        "\nshare of prompt tokens found cached\n",
+    ] {
+        assert!(t.contains(text), "{text:?}");
+    }
+    assert!(t.contains("the same of the requests completed in the last 5.0 s"));
+    // Off, or nothing shared: no figure.
+    let off = SHARED_PREFIX.replace("[engine]\n", "[engine]\ndisable_radix_cache = true\n");
+    assert!(!prefix_cache_can_hit(&scenario(&off)));
+    let none = SHARED_PREFIX.replace("prefix_groups", "# prefix_groups");
+    assert!(!prefix_cache_can_hit(&scenario(&none)));
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text, files) in [("on", SHARED_PREFIX, 11), ("off", off.as_str(), 9)] {
+        let sc = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&sc, text).unwrap();
+        let out = dir.path().join(name);
+        let mut cmd = assert_cmd::Command::cargo_bin("servesim").unwrap();
+        cmd.args(["run", sc.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .assert()
+            .success();
+        assert_eq!(std::fs::read_dir(&out).unwrap().count(), files, "{name}");
+        assert_eq!(out.join("prefix-cache.png").exists(), name == "on");
+    }
+}

@@ -2,7 +2,7 @@
 //! (the steady state, the plan's picks and Pareto front, memory verdicts) is worked out by
 //! their callers.
 //!
-//! * [`throughput`], [`engine_state`], [`latency_cdf`]: one run (`run.rs`).
+//! * [`throughput`], [`engine_state`], [`latency_cdf`], [`cache_hit_rate`]: one run (`run.rs`).
 //! * [`sweep_figures`]: every summary metric of a sweep against each varied key (`sweep.rs`).
 //! * [`compare_cdf`]: measured vs. simulated latency CDFs for `servesim compare` (`compare.rs`).
 //! * [`memory_figure`]: SGLang's split of GPU memory over a range of fractions (`memory.rs`).
@@ -26,8 +26,8 @@ pub use compare::{compare_cdf, COMPARE_TITLE};
 pub use memory::{memory_figure, MEMORY_TITLE};
 pub use plan::{plan_figure, PLAN_TITLE};
 pub use run::{
-    engine_state, latency_cdf, throughput, ENGINE_STATE_TITLE, LATENCY_TITLE, LOG_LATENCY_SPREAD,
-    LOG_TIME_FACTOR, THROUGHPUT_TITLE,
+    cache_hit_rate, engine_state, latency_cdf, throughput, CACHE_TITLE, ENGINE_STATE_TITLE,
+    LATENCY_TITLE, LOG_LATENCY_SPREAD, LOG_TIME_FACTOR, THROUGHPUT_TITLE,
 };
 pub use sweep::{sweep_figures, sweep_title, MAX_SWEEP_LINES};
 

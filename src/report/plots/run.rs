@@ -10,7 +10,7 @@
 use plotters::prelude::*;
 
 use crate::analysis::{Analysis, NoWindow, Regime};
-use crate::metrics::{Distribution, RunResult, Sample};
+use crate::metrics::{CacheHits, Distribution, RunResult, Sample};
 
 use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
 use super::style::{heading, mark, Corner, Entry, Legend, Shape, Swatch, BOTTOM_FIRST, TOP_FIRST};
@@ -27,6 +27,8 @@ pub const LOG_LATENCY_SPREAD: f64 = 20.0;
 pub const THROUGHPUT_TITLE: &str = "Throughput over time: what the client sees vs. the server";
 /// The title of the [`engine_state`] figure.
 pub const ENGINE_STATE_TITLE: &str = "Engine state over time: requests and KV cache";
+/// The title of the [`cache_hit_rate`] figure.
+pub const CACHE_TITLE: &str = "Prefix cache over time: prompt tokens found cached";
 /// The title of the [`latency_cdf`] figure.
 pub const LATENCY_TITLE: &str = "Latency distributions: TTFT, end-to-end, TPOT and ITL";
 
@@ -49,22 +51,17 @@ pub fn engine_state(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&EngineState(r), fmt)
 }
 
+/// The share of the completed requests' prompt tokens that the prefix cache held at their
+/// first admission, since the start and over the client's window, as the caller computed it
+/// ([`RunResult::cache_hits`]), on the time axis of the run's other figures.
+pub fn cache_hit_rate(r: &RunResult, hits: &CacheHits, fmt: Format) -> Result<Vec<u8>, PlotError> {
+    render(&Cache(r, hits), fmt)
+}
+
 /// The empirical CDFs of TTFT and end-to-end latency, in seconds, with p50, p90 and p99
 /// marked.
 pub fn latency_cdf(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&Latency(r), fmt)
-}
-
-/// The samples to draw, up to the end of the run, ordered by time, one per instant.
-fn timeline(r: &RunResult) -> Vec<&Sample> {
-    let last = r.samples.last().map(|s| s.t_s);
-    let end_s = last.unwrap_or(0.0).max(r.totals.sim_duration_s);
-    let extra = r.first_minutes.iter().chain(&r.observations);
-    let all = r.samples.iter().chain(extra.filter(|s| s.t_s <= end_s));
-    let mut pts: Vec<&Sample> = all.filter(|s| s.t_s.is_finite()).collect();
-    pts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    pts.dedup_by(|a, b| a.t_s == b.t_s);
-    pts
 }
 
 /// The time axis of a run whose plotted points are `pts`, and its description.
@@ -243,7 +240,7 @@ impl Figure for Throughput<'_> {
         let r = self.0;
         let window = self.1.steady().map(|w| (&w.span, w.ci95()));
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
-        let pts = timeline(r);
+        let pts = r.timeline();
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
         let marks = self.2.iter().copied().filter(|&t| x.shows(t));
@@ -323,7 +320,7 @@ impl Figure for EngineState<'_> {
              {in_flight:.1} in flight; {usage}."
         );
         let body = heading(root, ENGINE_STATE_TITLE, &subtitle)?;
-        let pts = timeline(r);
+        let pts = r.timeline();
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 58 / 100);
         let mut p = Panel("requests", None, &TOP_FIRST, vec![]);
@@ -345,6 +342,40 @@ impl Figure for EngineState<'_> {
         let text = format!("{what}: KV tokens in use \u{f7} {pool} ({why})");
         p.add(text, Draw::Under(usage, GREEN));
         p.draw(&bottom, &x, Some(&x_desc), raster)
+    }
+}
+
+struct Cache<'a>(&'a RunResult, &'a CacheHits);
+
+impl Figure for Cache<'_> {
+    const NAME: &'static str = "prefix cache";
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
+        let (r, c) = (self.0, &self.0.counters);
+        let (hit, all) = (
+            thousands(c.cache_hit_requests),
+            thousands(c.first_admissions),
+        );
+        let (cached, prompt) = (c.cached_prompt_tokens, c.first_admission_prompt_tokens);
+        let share = 100.0 * cached as f64 / prompt.max(1) as f64;
+        let (prompt, evicted) = (thousands(prompt), thousands(c.cache_evicted_tokens));
+        let subtitle = format!(
+            "At their first admission {hit} of {all} requests found a cached prefix, \
+             {share:.1} % of their {prompt} prompt tokens; {evicted} cached tokens evicted."
+        );
+        let body = heading(root, CACHE_TITLE, &subtitle)?;
+        let (x, x_desc) = time_axis(r, &r.timeline());
+        let on_axis = |p: &[(f64, f64)]| p.iter().copied().filter(|p| x.shows(p.0)).collect();
+        let y_desc = "share of prompt tokens found cached";
+        let mut p = Panel(y_desc, Some(1.1), &BOTTOM_FIRST, vec![]);
+        let text = format!(
+            "the same of the requests completed in the last {}",
+            dur(r.window_s)
+        );
+        p.add(text, Draw::Line(on_axis(&self.1.window), LIGHT_BLUE, 1));
+        let text = "since the start: cached \u{f7} prompt tokens of the requests completed";
+        p.add(text, Draw::Line(on_axis(&self.1.lifetime), VERMILLION, 4));
+        p.draw(&body, &x, Some(&x_desc), raster)
     }
 }
 
