@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use super::tree::{line_col, Origin};
 
 /// Where a problem is, as shown to the user.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Location {
     /// Line and column in the scenario file (both from 1).
     Line {
@@ -19,6 +19,7 @@ pub enum Location {
     /// A command-line override.
     Set(String),
     /// Nowhere in particular (e.g. a missing key in a missing table).
+    #[default]
     None,
 }
 
@@ -37,7 +38,7 @@ impl Location {
 }
 
 /// One thing wrong with a scenario.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Problem {
     /// Dotted key path (`client.concurrency`); empty for a syntax error.
     pub key_path: String,
@@ -79,13 +80,9 @@ impl ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.problems.len();
-        write!(
-            f,
-            "scenario `{}` is invalid ({n} problem{})",
-            self.source_name,
-            if n == 1 { "" } else { "s" }
-        )
+        let (name, n) = (&self.source_name, self.problems.len());
+        let s = if n == 1 { "" } else { "s" };
+        write!(f, "scenario `{name}` is invalid ({n} problem{s})")
     }
 }
 
