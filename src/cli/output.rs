@@ -98,14 +98,12 @@ fn pid() -> u32 {
 impl Outputs {
     /// A set that must not overwrite these input files.
     pub fn new(inputs: impl IntoIterator<Item = PathBuf>) -> Self {
-        let inputs = inputs
-            .into_iter()
-            .filter_map(|p| {
-                let real = fs::canonicalize(&p).ok()?;
-                let id = fs::metadata(&real).ok().as_ref().and_then(file_id);
-                Some(Input { real, id })
-            })
-            .collect();
+        let input = |p: PathBuf| {
+            let real = fs::canonicalize(&p).ok()?;
+            let id = fs::metadata(&real).ok().as_ref().and_then(file_id);
+            Some(Input { real, id })
+        };
+        let inputs = inputs.into_iter().filter_map(input).collect();
         Outputs {
             inputs,
             files: Vec::new(),
@@ -124,24 +122,21 @@ impl Outputs {
             ));
         }
         // The directories created, outermost first, so that a set not committed removes them.
+        let absent = |a: &&Path| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err();
         let missing: Vec<PathBuf> = dir
             .ancestors()
-            .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
+            .take_while(absent)
             .map(Path::to_path_buf)
             .collect();
-        fs::create_dir_all(dir).map_err(|e| {
-            usage(format!(
-                "cannot create the output directory `{}`: {e}",
-                dir.display()
-            ))
-        })?;
+        let shown = dir.display();
+        let create = |e| usage(format!("cannot create the output directory `{shown}`: {e}"));
+        fs::create_dir_all(dir).map_err(create)?;
         self.created.extend(missing.into_iter().rev());
-        let real = fs::canonicalize(dir)
-            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        let write = |e| usage(format!("cannot write into `{shown}`: {e}"));
+        let real = fs::canonicalize(dir).map_err(write)?;
         clean_stale(&real, None);
         let probe = real.join(format!(".servesim-probe-{}", pid()));
-        File::create(&probe)
-            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        File::create(&probe).map_err(write)?;
         let _ = fs::remove_file(probe);
         Ok(OutDir {
             shown: dir.to_path_buf(),
@@ -164,24 +159,15 @@ impl Outputs {
         };
         let name = path.file_name().ok_or_else(not_a_file)?;
         let name = name.to_str().ok_or_else(not_a_file)?.to_string();
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let real_parent = fs::canonicalize(parent).map_err(|e| {
-            Failure::usage(
-                format!("cannot create `{}`: {e}", path.display()),
-                format!("choose a writable location for {flag}"),
-            )
-        })?;
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let cannot = |e: &dyn std::fmt::Display| {
+            let hint = format!("choose a writable location for {flag}");
+            Failure::usage(format!("cannot create `{}`: {e}", path.display()), hint)
+        };
+        let real_parent =
+            fs::canonicalize(parent.unwrap_or(Path::new("."))).map_err(|e| cannot(&e))?;
         if !real_parent.is_dir() {
-            return Err(Failure::usage(
-                format!(
-                    "cannot create `{}`: Not a directory (os error 20)",
-                    path.display()
-                ),
-                format!("choose a writable location for {flag}"),
-            ));
+            return Err(cannot(&"Not a directory (os error 20)"));
         }
         clean_stale(&real_parent, None);
         self.plan(flag, path, &real_parent, &name)
@@ -195,16 +181,15 @@ impl Outputs {
         name: &str,
     ) -> Result<FileId, Failure> {
         let refuse = |what: String, hint: &str| Failure::usage(what, hint.to_string());
+        let as_given = shown.display();
         clean_stale(real_dir, Some(name));
         let path = real_dir.join(name);
         // Follow a link to what it names (created if missing); the link itself stays.
         let target = match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_symlink() => follow(&path).ok_or_else(|| {
+                let what = "is a symbolic link into a directory that does not exist";
                 refuse(
-                    format!(
-                        "{flag} `{}` is a symbolic link into a directory that does not exist",
-                        shown.display()
-                    ),
+                    format!("{flag} `{as_given}` {what}"),
                     "remove the link or point it at a file",
                 )
             })?,
@@ -212,41 +197,27 @@ impl Outputs {
         };
         let meta = fs::metadata(&target).ok();
         if meta.as_ref().is_some_and(fs::Metadata::is_dir) {
-            return Err(refuse(
-                format!("{flag} `{}` is a directory", shown.display()),
-                "give a file path, e.g. --requests-csv requests.csv",
-            ));
+            let hint = "give a file path, e.g. --requests-csv requests.csv";
+            return Err(refuse(format!("{flag} `{as_given}` is a directory"), hint));
         }
         let id = meta.as_ref().and_then(file_id);
-        let is_input = self
+        if self
             .inputs
             .iter()
-            .any(|i| i.real == target || (id.is_some() && i.id == id));
-        if is_input {
-            return Err(refuse(
-                format!(
-                    "{flag} `{}` is an input of this command; an output never replaces an input",
-                    shown.display()
-                ),
-                "choose another path for the output",
-            ));
+            .any(|i| i.real == target || (id.is_some() && i.id == id))
+        {
+            let what = "is an input of this command; an output never replaces an input";
+            let hint = "choose another path for the output";
+            return Err(refuse(format!("{flag} `{as_given}` {what}"), hint));
         }
         if let Some(other) = self.files.iter().find(|f| f.target == target) {
-            return Err(refuse(
-                format!(
-                    "{flag} `{}` is also written by {} (as `{}`)",
-                    shown.display(),
-                    other.flag,
-                    other.shown.display()
-                ),
-                "give each output its own path",
-            ));
+            let (by, at) = (&other.flag, other.shown.display());
+            let what = format!("{flag} `{as_given}` is also written by {by} (as `{at}`)");
+            return Err(refuse(what, "give each output its own path"));
         }
         let cannot = |e: std::io::Error| {
-            Failure::usage(
-                format!("cannot write `{}`: {e}", shown.display()),
-                format!("choose a writable location for {flag}"),
-            )
+            let hint = format!("choose a writable location for {flag}");
+            Failure::usage(format!("cannot write `{as_given}`: {e}"), hint)
         };
         let (mode, file) = match &meta {
             Some(m) if !m.is_file() => {
@@ -258,9 +229,8 @@ impl Outputs {
             }
             _ => {
                 let dir = target.parent().unwrap_or(Path::new("."));
-                let leaf = target
-                    .file_name()
-                    .map_or(name.into(), |n| n.to_string_lossy().into_owned());
+                let leaf = target.file_name().map(|n| n.to_string_lossy().into_owned());
+                let leaf = leaf.unwrap_or_else(|| name.into());
                 let tmp = dir.join(format!(".{leaf}{TMP}{}", pid()));
                 let old = dir.join(format!(".{leaf}{OLD}{}", pid()));
                 let f = File::create(&tmp).map_err(cannot)?;
@@ -279,10 +249,8 @@ impl Outputs {
 
     /// The file to stream an output into (once).
     pub fn take_writer(&mut self, id: FileId) -> File {
-        self.files[id.0]
-            .file
-            .take()
-            .expect("invariant: an output file is opened once")
+        let file = self.files[id.0].file.take();
+        file.expect("invariant: an output file is opened once")
     }
 
     /// The path of an output, as shown.
@@ -306,9 +274,8 @@ impl Outputs {
     /// Move every staged file into place, as a unit: on a failure, the files already moved are
     /// put back as they were. Returns how many files were written.
     pub fn commit(mut self) -> Result<usize, Failure> {
-        let fail_after: Option<usize> = std::env::var(FAIL_COMMIT_AFTER)
-            .ok()
-            .and_then(|s| s.parse().ok());
+        let fail_after = std::env::var(FAIL_COMMIT_AFTER).ok();
+        let fail_after: Option<usize> = fail_after.and_then(|s| s.parse().ok());
         for f in &mut self.files {
             f.file = None; // close before renaming
         }
@@ -342,21 +309,17 @@ impl Outputs {
             for &(j, had_old) in moved.iter().rev() {
                 let f = &self.files[j];
                 if let Mode::Replace { old, .. } = &f.mode {
-                    if had_old {
-                        let _ = fs::rename(old, &f.target);
-                    } else {
-                        let _ = fs::remove_file(&f.target);
-                    }
+                    let _ = match had_old {
+                        true => fs::rename(old, &f.target),
+                        false => fs::remove_file(&f.target),
+                    };
                 }
             }
             let shown = self.files[i].shown.display().to_string();
             // Drop removes the staged files.
-            return Err(Failure {
-                error: format!("cannot move `{shown}` into place"),
-                causes: vec![(e.to_string(), None)],
-                hint: Some("the previous outputs were left as they were".into()),
-                code: 1,
-            });
+            let mut f = Failure::runtime(format!("cannot move `{shown}` into place"), e);
+            f.hint = Some("the previous outputs were left as they were".into());
+            return Err(f);
         }
         for &(j, had_old) in &moved {
             if let (true, Mode::Replace { old, .. }) = (had_old, &self.files[j].mode) {
@@ -416,11 +379,8 @@ fn ours(name: &str) -> Option<(u32, bool, &str)> {
     for (mark, old) in [(TMP, false), (OLD, true), (LEGACY_TMP, false)] {
         if let Some((target, digits)) = rest.rsplit_once(mark) {
             let pid = digits.parse::<u32>().ok();
-            if let (Some(pid), false, true) = (
-                pid,
-                target.is_empty(),
-                digits.bytes().all(|b| b.is_ascii_digit()),
-            ) {
+            let digits_only = digits.bytes().all(|b| b.is_ascii_digit());
+            if let (Some(pid), false, true) = (pid, target.is_empty(), digits_only) {
                 return Some((pid, old, target));
             }
         }
