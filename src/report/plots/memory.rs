@@ -89,11 +89,12 @@ impl MemoryFigure<'_> {
     fn same(&self) -> Option<&SglangMemory> {
         let (_, first) = self.0.first()?;
         let key = |m: &SglangMemory| {
-            let (free, w) = (
-                m.inputs.memory_before_weights_gib,
-                m.inputs.weight_gib_per_gpu,
-            );
-            [free, w, m.need_gib]
+            let i = &m.inputs;
+            [
+                i.memory_before_weights_gib,
+                i.weight_gib_per_gpu,
+                m.need_gib,
+            ]
         };
         let close = |a: [f64; 3]| a.iter().zip(key(first)).all(|(a, b)| (a - b).abs() < 1e-9);
         self.0.iter().all(|(_, m)| close(key(m))).then_some(first)
@@ -111,10 +112,10 @@ impl MemoryFigure<'_> {
         };
         let source = match &m.inputs.need {
             SlackNeed::Observed {
-                free_gib,
+                free_gib: free,
                 at_fraction: f,
             } => {
-                format!("{free_gib:.2} GiB seen free at f = {}", fraction_label(*f))
+                format!("{free:.2} GiB seen free at f = {}", fraction_label(*f))
             }
             SlackNeed::Derived(_) => "derived from the model and settings".to_string(),
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),

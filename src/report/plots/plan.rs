@@ -371,10 +371,8 @@ impl<'a> PlanFigure<'a> {
             labels.push((label, b, colour(i)));
         }
         for (label, [x0, y0, x1, y1], c) in labels {
-            plot.draw(&Rectangle::new(
-                [(x0, y0), (x1, y1)],
-                WHITE.mix(0.8).filled(),
-            ))?;
+            let under = WHITE.mix(0.8).filled();
+            plot.draw(&Rectangle::new([(x0, y0), (x1, y1)], under))?;
             let ink = RGBColor(c.0 / 4 * 3, c.1 / 4 * 3, c.2 / 4 * 3);
             plot.draw(&Text::new(label, (x0 + 2, y0 + 1), text(&ink, 14)))?;
         }
