@@ -9,8 +9,7 @@
 //! score is well below the best seen ([`GIVE_UP_BELOW`]) or [`MAX_STEPS`] runs; the saturating
 //! concurrency is the smallest tried whose score is within [`TOLERANCE`] of the best.
 
-use crate::engine::{self, RunOptions, SimError};
-use crate::metrics::RunResult;
+use crate::engine::SimError;
 use crate::scenario::Scenario;
 
 /// Most runs of the ladder.
@@ -46,38 +45,29 @@ pub fn next_below(c: u64) -> Option<u64> {
 
 /// What the search found.
 #[derive(Debug)]
-pub struct Saturation {
+pub struct Saturation<T> {
     /// The saturating concurrency.
     pub concurrency: u64,
     /// Its run.
-    pub result: RunResult,
+    pub result: T,
     /// Every concurrency tried, its score and the time its run took, in the order tried.
     pub tried: Vec<(u64, f64, f64)>,
 }
 
-/// Search from `upper` down: `scenario_at(c)` is the scenario with `c` in flight (or why it
-/// cannot run), `score` what to maximise (higher is better). `Err(reason)` inside when no
-/// concurrency ran to the end.
-pub fn search(
+/// Search from `upper` down: `run_at(c)` is the run with `c` in flight (`Ok(Err(reason))` when
+/// it cannot run or finish), `score` what to maximise (higher is better) and `duration` the
+/// run's simulated time. `Err(reason)` inside when no concurrency ran to the end.
+pub fn search<T>(
     upper: u64,
-    scenario_at: impl Fn(u64) -> Result<Scenario, String>,
-    score: impl Fn(&RunResult) -> f64,
-    opts: &RunOptions,
-) -> Result<Result<Saturation, String>, SimError> {
-    let mut runs: Vec<(u64, f64, RunResult)> = Vec::new();
+    run_at: impl Fn(u64) -> Result<Result<T, String>, SimError>,
+    score: impl Fn(&T) -> f64,
+    duration: impl Fn(&T) -> f64,
+) -> Result<Result<Saturation<T>, String>, SimError> {
+    let mut runs: Vec<(u64, f64, T)> = Vec::new();
     let mut first_failure = None;
     let mut c = upper.max(1);
     for _ in 0..MAX_STEPS {
-        let run = match scenario_at(c) {
-            Ok(sc) => match engine::run(&sc, opts) {
-                Ok(r) => Ok(r),
-                Err(SimError::Stuck { reason, .. }) => Err(reason),
-                Err(e @ SimError::TimeOverflow { .. }) => Err(e.to_string()),
-                Err(e) => return Err(e),
-            },
-            Err(reason) => Err(reason),
-        };
-        match run {
+        match run_at(c)? {
             Ok(r) => {
                 let s = score(&r);
                 let best = runs.iter().map(|r| r.1).fold(s, f64::max);
@@ -98,10 +88,7 @@ pub fn search(
     let Some(best) = runs.iter().map(|r| r.1).reduce(f64::max) else {
         return Ok(Err(first_failure.unwrap_or_else(|| "nothing ran".into())));
     };
-    let tried = runs
-        .iter()
-        .map(|(c, s, r)| (*c, *s, r.totals.sim_duration_s))
-        .collect();
+    let tried = runs.iter().map(|(c, s, r)| (*c, *s, duration(r))).collect();
     let (concurrency, _, result) = runs
         .into_iter()
         .filter(|r| r.1 >= best * (1.0 - TOLERANCE))
