@@ -47,6 +47,8 @@ use serde::Serialize;
 
 use super::GIB;
 use crate::catalog::{Attention, Model};
+use crate::scenario::ClientSpec;
+use crate::workload::{CachedPrefixes, WorkloadSpec};
 
 /// Bytes of one BF16 activation element.
 const ACT_BYTES: f64 = 2.0;
@@ -187,20 +189,63 @@ pub struct ClientLoad {
     /// The prompts' mean length: a running request holds at least its prompt and one token of
     /// the pool.
     pub mean_prompt_tokens: f64,
+    /// With shared prefixes and the engine's prefix cache on: what the prompts need with the
+    /// prefixes held once ([`prompts_fit`]).
+    #[serde(skip)]
+    pub cached_prefixes: Option<CachedPrefixes>,
 }
 
 impl ClientLoad {
+    /// The load of workload `w` sent by client `c` (prefixes counted as cached: see
+    /// [`ClientLoad::with_cache`]).
+    pub fn new(w: &WorkloadSpec, c: &ClientSpec) -> Self {
+        ClientLoad {
+            max_in_flight: c
+                .concurrency()
+                .map_or(w.requests, |n| w.requests.min(u64::from(n))),
+            mean_prompt_tokens: w.mean_lengths().0,
+            cached_prefixes: w.cached_prefixes(),
+        }
+    }
+
+    /// The same load with the engine's prefix cache `on` or off (off: every request holds its
+    /// own copy of its prefix).
+    pub fn with_cache(self, on: bool) -> Self {
+        ClientLoad {
+            cached_prefixes: self.cached_prefixes.filter(|_| on),
+            ..self
+        }
+    }
+
     /// The largest decode batch a pool of `pool_tokens` can hold under this load, at most
-    /// `limit` (the engine's): `min(limit, in flight, pool / (mean prompt + 1))`.
+    /// `limit` (the engine's): `min(limit, in flight, prompts that fit)` ([`prompts_fit`]).
     pub fn largest_batch(load: Option<&Self>, limit: u64, pool_tokens: u64) -> u64 {
         match load {
             None => limit,
             Some(l) => {
-                let fits = (pool_tokens as f64 / (l.mean_prompt_tokens.max(0.0) + 1.0)) as u64;
-                limit.min(l.max_in_flight).min(fits.max(1))
+                let fits = prompts_fit(pool_tokens, l.mean_prompt_tokens, l.cached_prefixes);
+                limit.min(l.max_in_flight).min(fits)
             }
         }
     }
+}
+
+/// How many requests' prompts a pool of `pool_tokens` holds at once, each with one token to
+/// decode into: `pool / (mean prompt + 1)`. With a prefix cache keeping the shared prefixes
+/// (`cached`), each prefix is held once and each request adds only its own tokens,
+/// `(pool − prefixes) / (mean own prompt + 1)` — the larger of the two, since an engine evicts
+/// the prefixes that do not pay for themselves. At least 1.
+pub fn prompts_fit(
+    pool_tokens: u64,
+    mean_prompt_tokens: f64,
+    cached: Option<CachedPrefixes>,
+) -> u64 {
+    let pool = pool_tokens as f64;
+    let plain = (pool / (mean_prompt_tokens.max(0.0) + 1.0)) as u64;
+    let shared = cached.map_or(0, |c| {
+        ((pool - c.resident_tokens).max(0.0) / (c.mean_own_prompt_tokens.max(0.0) + 1.0)) as u64
+    });
+    plain.max(shared).max(1)
 }
 
 /// What SGLang's slack must hold, derived from the model and the engine settings.

@@ -10,7 +10,8 @@
 //! concurrency is the smallest tried whose score is within [`TOLERANCE`] of the best.
 
 use crate::engine::SimError;
-use crate::scenario::Scenario;
+use crate::memory;
+use crate::scenario::{PolicySpec, Scenario};
 
 /// Most runs of the ladder.
 pub const MAX_STEPS: usize = 10;
@@ -23,10 +24,17 @@ pub const GIVE_UP_BELOW: f64 = 0.9;
 
 /// The most requests a server of `sc` could run at once: its slot limit (SGLang's
 /// `max_running_requests`, vLLM's `max_num_seqs`), or as many of the workload's mean prompts as
-/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`), whichever is smaller.
+/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`; with shared prefixes and the
+/// engine's prefix cache on, each prefix held once and each request's own tokens,
+/// [`memory::prompts_fit`]), whichever is smaller.
 pub fn at_once(sc: &Scenario) -> u64 {
     let (prompt, _) = sc.workload.mean_lengths();
-    let fits = (sc.engine.kv_capacity_tokens as f64 / (prompt.max(0.0) + 1.0)) as u64;
+    let cache = match &sc.engine.policy {
+        PolicySpec::Sglang(s) => !s.disable_radix_cache,
+        PolicySpec::Vllm(v) => v.enable_prefix_caching,
+    };
+    let cached = sc.workload.cached_prefixes().filter(|_| cache);
+    let fits = memory::prompts_fit(sc.engine.kv_capacity_tokens, prompt, cached);
     u64::from(sc.engine.policy.max_running_requests())
         .min(fits)
         .max(1)
