@@ -494,6 +494,7 @@ mod tests {
             let load = ClientLoad {
                 max_in_flight: in_flight,
                 mean_prompt_tokens: 1599.0,
+                cached_prefixes: None,
             };
             let t = SglangNeed {
                 load: Some(load),
@@ -502,10 +503,32 @@ mod tests {
             .terms(pool);
             assert!((t.activations_gib - 8192.0 * 102_400.0 / GIB).abs() < 1e-12);
         }
+        // But when 1,500 of those 1,599 tokens are a prefix the radix cache holds once, the
+        // pool holds ⌊(400,000 − 1,500) / (99 + 1)⌋ = 3,985 requests: the batch reaches the
+        // 2,048 slots and runs eagerly, as above.
+        let cached = ClientLoad {
+            max_in_flight: 5000,
+            mean_prompt_tokens: 1599.0,
+            cached_prefixes: Some(CachedPrefixes {
+                resident_tokens: 1500.0,
+                mean_own_prompt_tokens: 99.0,
+            }),
+        };
+        let with_cache = |on: bool| {
+            SglangNeed {
+                load: Some(cached.with_cache(on)),
+                ..need.clone()
+            }
+            .terms(400_000)
+            .activations_gib
+        };
+        assert!((with_cache(true) - eager).abs() < 1e-12);
+        assert!((with_cache(false) - 8192.0 * 102_400.0 / GIB).abs() < 1e-12);
         // With 1,000 in flight and short prompts the batch of 1,000 runs eagerly.
         let load = ClientLoad {
             max_in_flight: 1000,
             mean_prompt_tokens: 100.0,
+            cached_prefixes: None,
         };
         let t = SglangNeed {
             load: Some(load),
