@@ -265,7 +265,7 @@ pub struct SglangNeed {
     /// The model's context length (each row of the request-to-token table).
     pub context_len_tokens: u64,
     /// What the scenario's client lets the decode batch reach; `None`: the engine's limit.
-    pub load: Option<ClientLoad>,
+    pub load: Option<Box<ClientLoad>>,
 }
 
 /// The terms of the memory outside the weights and the KV pool, per GPU, GiB.
@@ -316,7 +316,7 @@ impl SglangNeed {
         let prefill = s.forward_bytes(self.prefill_tokens);
         // A decode batch above the largest graph runs eagerly: its activations, logits and
         // sampler are allocated outside the graph pool.
-        let batch = ClientLoad::largest_batch(self.load.as_ref(), running, pool_tokens);
+        let batch = ClientLoad::largest_batch(self.load.as_deref(), running, pool_tokens);
         let eager = (batch > max_bs).then(|| s.forward_bytes(batch) + s.sampler_bytes(batch));
         let (activations, activations_for) = match eager {
             Some(e) if e > prefill => (
@@ -497,7 +497,7 @@ mod tests {
                 cached_prefixes: None,
             };
             let t = SglangNeed {
-                load: Some(load),
+                load: Some(Box::new(load)),
                 ..need.clone()
             }
             .terms(pool);
@@ -516,7 +516,7 @@ mod tests {
         };
         let with_cache = |on: bool| {
             SglangNeed {
-                load: Some(cached.with_cache(on)),
+                load: Some(Box::new(cached.with_cache(on))),
                 ..need.clone()
             }
             .terms(400_000)
@@ -531,7 +531,7 @@ mod tests {
             cached_prefixes: None,
         };
         let t = SglangNeed {
-            load: Some(load),
+            load: Some(Box::new(load)),
             ..need
         }
         .terms(400_000);

@@ -604,7 +604,7 @@ pub fn read(
                             mla,
                             max_running_requests,
                             context_len_tokens,
-                            load: load.map(|l| l.with_cache(radix_cache)),
+                            load: load.map(|l| Box::new(l.with_cache(radix_cache))),
                         }),
                         Source::Catalog(format!(
                             "{}'s shapes and the engine settings, as SGLang 0.5.23 allocates (give engine.observed_free_gib if you measured it)",
