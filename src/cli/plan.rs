@@ -141,9 +141,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let deadline_s = args.deadline_h.map(|h| h * 3600.0);
     let opts = interruptible();
     if slo_search {
+        let memo = crate::plan::memo::Memo::default();
         let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
             let (price, rate) = (price_of(&c.gpu), args.target_rate);
-            slo::search(&source, sets, &base, c, price, slo, rate, &opts)
+            slo::search(&source, sets, &base, c, price, slo, rate, &opts, &memo)
         })?;
         let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         slo::sort(&mut rows);
