@@ -51,6 +51,7 @@
 mod fast_forward;
 mod log;
 mod output;
+mod own_cache;
 mod prefix;
 mod schedule;
 pub mod settings;
@@ -121,6 +122,12 @@ struct Seq {
     stale: u32,
     /// KV blocks held.
     blocks: u32,
+    /// `num_cached_block`: of them, the leading blocks registered in the prefix cache (kept
+    /// only by the own-block cache, `own_cache.rs`).
+    hashed: u32,
+    /// A preempted request's cached blocks in the free queue: the segment's serial + 1 (0:
+    /// none; `own_cache.rs`).
+    own: u64,
     /// Preemptions not yet reported to the stats logger (they travel with the next output).
     preemption_events: u32,
     /// Skipped by the WAITING scan (vLLM's `deferred_waiting`).
@@ -131,6 +138,14 @@ impl Seq {
     /// `num_tokens`: prompt and outputs.
     fn tokens(&self) -> u64 {
         u64::from(self.prompt) + u64::from(self.output)
+    }
+
+    /// `cache_blocks(request, tokens)` under the own-block cache (`own_cache.rs`): its full
+    /// blocks among the first `tokens` tokens are registered, at most the blocks it holds
+    /// (`v1/core/single_type_kv_cache_manager.py: cache_blocks`).
+    fn cache_to(&mut self, block: u64, tokens: u64) {
+        let full = (tokens / block) as u32;
+        self.hashed = self.hashed.max(full.min(self.blocks));
     }
 }
 
@@ -196,8 +211,12 @@ pub struct Vllm {
     /// The fast-forward's scratch space.
     run: fast_forward::RunScratch,
     /// The block pool with prefix caching (`prefix.rs`): on when `enable_prefix_caching` and
-    /// the workload shares prefixes. Off, blocks are only counted.
+    /// the workload shares prefixes.
     pool: Option<prefix::PrefixPool>,
+    /// The free queue as counts (`own_cache.rs`): on when `enable_prefix_caching` and the
+    /// workload shares no prefix, so that only a preempted request's own blocks can hit. With
+    /// neither, blocks are only counted.
+    own: Option<own_cache::FreeQueue>,
 }
 
 impl Vllm {
@@ -214,6 +233,8 @@ impl Vllm {
         let usable_blocks = engine.kv_capacity_tokens / block;
         let pool = (spec.enable_prefix_caching && shares_prefixes)
             .then(|| prefix::PrefixPool::new(usable_blocks, block));
+        let own = (spec.enable_prefix_caching && !shares_prefixes)
+            .then(|| own_cache::FreeQueue::new(usable_blocks));
         Vllm {
             p: Params {
                 block,
@@ -247,6 +268,7 @@ impl Vllm {
             plan: Vec::new(),
             run: fast_forward::RunScratch::default(),
             pool,
+            own,
         }
     }
 
@@ -427,7 +449,11 @@ impl Scheduler for Vllm {
 
     fn counters(&self) -> SchedulerCounters {
         SchedulerCounters {
-            cache_evicted_tokens: self.pool.as_ref().map_or(0, |p| p.evicted * self.p.block),
+            cache_evicted_tokens: match (&self.pool, &self.own) {
+                (Some(p), _) => p.evicted * self.p.block,
+                (None, Some(q)) => q.evicted * self.p.block,
+                (None, None) => 0,
+            },
             ..self.counters
         }
     }
@@ -454,7 +480,7 @@ impl Scheduler for Vllm {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        if self.pool.is_some() {
+        if self.pool.is_some() || self.own.is_some() {
             // Each decode step may take blocks off the free queue (evicting hashes) and register
             // full ones; the fast-forward's runs do not follow the block pool: step by step.
             return None;
