@@ -364,6 +364,14 @@ impl Vllm {
         }
     }
 
+    /// The own-block cache's free queue holds exactly the free blocks.
+    fn check_queue(&self) {
+        #[cfg(debug_assertions)]
+        if let Some(q) = &self.own {
+            debug_assert_eq!(q.len(), self.free_blocks(), "invariant: the free queue");
+        }
+    }
+
     /// Reuse a processed batch's item buffer.
     fn items_buffer(&mut self) -> Vec<Item> {
         self.spare.pop().unwrap_or_default()
@@ -436,6 +444,7 @@ impl Scheduler for Vllm {
         };
         debug_assert_eq!(batch.end, now, "invariant: a batch ends at its end time");
         self.process(batch, now, reqs, out);
+        self.check_queue();
     }
 
     fn state(&self) -> ServerState {
@@ -480,12 +489,14 @@ impl Scheduler for Vllm {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        if self.pool.is_some() || self.own.is_some() {
+        if self.pool.is_some() {
             // Each decode step may take blocks off the free queue (evicting hashes) and register
             // full ones; the fast-forward's runs do not follow the block pool: step by step.
             return None;
         }
-        self.fast_forward(now, limit, reqs, out)
+        let skip = self.fast_forward(now, limit, reqs, out);
+        self.check_queue();
+        skip
     }
 
     fn next_log_at(&self) -> Option<SimTime> {
