@@ -20,7 +20,8 @@
 //! * **Preemption** (FCFS): when a running request cannot get its blocks, the last request of
 //!   RUNNING is preempted, again and again, until the blocks fit or the request preempts itself.
 //!   The victim frees every block, its computed tokens go back to 0, it is prepended to WAITING
-//!   and keeps its outputs, which it recomputes with its prompt (`_preempt_request`).
+//!   and keeps its outputs, which it recomputes with its prompt (`_preempt_request`) — except
+//!   the leading blocks it finds still cached, with prefix caching on.
 //! * **`long_prefill_token_threshold`** applies only when running + waiting > 1.
 //! * **Async scheduling** (`v1/core/sched/async_scheduler.py`, `v1/engine/core.py:
 //!   step_with_batch_queue`): a batch queue of 2 — batch k + 1 is scheduled before batch k's
@@ -32,11 +33,13 @@
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,
 //!   `v1/engine/input_processor.py`): a prompt of `max_model_len` tokens or more is refused;
 //!   `max_tokens` is capped at `max_model_len − prompt`.
-//! * **Prefix caching** (`enable_prefix_caching`, for workloads that declare shared prefixes;
-//!   `prefix.rs`): the block pool block by block — full blocks named by their chained hash,
-//!   the lookup of a WAITING request's leading cached blocks, admission counting the hit blocks
-//!   it takes off the free queue, LRU reuse of freed blocks that keep their hash
-//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`).
+//! * **Prefix caching** (`enable_prefix_caching`, on by default): for workloads that declare
+//!   shared prefixes, the block pool block by block (`prefix.rs`) — full blocks named by their
+//!   chained hash, the lookup of a WAITING request's leading cached blocks, admission counting
+//!   the hit blocks it takes off the free queue, LRU reuse of freed blocks that keep their hash
+//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`); without shared prefixes only a
+//!   preempted request's own freed blocks can hit, and the free queue is kept as counts
+//!   (`own_cache.rs`), which the fast-forward follows.
 //! * **Logs** (`v1/metrics/loggers.py: LoggingStatLogger`): the stats line every
 //!   `VLLM_LOG_STATS_INTERVAL` = 10 s, and the start-up KV lines (`log.rs`).
 //!
@@ -46,7 +49,8 @@
 //!
 //! Files: this one holds the state and the [`Scheduler`] protocol with the batch queue;
 //! `schedule.rs` one call of `schedule()`; `output.rs` `update_from_output`; `log.rs` the log
-//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps.
+//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps; `prefix.rs` and
+//! `own_cache.rs` the prefix cache.
 
 mod fast_forward;
 mod log;
