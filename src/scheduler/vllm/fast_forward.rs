@@ -21,7 +21,7 @@
 
 use super::log::INTERVAL;
 use super::own_cache::View;
-use super::{blocks_of, Entry, Item, Status, Vllm};
+use super::{blocks_of, full_blocks, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
 use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals};
@@ -34,7 +34,7 @@ fn hashed_after(block: u64, h0: u32, c0: u32, turns: u64, lag: u64) -> u64 {
     if turns == 0 {
         h0
     } else {
-        h0.max((u64::from(c0) + turns - lag) / block)
+        h0.max(full_blocks(block, u64::from(c0) + turns - lag))
     }
 }
 
@@ -498,6 +498,7 @@ impl Vllm {
 
     /// The blocks WAITING's head would hit with the queue as `view` leaves it: what is left of
     /// its own, at most `⌊(num_tokens − 1) / block⌋` (`get_computed_blocks`).
+    #[inline]
     fn head_hit(&self, head: Head, view: &View, pushed: &[u64]) -> u64 {
         let (Some(q), Some((known, at))) = (&self.own, head) else {
             return 0;
@@ -507,7 +508,7 @@ impl Vllm {
             Cached::Queue(own) => view.cached(q, own),
             Cached::Pushed(e) => view.cached_pushed(q, pushed, e as usize - 1),
         };
-        left.min((known - 1) / self.p.block)
+        left.min(full_blocks(self.p.block, known - 1))
     }
 
     /// What WAITING does in a step with `running` requests in RUNNING and `free` blocks left

@@ -148,7 +148,7 @@ impl Seq {
     /// blocks among the first `tokens` tokens are registered, at most the blocks it holds
     /// (`v1/core/single_type_kv_cache_manager.py: cache_blocks`).
     fn cache_to(&mut self, block: u64, tokens: u64) {
-        let full = (tokens / block) as u32;
+        let full = full_blocks(block, tokens) as u32;
         self.hashed = self.hashed.max(full.min(self.blocks));
     }
 }
@@ -186,6 +186,15 @@ fn blocks_of(block: u64, tokens: u64) -> u64 {
         (tokens + block - 1) >> block.trailing_zeros()
     } else {
         tokens.div_ceil(block)
+    }
+}
+
+/// `⌊tokens / block⌋`: the full blocks of `tokens` tokens.
+fn full_blocks(block: u64, tokens: u64) -> u64 {
+    if block.is_power_of_two() {
+        tokens >> block.trailing_zeros()
+    } else {
+        tokens / block
     }
 }
 

@@ -40,11 +40,10 @@ impl Vllm {
             if !stale && s.status == Status::Running && s.placeholders > 0 {
                 // Async: the blocks computed and no longer in flight are cached as the
                 // output arrives (`update_from_output`, `has_output_placeholders`).
-                let done = u64::from(s.computed - s.in_flight).min(s.tokens());
                 if let Some(pool) = &mut self.pool {
-                    pool.cache(i, done);
+                    pool.cache(i, u64::from(s.computed - s.in_flight).min(s.tokens()));
                 } else if self.own.is_some() {
-                    s.cache_to(self.p.block, done);
+                    s.cache_to(self.p.block, u64::from(s.computed - s.in_flight).min(s.tokens()));
                 }
             }
             generated += 1;

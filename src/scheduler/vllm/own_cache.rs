@@ -73,7 +73,17 @@ impl FreeQueue {
     }
 
     /// `get_new_blocks(n)`: pop `n` blocks from the head, evicting hashed ones.
+    #[inline]
     pub fn take(&mut self, n: u64) {
+        if n <= self.head {
+            self.head -= n;
+        } else {
+            self.take_hashed(n);
+        }
+    }
+
+    /// `take` past the unhashed blocks.
+    fn take_hashed(&mut self, n: u64) {
         let a = n.min(self.head);
         self.head -= a;
         let mut n = n - a;
@@ -193,7 +203,16 @@ impl View {
     }
 
     /// Pop `n` blocks.
+    #[inline]
     pub fn take(&mut self, q: &FreeQueue, pushed: &[u64], n: u64) {
+        if n <= self.head {
+            self.head -= n;
+        } else {
+            self.take_hashed(q, pushed, n);
+        }
+    }
+
+    fn take_hashed(&mut self, q: &FreeQueue, pushed: &[u64], n: u64) {
         let a = n.min(self.head);
         self.head -= a;
         let mut n = n - a;

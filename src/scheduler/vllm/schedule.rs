@@ -269,7 +269,9 @@ impl Vllm {
         s.blocks += more as u32;
         self.used_blocks += more;
         if let Some(q) = &mut self.own {
-            q.take(more);
+            if more > 0 {
+                q.take(more);
+            }
             let known = s.tokens();
             s.cache_to(self.p.block, tokens.min(known));
         }
