@@ -514,13 +514,7 @@ impl Vllm {
     /// What WAITING does in a step with `running` requests in RUNNING and `free` blocks left
     /// after RUNNING's, its head holding `head` known tokens and hitting `hit` cached blocks;
     /// `None` if the head is admitted.
-    fn waiting_at(
-        &self,
-        head: Head,
-        hit: u64,
-        running: u64,
-        free: u64,
-    ) -> Option<WaitingOutcome> {
+    fn waiting_at(&self, head: Head, hit: u64, running: u64, free: u64) -> Option<WaitingOutcome> {
         let Some((known, _)) = head else {
             return Some(WaitingOutcome::Nothing);
         };

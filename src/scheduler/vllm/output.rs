@@ -43,7 +43,10 @@ impl Vllm {
                 if let Some(pool) = &mut self.pool {
                     pool.cache(i, u64::from(s.computed - s.in_flight).min(s.tokens()));
                 } else if self.own.is_some() {
-                    s.cache_to(self.p.block, u64::from(s.computed - s.in_flight).min(s.tokens()));
+                    s.cache_to(
+                        self.p.block,
+                        u64::from(s.computed - s.in_flight).min(s.tokens()),
+                    );
                 }
             }
             generated += 1;

@@ -274,8 +274,10 @@ impl View {
             q.pop_front();
         }
         if self.used > 0 {
-            let (Seg::Hashed(k) | Seg::Own { blocks: k }) =
-                q.segs.front_mut().expect("invariant: a segment partly popped");
+            let (Seg::Hashed(k) | Seg::Own { blocks: k }) = q
+                .segs
+                .front_mut()
+                .expect("invariant: a segment partly popped");
             *k -= self.used;
         }
         serials.clear();
@@ -341,7 +343,10 @@ mod tests {
         assert_eq!(v.cached_pushed(&q, &pushed, 0), real.cached(own2));
         let mut serials = Vec::new();
         v.apply(&mut q, &pushed, &mut serials);
-        assert_eq!((q.head, q.len(), q.evicted), (real.head, real.len(), real.evicted));
+        assert_eq!(
+            (q.head, q.len(), q.evicted),
+            (real.head, real.len(), real.evicted)
+        );
         assert_eq!(q.cached(serials[0]), real.cached(own2));
     }
 }
