@@ -312,9 +312,10 @@ mod tests {
         // A victim held 6 blocks, 4 hashed: 2 go to the head, 4 to the tail.
         let own = q.free_preempted(6, 4);
         assert_eq!(q.cached(own), 4);
-        // A finished request's 3 blocks, 2 hashed, behind it.
+        // A finished request's 3 blocks, 2 hashed, behind it: 3 unhashed blocks at the head
+        // go first, then the victim's last block.
         q.free_finished(3, 2);
-        q.take(3);
+        q.take(4);
         assert_eq!(q.cached(own), 3);
         assert_eq!(q.evicted, 1);
         q.take_back(own, 3);
