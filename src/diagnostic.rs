@@ -30,15 +30,39 @@ pub fn closest<K: AsRef<str>, T>(
 
 /// Line and column (both from 1, the column in characters) of byte offset `at` in `text`. An
 /// offset past the end is read as the end; one inside a multi-byte character as that character.
+/// For many offsets in one text, build [`Lines`] once.
 pub fn line_col(text: &str, at: usize) -> (usize, usize) {
-    let mut at = at.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
+    Lines::new(text).line_col(at)
+}
+
+/// A text with the byte offsets of its line starts, so that each of many offsets is placed in
+/// O(log lines + its line's length) — a file with many problems is not rescanned for each.
+#[derive(Clone, Debug)]
+pub struct Lines<'t> {
+    text: &'t str,
+    /// Byte offset where each line begins (the first is 0).
+    starts: Vec<usize>,
+}
+
+impl<'t> Lines<'t> {
+    /// Index the line starts of `text`.
+    pub fn new(text: &'t str) -> Self {
+        let after_newlines = text.match_indices('\n').map(|(i, _)| i + 1);
+        let starts = std::iter::once(0).chain(after_newlines).collect();
+        Lines { text, starts }
     }
-    let before = &text[..at];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
+
+    /// Line and column of byte offset `at`, as [`line_col`].
+    pub fn line_col(&self, at: usize) -> (usize, usize) {
+        let mut at = at.min(self.text.len());
+        while !self.text.is_char_boundary(at) {
+            at -= 1;
+        }
+        // The last line starting at or before `at`.
+        let line = self.starts.partition_point(|&s| s <= at);
+        let start = self.starts[line - 1];
+        (line, self.text[start..at].chars().count() + 1)
+    }
 }
 
 #[cfg(test)]
@@ -99,5 +123,21 @@ mod tests {
         assert_eq!(line_col(text, 6), (2, 3), "the end");
         assert_eq!(line_col(text, 600), (2, 3));
         assert_eq!(line_col("", 5), (1, 1));
+    }
+
+    #[test]
+    fn the_index_places_every_offset_as_a_scan_from_the_start_does() {
+        let text = "a = 1\n\nμμ = \"x\"\n[t]\n  k = 2\n";
+        let lines = Lines::new(text);
+        for at in 0..=text.len() + 2 {
+            let mut b = at.min(text.len());
+            while !text.is_char_boundary(b) {
+                b -= 1;
+            }
+            let before = &text[..b];
+            let line = before.matches('\n').count() + 1;
+            let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            assert_eq!(lines.line_col(at), (line, col), "offset {at}");
+        }
     }
 }

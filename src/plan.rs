@@ -14,6 +14,7 @@
 //! candidate is ranked by what its hardware can do. [`slo`] searches, per candidate, the
 //! highest arrival rate that keeps p99 TTFT and p99 TPOT under given bounds.
 
+pub mod memo;
 pub mod saturate;
 pub mod slo;
 
@@ -21,7 +22,7 @@ use serde::{Serialize, Serializer};
 
 use crate::analysis::{self, Constraint};
 use crate::csv_rows::{self, Fixed};
-use crate::engine::{self, RunOptions, SimError};
+use crate::engine::{RunOptions, SimError};
 use crate::memory::Verdict;
 use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{self, ClientSpec, Scenario, Source, StepTimeSpec};
@@ -398,15 +399,9 @@ pub fn evaluate(
     };
     let verdict = sc.memory.as_ref().and_then(|m| m.verdict());
     let (r, in_flight, saturation_search) = match load {
-        Load::Scenario => match engine::run(&sc, opts) {
+        Load::Scenario => match memo::run_once(&sc, opts)? {
             Ok(r) => (r, sc.client.concurrency().map(u64::from), None),
-            Err(SimError::Stuck { reason, .. }) => {
-                return Ok(PlanRow::infeasible(c, price, reason));
-            }
-            Err(e @ SimError::TimeOverflow { .. }) => {
-                return Ok(PlanRow::infeasible(c, price, e.to_string()));
-            }
-            Err(e) => return Err(e),
+            Err(reason) => return Ok(PlanRow::infeasible(c, price, reason)),
         },
         // The concurrency that finishes the server's share soonest, searched down from the
         // most it could run at once.
@@ -414,13 +409,17 @@ pub fn evaluate(
             let upper = sc.client.concurrency().map_or(1, u64::from);
             let at = |n: u64| {
                 let closed = [format!("client={{ mode = \"closed\", concurrency = {n} }}")];
-                prepare(source, base_sets, base, c, Load::Scenario, &closed)
+                match prepare(source, base_sets, base, c, Load::Scenario, &closed) {
+                    Ok(sc) => memo::run_once(&sc, opts),
+                    Err(reason) => Ok(Err(reason)),
+                }
             };
             let sooner = |r: &RunResult| match r.stop {
                 StopReason::AllAnswered => 1.0 / r.totals.sim_duration_s,
                 _ => 0.0,
             };
-            match saturate::search(upper, at, sooner, opts)? {
+            let duration = |r: &RunResult| r.totals.sim_duration_s;
+            match saturate::search(upper, at, sooner, duration)? {
                 Ok(s) => {
                     let steps = s
                         .tried

@@ -13,7 +13,8 @@
 //!
 //! Valid scenarios are run with at most 40 requests and 200,000 scheduler batches, so that every
 //! input finishes quickly; then analysed and summarized (JSON, text, time series, server log, requests CSV).
-//! Any panic is a bug.
+//! A fast-forwarded run is then run again step by step, and everything it wrote must be the
+//! same bytes (the differential tests' rule, on inputs nobody wrote by hand). Any panic is a bug.
 
 #![no_main]
 
@@ -100,8 +101,33 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let bench = has_line(text, "#bench");
+    let step_by_step = has_line(text, "#step-by-step") || bench;
+    let first = run_and_report(&sc, &src.name, step_by_step, bench);
+    // Differential: a fast-forwarded run that finished must write exactly what the step-by-step
+    // reference writes (unless the reference runs out of `run.max_events` batches first).
+    if let (false, Some(fast)) = (step_by_step, first) {
+        if let Some(slow) = run_and_report(&sc, &src.name, true, false) {
+            assert!(fast.rows == slow.rows, "requests CSV differs from step by step");
+            assert!(fast.summary == slow.summary, "summary JSON differs from step by step");
+            assert!(fast.series == slow.series, "time series differs from step by step");
+            assert!(fast.log == slow.log, "server log differs from step by step");
+        }
+    }
+});
+
+/// What a run writes.
+struct Written {
+    summary: String,
+    series: Vec<u8>,
+    log: String,
+    rows: Vec<u8>,
+}
+
+/// Run `sc` (fast-forwarded or step by step) and build every report; `None` if the run stopped
+/// with an error (e.g. out of batches).
+fn run_and_report(sc: &scenario::Scenario, name: &str, step_by_step: bool, bench: bool) -> Option<Written> {
     let opts = RunOptions {
-        stepping: if has_line(text, "#step-by-step") || bench {
+        stepping: if step_by_step {
             Stepping::StepByStep
         } else {
             Stepping::FastForward
@@ -117,18 +143,22 @@ fuzz_target!(|data: &[u8]| {
     let mut row = |r: &servesim::metrics::RequestRecord| {
         rows.serialize(report::requests::Row::from(r)).unwrap();
     };
-    let Ok(result) = engine::run_with_sink(&sc, &opts, Some(&mut row)) else {
-        return;
-    };
+    let result = engine::run_with_sink(sc, &opts, Some(&mut row)).ok()?;
     let a = analysis::analyse(&result);
-    let summary = report::summary::summarize(&sc, &result, &a);
-    let _ = report::summary::to_json(&summary);
-    let _ = report::text::render(&summary, &src.name);
-    let _ = report::timeseries::to_csv(&result);
+    let summary = report::summary::summarize(sc, &result, &a);
+    let json = report::summary::to_json(&summary);
+    let _ = report::text::render(&summary, name);
+    let series = report::timeseries::to_csv(&result, sc.workload.shares_prefixes());
     let tp = sc.hardware.as_ref().map_or(1, |h| h.tensor_parallel);
-    let _ = report::server_log::render(kind, &result.log, tp);
+    let log = report::server_log::render(kind, &result.log, tp);
     if bench {
-        let (samples, duration_s) = compare::simulated(&sc, &result);
-        let _ = compare::bench_json::BenchJson::new(&sc, &samples, duration_s).to_line();
+        let (samples, duration_s) = compare::simulated(sc, &result);
+        let _ = compare::bench_json::BenchJson::new(sc, &samples, duration_s).to_line();
     }
-});
+    Some(Written {
+        summary: json,
+        series,
+        log,
+        rows: rows.into_inner().unwrap(),
+    })
+}

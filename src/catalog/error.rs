@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::diagnostic::line_col;
+use crate::diagnostic::Lines;
 
 /// Which table an entry belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,9 +57,9 @@ pub struct Position {
 }
 
 impl Position {
-    /// The position of byte offset `at` in `text`.
-    pub(super) fn of(text: &str, at: usize) -> Self {
-        let (line, column) = line_col(text, at);
+    /// The position of byte offset `at` in the text of `lines`.
+    pub(super) fn of(lines: &Lines, at: usize) -> Self {
+        let (line, column) = lines.line_col(at);
         Position { line, column }
     }
 }
@@ -281,7 +281,7 @@ pub(super) fn syntax_error(text: &str, origin: &str, e: &toml::de::Error) -> Cat
     }
     CatalogError::Syntax {
         origin: origin.to_string(),
-        position: at.map(|at| Position::of(text, at)),
+        position: at.map(|at| Position::of(&Lines::new(text), at)),
         entry: at.and_then(|at| entry_at(text, at)),
         message,
     }

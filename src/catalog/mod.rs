@@ -25,13 +25,14 @@ mod model;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::OnceLock;
 
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::diagnostic::closest;
+use crate::diagnostic::{closest, Lines};
 pub use error::{CatalogError, EntryKind, EntryRef, Position};
 pub use gpu::Gpu;
 pub use model::{Attention, Model, Moe, ParamCounts, VisionTower, WeightDtype};
@@ -125,15 +126,21 @@ fn answers_to<E: Entry>(entry: &E, query: &str) -> bool {
 
 /// Validate `new` entries of one file and merge them into `list`: a new entry replaces the entry
 /// of the same name, others are appended. Afterwards every name and alias must be unique.
+/// Names are looked up in hash maps, so a large file is merged in time linear in its entries.
 fn merge<E: Entry>(
     list: &mut Vec<E>,
     new: Vec<Spanned<E>>,
     text: &str,
     origin: &str,
 ) -> Result<(), CatalogError> {
-    let mut added: Vec<(String, Option<Position>)> = Vec::new();
+    // This file's entries by normalized name, with where each is.
+    let mut added: HashMap<String, Option<Position>> = HashMap::new();
+    let mut index: HashMap<String, usize> = (list.iter().enumerate())
+        .map(|(i, e)| (normalize(e.name()), i))
+        .collect();
+    let lines = Lines::new(text);
     for spanned in new {
-        let position = Some(Position::of(text, spanned.span().start));
+        let position = Some(Position::of(&lines, spanned.span().start));
         let entry = spanned.into_inner();
         if let Some(message) = entry.problem() {
             return Err(CatalogError::Invalid {
@@ -145,7 +152,7 @@ fn merge<E: Entry>(
             });
         }
         let key = normalize(entry.name());
-        if let Some((_, first)) = added.iter().find(|(k, _)| *k == key) {
+        if let Some(first) = added.get(&key) {
             let line = first
                 .map(|p| format!(" (first at line {})", p.line))
                 .unwrap_or_default();
@@ -157,31 +164,45 @@ fn merge<E: Entry>(
                 message: format!("defined twice in this file{line}"),
             });
         }
-        match list.iter_mut().find(|e| normalize(e.name()) == key) {
-            Some(slot) => *slot = entry,
-            None => list.push(entry),
+        match index.get(&key) {
+            Some(&i) => list[i] = entry,
+            None => {
+                index.insert(key.clone(), list.len());
+                list.push(entry);
+            }
         }
-        added.push((key, position));
+        added.insert(key, position);
     }
     // Every key (name or alias) must lead to one entry. Report against a new entry when one is
     // involved, so the message points into the file being merged.
-    let position_of = |name: &str| {
-        added
-            .iter()
-            .find(|(k, _)| *k == normalize(name))
-            .and_then(|(_, p)| *p)
+    let position_of = |name: &str| added.get(&normalize(name)).copied().flatten();
+    let keys_of = |e: &E| -> Vec<String> {
+        std::iter::once(e.name())
+            .chain(e.aliases().iter().map(String::as_str))
+            .map(normalize)
+            .collect()
     };
+    // The entries answering to each key, in list order.
+    let mut owners: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, e) in list.iter().enumerate() {
+        let mut keys = keys_of(e);
+        keys.sort_unstable();
+        keys.dedup();
+        for k in keys {
+            owners.entry(k).or_default().push(i);
+        }
+    }
     // Check this file's entries first, so that a clash is reported against the entry being
     // merged (with its line) rather than against the entry it collides with.
-    let is_new = |e: &E| added.iter().any(|(k, _)| *k == normalize(e.name()));
+    let is_new = |e: &E| added.contains_key(&normalize(e.name()));
     let order = (0..list.len())
         .filter(|&i| is_new(&list[i]))
         .chain((0..list.len()).filter(|&i| !is_new(&list[i])));
     for i in order {
         let entry = &list[i];
+        let own = keys_of(entry);
         let keys = std::iter::once(entry.name()).chain(entry.aliases().iter().map(String::as_str));
-        for key in keys {
-            let k = normalize(key);
+        for (key, k) in keys.zip(&own) {
             if k.is_empty() {
                 return Err(CatalogError::Invalid {
                     origin: origin.to_string(),
@@ -191,38 +212,21 @@ fn merge<E: Entry>(
                     message: "aliases must not be empty".into(),
                 });
             }
-            let clash = list
-                .iter()
-                .enumerate()
-                .find(|(j, other)| *j != i && answers_to(*other, &k));
-            let own_twice = entry
-                .aliases()
-                .iter()
-                .map(|a| normalize(a))
-                .chain(std::iter::once(normalize(entry.name())))
-                .filter(|a| *a == k)
-                .count()
-                > 1;
-            if let Some((_, other)) = clash {
-                return Err(CatalogError::Duplicate {
-                    origin: origin.to_string(),
-                    position: position_of(entry.name()),
-                    kind: E::KIND,
-                    name: entry.name().to_string(),
-                    key: key.to_string(),
-                    other: other.name().to_string(),
-                });
-            }
-            if own_twice {
-                return Err(CatalogError::Duplicate {
-                    origin: origin.to_string(),
-                    position: position_of(entry.name()),
-                    kind: E::KIND,
-                    name: entry.name().to_string(),
-                    key: key.to_string(),
-                    other: entry.name().to_string(),
-                });
-            }
+            let clash = owners[k].iter().find(|&&j| j != i);
+            let own_twice = own.iter().filter(|a| *a == k).count() > 1;
+            let other = match (clash, own_twice) {
+                (Some(&j), _) => list[j].name(),
+                (None, true) => entry.name(),
+                (None, false) => continue,
+            };
+            return Err(CatalogError::Duplicate {
+                origin: origin.to_string(),
+                position: position_of(entry.name()),
+                kind: E::KIND,
+                name: entry.name().to_string(),
+                key: key.to_string(),
+                other: other.to_string(),
+            });
         }
     }
     Ok(())

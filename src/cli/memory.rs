@@ -93,8 +93,9 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         term::note(&format!("wrote the memory figure to {}", dir.display()));
     }
     let pin = pin_note(&sc, &base);
+    let at_once = report::memory::at_once(&sc);
     if args.print.json {
-        let j = serde_json::json!({
+        let mut j = serde_json::json!({
             "scenario": sc.name,
             "kv_capacity_tokens": sc.engine.kv_capacity_tokens,
             "kv_capacity_source": sc.engine.kv_source.as_str(),
@@ -102,11 +103,18 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             "memory": base,
             "range": rows.iter().map(|r| serde_json::json!({ "set": r.sets, "memory": r.memory })).collect::<Vec<_>>(),
         });
+        if let Some(a) = &at_once {
+            j["requests_at_once"] = serde_json::json!(a);
+        }
         let mut text = serde_json::to_string_pretty(&j).expect("invariant: memory serialises");
         text.push('\n');
         return term::out(&text);
     }
     let mut text = report::memory::derivation(&base, &sc.name);
+    if let Some(a) = &at_once {
+        text.push('\n');
+        text.push_str(&report::memory::at_once_text(a));
+    }
     if let Some(note) = pin {
         text.push_str(&format!("note: {note}\n"));
     }

@@ -144,6 +144,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         tpot_p99_ms: args.slo_tpot_p99_ms,
     };
     if slo.ttft_p99_s.is_some() || slo.tpot_p99_ms.is_some() {
+        let memo = crate::plan::memo::Memo::default();
         let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
             slo::search(
                 &source,
@@ -154,6 +155,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
                 slo,
                 args.target_rate,
                 &opts,
+                &memo,
             )
         })?;
         let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;

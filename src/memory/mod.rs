@@ -46,7 +46,7 @@ pub mod vllm;
 use serde::Serialize;
 
 pub use hardware::{HardwareSpec, ModelSpec};
-pub use need::{ClientLoad, ForwardShapes, SglangNeed, SlackTerms};
+pub use need::{prompts_fit, ClientLoad, ForwardShapes, SglangNeed, SlackTerms};
 pub use resolve::{
     EngineSources, KvCacheDtype, KvSource, MemorySources, PoolSettings, SglangSources, Source,
     VllmSources,

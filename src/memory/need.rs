@@ -47,6 +47,8 @@ use serde::Serialize;
 
 use super::GIB;
 use crate::catalog::{Attention, Model};
+use crate::scenario::ClientSpec;
+use crate::workload::{CachedPrefixes, WorkloadSpec};
 
 /// Bytes of one BF16 activation element.
 const ACT_BYTES: f64 = 2.0;
@@ -187,20 +189,63 @@ pub struct ClientLoad {
     /// The prompts' mean length: a running request holds at least its prompt and one token of
     /// the pool.
     pub mean_prompt_tokens: f64,
+    /// With shared prefixes and the engine's prefix cache on: what the prompts need with the
+    /// prefixes held once ([`prompts_fit`]).
+    #[serde(skip)]
+    pub cached_prefixes: Option<CachedPrefixes>,
 }
 
 impl ClientLoad {
+    /// The load of workload `w` sent by client `c` (prefixes counted as cached: see
+    /// [`ClientLoad::with_cache`]).
+    pub fn new(w: &WorkloadSpec, c: &ClientSpec) -> Self {
+        ClientLoad {
+            max_in_flight: c
+                .concurrency()
+                .map_or(w.requests, |n| w.requests.min(u64::from(n))),
+            mean_prompt_tokens: w.mean_lengths().0,
+            cached_prefixes: w.cached_prefixes(),
+        }
+    }
+
+    /// The same load with the engine's prefix cache `on` or off (off: every request holds its
+    /// own copy of its prefix).
+    pub fn with_cache(self, on: bool) -> Self {
+        ClientLoad {
+            cached_prefixes: self.cached_prefixes.filter(|_| on),
+            ..self
+        }
+    }
+
     /// The largest decode batch a pool of `pool_tokens` can hold under this load, at most
-    /// `limit` (the engine's): `min(limit, in flight, pool / (mean prompt + 1))`.
+    /// `limit` (the engine's): `min(limit, in flight, prompts that fit)` ([`prompts_fit`]).
     pub fn largest_batch(load: Option<&Self>, limit: u64, pool_tokens: u64) -> u64 {
         match load {
             None => limit,
             Some(l) => {
-                let fits = (pool_tokens as f64 / (l.mean_prompt_tokens.max(0.0) + 1.0)) as u64;
-                limit.min(l.max_in_flight).min(fits.max(1))
+                let fits = prompts_fit(pool_tokens, l.mean_prompt_tokens, l.cached_prefixes);
+                limit.min(l.max_in_flight).min(fits)
             }
         }
     }
+}
+
+/// How many requests' prompts a pool of `pool_tokens` holds at once, each with one token to
+/// decode into: `pool / (mean prompt + 1)`. With a prefix cache keeping the shared prefixes
+/// (`cached`), each prefix is held once and each request adds only its own tokens,
+/// `(pool − prefixes) / (mean own prompt + 1)` — the larger of the two, since an engine evicts
+/// the prefixes that do not pay for themselves. At least 1.
+pub fn prompts_fit(
+    pool_tokens: u64,
+    mean_prompt_tokens: f64,
+    cached: Option<CachedPrefixes>,
+) -> u64 {
+    let pool = pool_tokens as f64;
+    let plain = (pool / (mean_prompt_tokens.max(0.0) + 1.0)) as u64;
+    let shared = cached.map_or(0, |c| {
+        ((pool - c.resident_tokens).max(0.0) / (c.mean_own_prompt_tokens.max(0.0) + 1.0)) as u64
+    });
+    plain.max(shared).max(1)
 }
 
 /// What SGLang's slack must hold, derived from the model and the engine settings.
@@ -220,7 +265,7 @@ pub struct SglangNeed {
     /// The model's context length (each row of the request-to-token table).
     pub context_len_tokens: u64,
     /// What the scenario's client lets the decode batch reach; `None`: the engine's limit.
-    pub load: Option<ClientLoad>,
+    pub load: Option<Box<ClientLoad>>,
 }
 
 /// The terms of the memory outside the weights and the KV pool, per GPU, GiB.
@@ -271,7 +316,7 @@ impl SglangNeed {
         let prefill = s.forward_bytes(self.prefill_tokens);
         // A decode batch above the largest graph runs eagerly: its activations, logits and
         // sampler are allocated outside the graph pool.
-        let batch = ClientLoad::largest_batch(self.load.as_ref(), running, pool_tokens);
+        let batch = ClientLoad::largest_batch(self.load.as_deref(), running, pool_tokens);
         let eager = (batch > max_bs).then(|| s.forward_bytes(batch) + s.sampler_bytes(batch));
         let (activations, activations_for) = match eager {
             Some(e) if e > prefill => (
@@ -449,21 +494,44 @@ mod tests {
             let load = ClientLoad {
                 max_in_flight: in_flight,
                 mean_prompt_tokens: 1599.0,
+                cached_prefixes: None,
             };
             let t = SglangNeed {
-                load: Some(load),
+                load: Some(Box::new(load)),
                 ..need.clone()
             }
             .terms(pool);
             assert!((t.activations_gib - 8192.0 * 102_400.0 / GIB).abs() < 1e-12);
         }
+        // But when 1,500 of those 1,599 tokens are a prefix the radix cache holds once, the
+        // pool holds ⌊(400,000 − 1,500) / (99 + 1)⌋ = 3,985 requests: the batch reaches the
+        // 2,048 slots and runs eagerly, as above.
+        let cached = ClientLoad {
+            max_in_flight: 5000,
+            mean_prompt_tokens: 1599.0,
+            cached_prefixes: Some(CachedPrefixes {
+                resident_tokens: 1500.0,
+                mean_own_prompt_tokens: 99.0,
+            }),
+        };
+        let with_cache = |on: bool| {
+            SglangNeed {
+                load: Some(Box::new(cached.with_cache(on))),
+                ..need.clone()
+            }
+            .terms(400_000)
+            .activations_gib
+        };
+        assert!((with_cache(true) - eager).abs() < 1e-12);
+        assert!((with_cache(false) - 8192.0 * 102_400.0 / GIB).abs() < 1e-12);
         // With 1,000 in flight and short prompts the batch of 1,000 runs eagerly.
         let load = ClientLoad {
             max_in_flight: 1000,
             mean_prompt_tokens: 100.0,
+            cached_prefixes: None,
         };
         let t = SglangNeed {
-            load: Some(load),
+            load: Some(Box::new(load)),
             ..need
         }
         .terms(400_000);

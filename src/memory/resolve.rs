@@ -563,6 +563,7 @@ pub fn read(
                 }
             };
             let mla = entry.is_some_and(|e| matches!(e.attention, Attention::Mla { .. }));
+            let radix_cache = !v.get::<bool>("engine.disable_radix_cache")?;
             let reserve = HeuristicReserve::sglang(activation_tokens, tp, mla, graph_max_bs);
             let (f, mem_fraction_static) = match v.opt("engine.mem_fraction_static")? {
                 Some(f) => (f, Source::Key("engine.mem_fraction_static")),
@@ -593,6 +594,8 @@ pub fn read(
                     )
                 }
                 None => match (entry, model.and_then(|m| m.context_len)) {
+                    // The radix cache holds a shared prefix once for all its requests
+                    // (`mem_cache/radix_cache.py`): more of them fit in the pool at once.
                     (Some(e), Some(context_len_tokens)) => (
                         SlackNeed::Derived(SglangNeed {
                             shapes: ForwardShapes::new(e, tp),
@@ -601,7 +604,7 @@ pub fn read(
                             mla,
                             max_running_requests,
                             context_len_tokens,
-                            load,
+                            load: load.map(|l| Box::new(l.with_cache(radix_cache))),
                         }),
                         Source::Catalog(format!(
                             "{}'s shapes and the engine settings, as SGLang 0.5.23 allocates (give engine.observed_free_gib if you measured it)",

@@ -9,9 +9,9 @@
 //! score is well below the best seen ([`GIVE_UP_BELOW`]) or [`MAX_STEPS`] runs; the saturating
 //! concurrency is the smallest tried whose score is within [`TOLERANCE`] of the best.
 
-use crate::engine::{self, RunOptions, SimError};
-use crate::metrics::RunResult;
-use crate::scenario::Scenario;
+use crate::engine::SimError;
+use crate::memory;
+use crate::scenario::{PolicySpec, Scenario};
 
 /// Most runs of the ladder.
 pub const MAX_STEPS: usize = 10;
@@ -24,10 +24,17 @@ pub const GIVE_UP_BELOW: f64 = 0.9;
 
 /// The most requests a server of `sc` could run at once: its slot limit (SGLang's
 /// `max_running_requests`, vLLM's `max_num_seqs`), or as many of the workload's mean prompts as
-/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`), whichever is smaller.
+/// its KV pool holds (`kv_capacity_tokens / (mean prompt + 1)`; with shared prefixes and the
+/// engine's prefix cache on, each prefix held once and each request's own tokens,
+/// [`memory::prompts_fit`]), whichever is smaller.
 pub fn at_once(sc: &Scenario) -> u64 {
     let (prompt, _) = sc.workload.mean_lengths();
-    let fits = (sc.engine.kv_capacity_tokens as f64 / (prompt.max(0.0) + 1.0)) as u64;
+    let cache = match &sc.engine.policy {
+        PolicySpec::Sglang(s) => !s.disable_radix_cache,
+        PolicySpec::Vllm(v) => v.enable_prefix_caching,
+    };
+    let cached = sc.workload.cached_prefixes().filter(|_| cache);
+    let fits = memory::prompts_fit(sc.engine.kv_capacity_tokens, prompt, cached);
     u64::from(sc.engine.policy.max_running_requests())
         .min(fits)
         .max(1)
@@ -46,38 +53,29 @@ pub fn next_below(c: u64) -> Option<u64> {
 
 /// What the search found.
 #[derive(Debug)]
-pub struct Saturation {
+pub struct Saturation<T> {
     /// The saturating concurrency.
     pub concurrency: u64,
     /// Its run.
-    pub result: RunResult,
+    pub result: T,
     /// Every concurrency tried, its score and the time its run took, in the order tried.
     pub tried: Vec<(u64, f64, f64)>,
 }
 
-/// Search from `upper` down: `scenario_at(c)` is the scenario with `c` in flight (or why it
-/// cannot run), `score` what to maximise (higher is better). `Err(reason)` inside when no
-/// concurrency ran to the end.
-pub fn search(
+/// Search from `upper` down: `run_at(c)` is the run with `c` in flight (`Ok(Err(reason))` when
+/// it cannot run or finish), `score` what to maximise (higher is better) and `duration` the
+/// run's simulated time. `Err(reason)` inside when no concurrency ran to the end.
+pub fn search<T>(
     upper: u64,
-    scenario_at: impl Fn(u64) -> Result<Scenario, String>,
-    score: impl Fn(&RunResult) -> f64,
-    opts: &RunOptions,
-) -> Result<Result<Saturation, String>, SimError> {
-    let mut runs: Vec<(u64, f64, RunResult)> = Vec::new();
+    run_at: impl Fn(u64) -> Result<Result<T, String>, SimError>,
+    score: impl Fn(&T) -> f64,
+    duration: impl Fn(&T) -> f64,
+) -> Result<Result<Saturation<T>, String>, SimError> {
+    let mut runs: Vec<(u64, f64, T)> = Vec::new();
     let mut first_failure = None;
     let mut c = upper.max(1);
     for _ in 0..MAX_STEPS {
-        let run = match scenario_at(c) {
-            Ok(sc) => match engine::run(&sc, opts) {
-                Ok(r) => Ok(r),
-                Err(SimError::Stuck { reason, .. }) => Err(reason),
-                Err(e @ SimError::TimeOverflow { .. }) => Err(e.to_string()),
-                Err(e) => return Err(e),
-            },
-            Err(reason) => Err(reason),
-        };
-        match run {
+        match run_at(c)? {
             Ok(r) => {
                 let s = score(&r);
                 let best = runs.iter().map(|r| r.1).fold(s, f64::max);
@@ -98,10 +96,7 @@ pub fn search(
     let Some(best) = runs.iter().map(|r| r.1).reduce(f64::max) else {
         return Ok(Err(first_failure.unwrap_or_else(|| "nothing ran".into())));
     };
-    let tried = runs
-        .iter()
-        .map(|(c, s, r)| (*c, *s, r.totals.sim_duration_s))
-        .collect();
+    let tried = runs.iter().map(|(c, s, r)| (*c, *s, duration(r))).collect();
     let (concurrency, _, result) = runs
         .into_iter()
         .filter(|r| r.1 >= best * (1.0 - TOLERANCE))

@@ -18,10 +18,11 @@
 
 use serde::Serialize;
 
+use super::memo::Memo;
 use super::{prepare, saturate, Candidate, Load};
 use crate::analysis;
 use crate::csv_rows::{self, Fixed};
-use crate::engine::{self, RunOptions, SimError};
+use crate::engine::{RunOptions, SimError};
 use crate::memory::Verdict;
 use crate::metrics::{RunResult, StopReason};
 use crate::scenario::{Scenario, Source};
@@ -44,14 +45,13 @@ pub struct Slo {
 }
 
 impl Slo {
-    /// Whether `r` answered every request within the bounds.
-    pub fn met_by(&self, r: &RunResult) -> bool {
-        let ttft_s = r.latency.ttft_ms.quantile(0.99) / 1000.0;
-        let tpot_ms = r.latency.tpot_ms.quantile(0.99);
-        r.stop == StopReason::AllAnswered
-            && r.totals.requests_rejected == 0
+    /// Whether the run `r` answered every request within the bounds.
+    pub fn met_by(&self, r: &Probe) -> bool {
+        let ttft_s = r.ttft_p99_ms / 1000.0;
+        r.all_answered
+            && r.requests_rejected == 0
             && self.ttft_p99_s.is_none_or(|b| ttft_s <= b)
-            && self.tpot_p99_ms.is_none_or(|b| tpot_ms <= b)
+            && self.tpot_p99_ms.is_none_or(|b| r.tpot_p99_ms <= b)
     }
 
     /// The bounds in words, e.g. `p99 TTFT ≤ 2 s and p99 TPOT ≤ 50 ms`.
@@ -63,6 +63,49 @@ impl Slo {
             .chain(self.tpot_p99_ms.map(|b| format!("p99 TPOT ≤ {b} ms")))
             .collect();
         parts.join(" and ")
+    }
+}
+
+/// What the search reads of a run (saturation run or probe): kept in the plan's [`Memo`], so
+/// that candidates searching the same server share their runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Probe {
+    /// Every request answered (not stopped at `run.max_sim_s`).
+    pub all_answered: bool,
+    /// Requests rejected.
+    pub requests_rejected: u64,
+    /// Requests answered.
+    pub requests_completed: u64,
+    /// Output tokens generated.
+    pub output_tokens: u64,
+    /// Simulated time.
+    pub sim_duration_s: f64,
+    /// p99 TTFT.
+    pub ttft_p99_ms: f64,
+    /// p99 TPOT.
+    pub tpot_p99_ms: f64,
+    /// The rate the server sustains (steady, or an overloaded server's completion rate);
+    /// without a window, the lifetime rate.
+    pub sustained_req_per_s: f64,
+}
+
+impl Probe {
+    /// What the search reads of `r`.
+    pub fn of(r: RunResult) -> Self {
+        let sustained_req_per_s = match analysis::analyse(&r).sustained_req_per_s() {
+            Some(x) if x.is_finite() && x > 0.0 => x,
+            _ => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
+        };
+        Probe {
+            all_answered: r.stop == StopReason::AllAnswered,
+            requests_rejected: r.totals.requests_rejected,
+            requests_completed: r.totals.requests_completed,
+            output_tokens: r.totals.output_tokens,
+            sim_duration_s: r.totals.sim_duration_s,
+            ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
+            tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
+            sustained_req_per_s,
+        }
     }
 }
 
@@ -147,18 +190,9 @@ impl SloRow {
     }
 }
 
-/// One run of a candidate's scenario; `Err` with the reason when it cannot finish.
-fn run(sc: &Scenario, opts: &RunOptions) -> Result<Result<RunResult, String>, SimError> {
-    match engine::run(sc, opts) {
-        Ok(r) => Ok(Ok(r)),
-        Err(SimError::Stuck { reason, .. }) => Ok(Err(reason)),
-        Err(e @ SimError::TimeOverflow { .. }) => Ok(Err(e.to_string())),
-        Err(e) => Err(e),
-    }
-}
-
 /// Search candidate `c`'s highest rate within `slo`; `target_req_per_s` (all servers) marks
-/// whether it is reached.
+/// whether it is reached. `memo` holds the runs of the plan's other candidates: the search
+/// is per server, so candidates of one GPU and TP degree share it.
 #[allow(clippy::too_many_arguments)]
 pub fn search(
     source: &Source,
@@ -169,6 +203,7 @@ pub fn search(
     slo: Slo,
     target_req_per_s: Option<f64>,
     opts: &RunOptions,
+    memo: &Memo<Probe>,
 ) -> Result<SloRow, SimError> {
     let not_found = |reason: String| Ok(SloRow::new(c, price, SloOutcome::NotFound { reason }));
     let replicas = f64::from(c.num_gpus / c.tensor_parallel.max(1));
@@ -192,17 +227,14 @@ pub fn search(
             format!("client={{ mode = \"closed\", concurrency = {n} }}"),
             format!("workload.requests={long}"),
         ];
-        prepare(source, base_sets, base, c, Load::Scenario, &closed)
-    };
-    let rate = |r: &RunResult| {
-        // The rate it sustains (steady, or an overloaded server's completion rate); without a
-        // window, the lifetime rate.
-        match analysis::analyse(r).sustained_req_per_s() {
-            Some(x) if x.is_finite() && x > 0.0 => x,
-            _ => r.totals.requests_completed as f64 / r.totals.sim_duration_s,
+        match prepare(source, base_sets, base, c, Load::Scenario, &closed) {
+            Ok(sc) => memo.run(&sc, opts, Probe::of),
+            Err(reason) => Ok(Err(reason)),
         }
     };
-    let saturated = match saturate::search(in_flight, at, rate, opts)? {
+    let rate = |r: &Probe| r.sustained_req_per_s;
+    let duration = |r: &Probe| r.sim_duration_s;
+    let saturated = match saturate::search(in_flight, at, rate, duration)? {
         Ok(s) => s.tried.iter().map(|t| t.1).fold(0.0, f64::max),
         Err(reason) => return not_found(reason),
     };
@@ -211,7 +243,7 @@ pub fn search(
     }
     let requests = share.min(PROBE_REQUESTS);
     // A probe at `rate` req/s per server: its run if it meets the SLO.
-    let probe = |rate: f64| -> Result<Result<RunResult, String>, SimError> {
+    let probe = |rate: f64| -> Result<Result<Probe, String>, SimError> {
         let extra = [
             format!("client={{ mode = \"poisson\", rate_per_s = {rate} }}"),
             format!("workload.requests={requests}"),
@@ -220,12 +252,12 @@ pub fn search(
             Ok(sc) => sc,
             Err(reason) => return Ok(Err(reason)),
         };
-        Ok(match run(&sc, opts)? {
+        Ok(match memo.run(&sc, opts, Probe::of)? {
             Ok(r) if slo.met_by(&r) => Ok(r),
             Ok(r) => Err(format!(
                 "at {rate:.3} req/s per server p99 TTFT is {:.2} s and p99 TPOT {:.1} ms",
-                r.latency.ttft_ms.quantile(0.99) / 1000.0,
-                r.latency.tpot_ms.quantile(0.99)
+                r.ttft_p99_ms / 1000.0,
+                r.tpot_p99_ms
             )),
             Err(reason) => Err(reason),
         })
@@ -264,8 +296,7 @@ pub fn search(
     let (rate, r) = best;
     let usd_per_hour = f64::from(c.num_gpus) * price;
     // Sustained at that rate: every request's mean output, `rate` times a second.
-    let tok_per_request =
-        r.totals.output_tokens as f64 / (r.totals.requests_completed.max(1) as f64);
+    let tok_per_request = r.output_tokens as f64 / (r.requests_completed.max(1) as f64);
     let tok_per_s = rate * tok_per_request * replicas;
     let slo_req_per_s = rate * replicas;
     Ok(SloRow::new(
@@ -278,8 +309,8 @@ pub fn search(
             slo_req_per_s,
             missed_req_per_s: missed.map(|m| m * replicas),
             gen_tok_per_s: tok_per_s,
-            ttft_p99_ms: r.latency.ttft_ms.quantile(0.99),
-            tpot_p99_ms: r.latency.tpot_ms.quantile(0.99),
+            ttft_p99_ms: r.ttft_p99_ms,
+            tpot_p99_ms: r.tpot_p99_ms,
             usd_per_hour,
             usd_per_m_output_tokens: if tok_per_s > 0.0 {
                 usd_per_hour / (tok_per_s * 3600.0 / 1e6)

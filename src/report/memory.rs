@@ -2,10 +2,14 @@
 
 use std::fmt::Write;
 
+use serde::Serialize;
+
 use super::text::thousands;
+use crate::memory::prompts_fit;
 use crate::memory::{EngineSources, MemorySources, SglangSources, VllmSources};
 use crate::memory::{SglangMemory, SlackNeed, VllmMemory};
 use crate::scenario::{MemoryDerivation, MemoryModel};
+use crate::scenario::{PolicySpec, Scenario};
 
 /// The derivation, term by term.
 pub fn derivation(m: &MemoryModel, scenario_name: &str) -> String {
@@ -31,6 +35,104 @@ pub fn derivation(m: &MemoryModel, scenario_name: &str) -> String {
         _ => panic!(
             "invariant broken: a memory model's engine sources are those of its derivation's engine"
         ),
+    }
+    w
+}
+
+/// How many requests fit in a server's KV pool at once when requests share prefixes, without
+/// and with the engine's prefix cache (`None` for a workload that shares nothing).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AtOnce {
+    /// The pool runs use (the derived one, or the pin).
+    pub pool_tokens: u64,
+    /// `max_running_requests` (SGLang) or `max_num_seqs` (vLLM): no more run at once.
+    pub slot_limit: u64,
+    /// The prompts' mean length, the prefix included.
+    pub mean_prompt_tokens: f64,
+    /// Each request holding its whole prompt and one token: `min(slot limit, pool / (mean
+    /// prompt + 1))`.
+    pub without_cache: u64,
+    /// The engine's cache: `radix cache` or `prefix caching`.
+    pub cache: &'static str,
+    /// Whether it is on.
+    pub cache_on: bool,
+    /// Every group's prefix, held once (a drawn length by its mean).
+    pub resident_prefix_tokens: f64,
+    /// A request's mean prompt beyond its prefix.
+    pub mean_own_prompt_tokens: f64,
+    /// With the cache on (`None` when off): `min(slot limit, (pool − prefixes) / (mean own
+    /// prompt + 1))`, or the count without the cache when that is larger.
+    pub with_cache: Option<u64>,
+    /// What the count with the cache assumes.
+    pub assumption: &'static str,
+}
+
+/// What the cache assumes when it counts the requests that fit.
+const AT_ONCE_ASSUMES: &str = "the prefixes stay resident (held once, shared by every request of their group) and the pool holds only prompts and one token each";
+
+/// [`AtOnce`] for `sc`, when its requests share prefixes.
+pub fn at_once(sc: &Scenario) -> Option<AtOnce> {
+    let cached = sc.workload.cached_prefixes()?;
+    let (cache, cache_on) = match &sc.engine.policy {
+        PolicySpec::Sglang(s) => ("radix cache", !s.disable_radix_cache),
+        PolicySpec::Vllm(v) => ("prefix caching", v.enable_prefix_caching),
+    };
+    let pool = sc.engine.kv_capacity_tokens;
+    let slots = u64::from(sc.engine.policy.max_running_requests());
+    let (prompt, _) = sc.workload.mean_lengths();
+    Some(AtOnce {
+        pool_tokens: pool,
+        slot_limit: slots,
+        mean_prompt_tokens: prompt,
+        without_cache: prompts_fit(pool, prompt, None).min(slots),
+        cache,
+        cache_on,
+        resident_prefix_tokens: cached.resident_tokens,
+        mean_own_prompt_tokens: cached.mean_own_prompt_tokens,
+        with_cache: cache_on.then(|| prompts_fit(pool, prompt, Some(cached)).min(slots)),
+        assumption: AT_ONCE_ASSUMES,
+    })
+}
+
+/// [`AtOnce`] in words: two lines and the assumption.
+pub fn at_once_text(a: &AtOnce) -> String {
+    let mut w = String::new();
+    let _ = writeln!(
+        w,
+        "requests at once in the {}-token pool (at most {} by the slot limit):",
+        thousands(a.pool_tokens),
+        thousands(a.slot_limit)
+    );
+    row(
+        &mut w,
+        "each holding its whole prompt",
+        thousands(a.without_cache),
+        format!(
+            "pool / (mean prompt {} + 1): every request its own copy of its prefix",
+            thousands(a.mean_prompt_tokens.round() as u64)
+        ),
+    );
+    match a.with_cache {
+        Some(n) => {
+            row(
+                &mut w,
+                &format!("with the {} on", a.cache),
+                thousands(n),
+                format!(
+                    "(pool − {} prefix tokens held once) / (mean own prompt {} + 1)",
+                    thousands(a.resident_prefix_tokens.round() as u64),
+                    thousands(a.mean_own_prompt_tokens.round() as u64)
+                ),
+            );
+            let _ = writeln!(w, "  assumes {}", a.assumption);
+        }
+        None => {
+            let _ = writeln!(
+                w,
+                "  the {} is off: each request holds its own copy of its prefix",
+                a.cache
+            );
+        }
     }
     w
 }

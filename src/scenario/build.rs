@@ -41,12 +41,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
     let load = match (&workload, &client) {
-        (Ok(w), Ok(c)) => Some(ClientLoad {
-            max_in_flight: c
-                .concurrency()
-                .map_or(w.requests, |n| w.requests.min(u64::from(n))),
-            mean_prompt_tokens: w.mean_lengths().0,
-        }),
+        (Ok(w), Ok(c)) => Some(ClientLoad::new(w, c)),
         _ => None,
     };
     let (engine, memory) = engine(

@@ -4,7 +4,8 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use super::tree::{line_col, Origin};
+use super::tree::Origin;
+use crate::diagnostic::Lines;
 
 /// Where a problem is, as shown to the user.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,11 +24,11 @@ pub enum Location {
 }
 
 impl Location {
-    /// Resolve an origin against the scenario text.
-    pub fn from_origin(origin: &Origin, text: &str) -> Self {
+    /// Resolve an origin against the scenario text's lines.
+    pub fn from_origin(origin: &Origin, lines: &Lines) -> Self {
         match origin {
             Origin::File(r) => {
-                let (line, column) = line_col(text, r.start);
+                let (line, column) = lines.line_col(r.start);
                 Location::Line { line, column }
             }
             Origin::Override(s) => Location::Set(s.clone()),

@@ -14,7 +14,7 @@ use super::error::{Location, Problem};
 use super::schema;
 use super::tree::{self, Node, Origin, SetError, Table, Value};
 use super::Source;
-use crate::diagnostic::did_you_mean;
+use crate::diagnostic::{did_you_mean, Lines};
 use crate::settings::{quoted, Bad, DefaultValue, Key, Tagged, Ty, Val, Values, When};
 
 /// A key given in the scenario: where, the value as written, and the checked value (`None`
@@ -37,6 +37,8 @@ struct Unknown {
 /// One scenario being read: its checked values by key path, and the problems found so far.
 pub(super) struct Reader<'s> {
     source: &'s Source,
+    /// The text's line starts, to place each problem without rescanning the file.
+    lines: Lines<'s>,
     problems: Vec<Problem>,
     slots: HashMap<String, Slot>,
     unknown: Vec<Unknown>,
@@ -134,7 +136,7 @@ impl<'s> Reader<'s> {
     ) -> Bad {
         self.problems.push(Problem {
             key_path: path.to_string(),
-            location: Location::from_origin(at, &self.source.text),
+            location: Location::from_origin(at, &self.lines),
             message: msg,
             value,
             hint: (!hint.is_empty()).then_some(hint),
@@ -153,6 +155,7 @@ impl<'s> Reader<'s> {
     pub(super) fn read(source: &'s Source, sets: &[String]) -> Result<Self, Vec<Problem>> {
         let mut r = Reader {
             source,
+            lines: Lines::new(&source.text),
             problems: Vec::new(),
             slots: HashMap::new(),
             unknown: Vec::new(),

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use crate::request::SharedPrefix;
 use crate::settings::{keys, Bad, Values};
 use dist::{LengthDist, LENGTHS, MAX_TOKENS_PER_REQUEST as MAX_TOKENS};
+pub use prefix::CachedPrefixes;
 use prefix::{PrefixGroup, PrefixSampler};
 use trace::TraceRow;
 
@@ -202,6 +203,45 @@ impl WorkloadSpec {
                 self.prefix_groups.iter().map(|g| g.name.clone()).collect()
             }
         }
+    }
+
+    /// What the prompts need with every group's prefix cached ([`CachedPrefixes`]); `None`
+    /// when requests share nothing.
+    pub fn cached_prefixes(&self) -> Option<CachedPrefixes> {
+        if !self.shares_prefixes() {
+            return None;
+        }
+        let (mean_prompt, _) = self.mean_lengths();
+        let (resident_tokens, shared) = match &self.lengths {
+            Lengths::Trace { rows, groups, .. } => {
+                // Rows of a group agree on its prefix (checked when the trace is read).
+                let mut seen = vec![None; groups.len()];
+                for p in rows.iter().filter_map(|r| r.prefix) {
+                    seen[p.group as usize].get_or_insert(p.tokens);
+                }
+                let n = rows.len().max(1) as f64;
+                let shared: f64 = rows
+                    .iter()
+                    .filter_map(|r| r.prefix)
+                    .map(|p| f64::from(p.tokens))
+                    .sum();
+                (
+                    seen.iter().flatten().map(|&t| f64::from(t)).sum(),
+                    shared / n,
+                )
+            }
+            Lengths::Sampled { .. } | Lengths::Rows { .. } => {
+                let g = &self.prefix_groups;
+                (
+                    g.iter().map(|g| g.tokens.mean()).sum(),
+                    g.iter().map(|g| g.share * g.tokens.mean()).sum(),
+                )
+            }
+        };
+        Some(CachedPrefixes {
+            resident_tokens,
+            mean_own_prompt_tokens: (mean_prompt - shared).max(0.0),
+        })
     }
 
     /// The sampler of the groups' prefixes, for a sampled workload that declares groups.

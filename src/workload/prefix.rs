@@ -45,6 +45,19 @@ pub const GROUPS: Named = Named {
     },
 };
 
+/// The KV a workload's prompts need when a prefix cache keeps every group's prefix: each prefix
+/// once, and each request its own prompt tokens beyond its group's prefix (SGLang's radix cache
+/// and vLLM's prefix caching both hold a shared prefix in one copy that every request of the
+/// group references: `mem_cache/radix_cache.py`, `v1/core/block_pool.py`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CachedPrefixes {
+    /// Every group's prefix, once (a drawn length counts with its mean).
+    pub resident_tokens: f64,
+    /// A request's mean prompt tokens beyond its group's prefix (all of an ungrouped
+    /// request's prompt).
+    pub mean_own_prompt_tokens: f64,
+}
+
 /// A group's prefix length.
 #[derive(Clone, Debug)]
 pub enum GroupTokens {

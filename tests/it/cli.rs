@@ -350,6 +350,51 @@ fn memory_prints_the_derivation_the_verdict_and_a_range() {
 }
 
 #[test]
+fn memory_counts_a_cached_system_prompt_once() {
+    // The teaching scenario: a 150,000-token pool, a 2,000-token system prompt on every request
+    // and ~200 tokens of its own. ⌊150,000 / (2,200 + 1)⌋ = 68 without the radix cache,
+    // ⌊(150,000 − 2,000) / (200 + 1)⌋ = 736 with it.
+    let args = ["memory", "scenarios/teaching/system-prompt.toml"];
+    servesim()
+        .args(args)
+        .assert()
+        .success()
+        .stdout(predicate::str::is_match(r"each holding its whole prompt +68 ").unwrap())
+        .stdout(predicate::str::is_match(r"with the radix cache on +736 ").unwrap())
+        .stdout(predicate::str::contains(
+            "assumes the prefixes stay resident",
+        ));
+    let out = servesim()
+        .args(args)
+        .arg("--json")
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let j: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    let a = &j["requests_at_once"];
+    assert_eq!(
+        (a["without_cache"].as_u64(), a["with_cache"].as_u64()),
+        (Some(68), Some(736))
+    );
+    assert_eq!(a["cache_on"], true);
+    servesim()
+        .args(args)
+        .args(["--set", "engine.disable_radix_cache=true"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("the radix cache is off"))
+        .stdout(predicate::str::contains("with the radix cache on").not());
+    // A workload without shared prefixes gets no such lines.
+    servesim()
+        .args(["memory", "scenarios/case-study-b2-memory.toml"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("requests at once").not());
+}
+
+#[test]
 fn memory_without_hardware_and_model_exits_2() {
     servesim()
         .args([

@@ -517,3 +517,101 @@ fn memory_on_a_pinned_pool_says_the_pin_overrides_the_derivation() {
         "{stdout}"
     );
 }
+
+/// A shared prefix under a prefix cache, by hand: a 10,000-token pool, every request a
+/// 900-token system prompt then 100 tokens of its own.
+fn system_prompt(engine: &str) -> String {
+    format!(
+        r#"
+name = "prefix"
+[engine]
+kv_capacity_tokens = 10000
+{engine}
+[workload]
+requests = 1000
+prompt_tokens = {{ dist = "constant", value = 100 }}
+output_tokens = {{ dist = "constant", value = 100 }}
+prefix_groups = {{ system = {{ tokens = 900, share = 1.0 }} }}
+[client]
+concurrency = 1000
+"#
+    )
+}
+
+#[test]
+fn a_cached_prefix_is_held_once_so_more_requests_fit_at_once() {
+    use servesim::plan::saturate;
+    use servesim::report::memory::at_once;
+    // Without the cache each request holds 1,000 prompt tokens + 1: ⌊10,000 / 1,001⌋ = 9.
+    // With it the 900 shared tokens are held once and each request adds 100 + 1:
+    // ⌊(10,000 − 900) / 101⌋ = 90.
+    let on = scenario(&system_prompt(""));
+    let a = at_once(&on).expect("the workload shares a prefix");
+    assert_eq!((a.without_cache, a.with_cache), (9, Some(90)));
+    assert_eq!(
+        (a.resident_prefix_tokens, a.mean_own_prompt_tokens),
+        (900.0, 100.0)
+    );
+    // Plan's saturation search starts from the same count.
+    assert_eq!(saturate::at_once(&on), 90);
+    let off = scenario(&system_prompt("disable_radix_cache = true"));
+    assert_eq!(at_once(&off).unwrap().with_cache, None);
+    assert_eq!(saturate::at_once(&off), 9);
+    // vLLM's prefix caching (on by default) the same, capped by max_num_seqs.
+    let vllm = scenario(&system_prompt("kind = \"vllm\"\nmax_num_seqs = 64"));
+    let v = at_once(&vllm).unwrap();
+    assert_eq!(
+        (v.cache, v.without_cache, v.with_cache),
+        ("prefix caching", 9, Some(64))
+    );
+    assert_eq!(saturate::at_once(&vllm), 64);
+    // Without groups nothing changes and memory says nothing more.
+    let plain = scenario(&system_prompt("").replace(
+        "prefix_groups = { system = { tokens = 900, share = 1.0 } }",
+        "",
+    ));
+    assert!(at_once(&plain).is_none());
+    assert_eq!(saturate::at_once(&plain), 99);
+}
+
+#[test]
+fn a_prefix_few_requests_share_is_not_counted_resident_when_that_fits_fewer() {
+    use servesim::memory::prompts_fit;
+    use servesim::workload::CachedPrefixes;
+    let cached = CachedPrefixes {
+        resident_tokens: 900.0,
+        mean_own_prompt_tokens: 10.0,
+    };
+    // 1 % of requests carry the 900-token prefix: mean prompt 19. Holding it costs more than
+    // it saves: ⌊100 / 11⌋ = 9 < ⌊1,000 / 20⌋ = 50, so the plain count stands.
+    assert_eq!(prompts_fit(1000, 19.0, Some(cached)), 50);
+    assert_eq!(prompts_fit(1000, 910.0, Some(cached)), 9);
+    assert_eq!(prompts_fit(1000, 910.0, None), 1);
+}
+
+#[test]
+fn a_traces_groups_are_held_once_each() {
+    // The golden workload's rows: groups of 9,000 and 1,000 tokens (and rows without a group).
+    let dir = root().join("tests/fixtures/golden/sglang/prefix-groups-lengths");
+    let text = std::fs::read_to_string(dir.join("scenario.toml")).unwrap();
+    let src = Source {
+        name: "s.toml".into(),
+        base_dir: dir.clone(),
+        text,
+    };
+    let sc = sc_mod::load(&src, &[]).unwrap();
+    let c = sc.workload.cached_prefixes().unwrap();
+    let rows = std::fs::read_to_string(dir.join("workload.csv")).unwrap();
+    let (mut own, mut n, mut groups) = (0.0, 0.0, std::collections::BTreeMap::new());
+    for line in rows.lines().skip(1).take(sc.workload.requests as usize) {
+        let f: Vec<&str> = line.split(',').collect();
+        let prefix: f64 = f[6].parse().unwrap_or(0.0);
+        own += f[0].parse::<f64>().unwrap() - prefix;
+        n += 1.0;
+        if !f[5].is_empty() {
+            groups.insert(f[5].to_string(), prefix);
+        }
+    }
+    assert_eq!(c.resident_tokens, groups.values().sum::<f64>());
+    assert!((c.mean_own_prompt_tokens - own / n).abs() < 1e-6);
+}

@@ -461,3 +461,34 @@ fn the_tables_say_the_load_and_an_slo_search_writes_its_csv_and_json() {
     assert_eq!(cell("slo_req_per_s"), format!("{rate:.4}"));
     assert!(table.contains(&format!(" {rate:.2} ")), "{table}");
 }
+
+#[test]
+fn saturation_starts_from_the_requests_a_cached_prefix_lets_fit() {
+    // 100 requests per server, each a 20,000-token system prompt then 200 tokens of its own,
+    // on four H200s at TP 4 (a 1,196,589-token pool). Each holding its own copy, the pool
+    // holds ⌊1,196,589 / 20,201⌋ = 59 at once; with the radix cache holding the prompt once,
+    // ⌊(1,196,589 − 20,000) / 201⌋ = 5,853: the whole share of 100.
+    let first = |cache_off: &str| {
+        let (rows, _) = plan(
+            &["--gpus", "h200", "--counts", "4", "--tp", "4"],
+            &[
+                "--load",
+                "saturate",
+                "--set",
+                "workload.requests=100",
+                "--set",
+                "workload.prompt_tokens={ dist = \"constant\", value = 200 }",
+                "--set",
+                "workload.output_tokens={ dist = \"constant\", value = 20 }",
+                "--set",
+                "workload.prefix_groups={ sys = { tokens = 20000, share = 1.0 } }",
+                "--set",
+                &format!("engine.disable_radix_cache={cache_off}"),
+            ],
+        );
+        assert_eq!(rows[0]["kv_capacity_tokens"], 1_196_589);
+        rows[0]["saturation_search"][0]["concurrency"].as_u64()
+    };
+    assert_eq!(first("false"), Some(100));
+    assert_eq!(first("true"), Some(59));
+}
