@@ -11,6 +11,7 @@ trap 'rm -rf "$tmp"' EXIT
 "$bin" run scenarios/case-study-b2.toml --out "$tmp/b2" > /dev/null
 "$bin" run scenarios/case-study-b1.toml --out "$tmp/b1" > /dev/null
 "$bin" run scenarios/teaching/kv-bound.toml --out "$tmp/kv" > /dev/null
+"$bin" run scenarios/teaching/system-prompt.toml --out "$tmp/system" > /dev/null
 "$bin" sweep scenarios/teaching/system-prompt.toml \
   --vary engine.disable_radix_cache=false,true --out "$tmp/prefix" > /dev/null
 "$bin" sweep scenarios/case-study-b2-memory.toml \
@@ -26,6 +27,7 @@ cp "$tmp/b2/engine-state.png" plots/b2-engine-state.png
 cp "$tmp/b2/latency-cdf.png"  plots/b2-latency-cdf.png
 cp "$tmp/b1/throughput.png"   plots/b1-throughput.png
 cp "$tmp/kv/engine-state.png" plots/teaching-kv-bound-engine-state.png
+cp "$tmp/system/prefix-cache.png" plots/teaching-system-prompt-prefix-cache.png
 cp "$tmp/prefix/sweep-engine-disable_radix_cache.png" plots/teaching-system-prompt-cache.png
 cp "$tmp/sweep/sweep-engine-mem_fraction_static.png" plots/b2-memory-sweep.png
 cp "$tmp/memory/memory.png"   plots/b2-memory.png

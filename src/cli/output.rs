@@ -20,10 +20,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::Failure;
+use staging::{clean_stale, follow, pid, OLD, TMP};
 
-/// Staged names end with this and the process id; kept-aside ones with `OLD` and it.
-const TMP: &str = ".servesim-tmp-";
-const OLD: &str = ".servesim-old-";
+mod staging;
 
 /// The environment variable that makes a commit fail after this many renames (tests only: a
 /// failure while moving the set into place cannot be provoked otherwise).
@@ -91,21 +90,15 @@ fn file_id(_: &fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 
-fn pid() -> u32 {
-    std::process::id()
-}
-
 impl Outputs {
     /// A set that must not overwrite these input files.
     pub fn new(inputs: impl IntoIterator<Item = PathBuf>) -> Self {
-        let inputs = inputs
-            .into_iter()
-            .filter_map(|p| {
-                let real = fs::canonicalize(&p).ok()?;
-                let id = fs::metadata(&real).ok().as_ref().and_then(file_id);
-                Some(Input { real, id })
-            })
-            .collect();
+        let input = |p: PathBuf| {
+            let real = fs::canonicalize(&p).ok()?;
+            let id = fs::metadata(&real).ok().as_ref().and_then(file_id);
+            Some(Input { real, id })
+        };
+        let inputs = inputs.into_iter().filter_map(input).collect();
         Outputs {
             inputs,
             files: Vec::new(),
@@ -124,24 +117,21 @@ impl Outputs {
             ));
         }
         // The directories created, outermost first, so that a set not committed removes them.
+        let absent = |a: &&Path| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err();
         let missing: Vec<PathBuf> = dir
             .ancestors()
-            .take_while(|a| !a.as_os_str().is_empty() && fs::symlink_metadata(a).is_err())
+            .take_while(absent)
             .map(Path::to_path_buf)
             .collect();
-        fs::create_dir_all(dir).map_err(|e| {
-            usage(format!(
-                "cannot create the output directory `{}`: {e}",
-                dir.display()
-            ))
-        })?;
+        let shown = dir.display();
+        let create = |e| usage(format!("cannot create the output directory `{shown}`: {e}"));
+        fs::create_dir_all(dir).map_err(create)?;
         self.created.extend(missing.into_iter().rev());
-        let real = fs::canonicalize(dir)
-            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        let write = |e| usage(format!("cannot write into `{shown}`: {e}"));
+        let real = fs::canonicalize(dir).map_err(write)?;
         clean_stale(&real, None);
         let probe = real.join(format!(".servesim-probe-{}", pid()));
-        File::create(&probe)
-            .map_err(|e| usage(format!("cannot write into `{}`: {e}", dir.display())))?;
+        File::create(&probe).map_err(write)?;
         let _ = fs::remove_file(probe);
         Ok(OutDir {
             shown: dir.to_path_buf(),
@@ -164,24 +154,15 @@ impl Outputs {
         };
         let name = path.file_name().ok_or_else(not_a_file)?;
         let name = name.to_str().ok_or_else(not_a_file)?.to_string();
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let real_parent = fs::canonicalize(parent).map_err(|e| {
-            Failure::usage(
-                format!("cannot create `{}`: {e}", path.display()),
-                format!("choose a writable location for {flag}"),
-            )
-        })?;
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let cannot = |e: &dyn std::fmt::Display| {
+            let hint = format!("choose a writable location for {flag}");
+            Failure::usage(format!("cannot create `{}`: {e}", path.display()), hint)
+        };
+        let real_parent =
+            fs::canonicalize(parent.unwrap_or(Path::new("."))).map_err(|e| cannot(&e))?;
         if !real_parent.is_dir() {
-            return Err(Failure::usage(
-                format!(
-                    "cannot create `{}`: Not a directory (os error 20)",
-                    path.display()
-                ),
-                format!("choose a writable location for {flag}"),
-            ));
+            return Err(cannot(&"Not a directory (os error 20)"));
         }
         clean_stale(&real_parent, None);
         self.plan(flag, path, &real_parent, &name)
@@ -195,16 +176,15 @@ impl Outputs {
         name: &str,
     ) -> Result<FileId, Failure> {
         let refuse = |what: String, hint: &str| Failure::usage(what, hint.to_string());
+        let as_given = shown.display();
         clean_stale(real_dir, Some(name));
         let path = real_dir.join(name);
         // Follow a link to what it names (created if missing); the link itself stays.
         let target = match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_symlink() => follow(&path).ok_or_else(|| {
+                let what = "is a symbolic link into a directory that does not exist";
                 refuse(
-                    format!(
-                        "{flag} `{}` is a symbolic link into a directory that does not exist",
-                        shown.display()
-                    ),
+                    format!("{flag} `{as_given}` {what}"),
                     "remove the link or point it at a file",
                 )
             })?,
@@ -212,41 +192,27 @@ impl Outputs {
         };
         let meta = fs::metadata(&target).ok();
         if meta.as_ref().is_some_and(fs::Metadata::is_dir) {
-            return Err(refuse(
-                format!("{flag} `{}` is a directory", shown.display()),
-                "give a file path, e.g. --requests-csv requests.csv",
-            ));
+            let hint = "give a file path, e.g. --requests-csv requests.csv";
+            return Err(refuse(format!("{flag} `{as_given}` is a directory"), hint));
         }
         let id = meta.as_ref().and_then(file_id);
-        let is_input = self
+        if self
             .inputs
             .iter()
-            .any(|i| i.real == target || (id.is_some() && i.id == id));
-        if is_input {
-            return Err(refuse(
-                format!(
-                    "{flag} `{}` is an input of this command; an output never replaces an input",
-                    shown.display()
-                ),
-                "choose another path for the output",
-            ));
+            .any(|i| i.real == target || (id.is_some() && i.id == id))
+        {
+            let what = "is an input of this command; an output never replaces an input";
+            let hint = "choose another path for the output";
+            return Err(refuse(format!("{flag} `{as_given}` {what}"), hint));
         }
         if let Some(other) = self.files.iter().find(|f| f.target == target) {
-            return Err(refuse(
-                format!(
-                    "{flag} `{}` is also written by {} (as `{}`)",
-                    shown.display(),
-                    other.flag,
-                    other.shown.display()
-                ),
-                "give each output its own path",
-            ));
+            let (by, at) = (&other.flag, other.shown.display());
+            let what = format!("{flag} `{as_given}` is also written by {by} (as `{at}`)");
+            return Err(refuse(what, "give each output its own path"));
         }
         let cannot = |e: std::io::Error| {
-            Failure::usage(
-                format!("cannot write `{}`: {e}", shown.display()),
-                format!("choose a writable location for {flag}"),
-            )
+            let hint = format!("choose a writable location for {flag}");
+            Failure::usage(format!("cannot write `{as_given}`: {e}"), hint)
         };
         let (mode, file) = match &meta {
             Some(m) if !m.is_file() => {
@@ -258,9 +224,8 @@ impl Outputs {
             }
             _ => {
                 let dir = target.parent().unwrap_or(Path::new("."));
-                let leaf = target
-                    .file_name()
-                    .map_or(name.into(), |n| n.to_string_lossy().into_owned());
+                let leaf = target.file_name().map(|n| n.to_string_lossy().into_owned());
+                let leaf = leaf.unwrap_or_else(|| name.into());
                 let tmp = dir.join(format!(".{leaf}{TMP}{}", pid()));
                 let old = dir.join(format!(".{leaf}{OLD}{}", pid()));
                 let f = File::create(&tmp).map_err(cannot)?;
@@ -279,10 +244,8 @@ impl Outputs {
 
     /// The file to stream an output into (once).
     pub fn take_writer(&mut self, id: FileId) -> File {
-        self.files[id.0]
-            .file
-            .take()
-            .expect("invariant: an output file is opened once")
+        let file = self.files[id.0].file.take();
+        file.expect("invariant: an output file is opened once")
     }
 
     /// The path of an output, as shown.
@@ -306,9 +269,8 @@ impl Outputs {
     /// Move every staged file into place, as a unit: on a failure, the files already moved are
     /// put back as they were. Returns how many files were written.
     pub fn commit(mut self) -> Result<usize, Failure> {
-        let fail_after: Option<usize> = std::env::var(FAIL_COMMIT_AFTER)
-            .ok()
-            .and_then(|s| s.parse().ok());
+        let fail_after = std::env::var(FAIL_COMMIT_AFTER).ok();
+        let fail_after: Option<usize> = fail_after.and_then(|s| s.parse().ok());
         for f in &mut self.files {
             f.file = None; // close before renaming
         }
@@ -342,21 +304,17 @@ impl Outputs {
             for &(j, had_old) in moved.iter().rev() {
                 let f = &self.files[j];
                 if let Mode::Replace { old, .. } = &f.mode {
-                    if had_old {
-                        let _ = fs::rename(old, &f.target);
-                    } else {
-                        let _ = fs::remove_file(&f.target);
-                    }
+                    let _ = match had_old {
+                        true => fs::rename(old, &f.target),
+                        false => fs::remove_file(&f.target),
+                    };
                 }
             }
             let shown = self.files[i].shown.display().to_string();
             // Drop removes the staged files.
-            return Err(Failure {
-                error: format!("cannot move `{shown}` into place"),
-                causes: vec![(e.to_string(), None)],
-                hint: Some("the previous outputs were left as they were".into()),
-                code: 1,
-            });
+            let mut f = Failure::runtime(format!("cannot move `{shown}` into place"), e);
+            f.hint = Some("the previous outputs were left as they were".into());
+            return Err(f);
         }
         for &(j, had_old) in &moved {
             if let (true, Mode::Replace { old, .. }) = (had_old, &self.files[j].mode) {
@@ -386,99 +344,9 @@ impl Drop for Outputs {
     }
 }
 
-/// What the link at `path` names, links followed, the last one possibly to a file that does not
-/// exist yet (`None` when its directory does not exist either, or the links loop).
-fn follow(path: &Path) -> Option<PathBuf> {
-    if let Ok(real) = fs::canonicalize(path) {
-        return Some(real);
-    }
-    let mut at = path.to_path_buf();
-    for _ in 0..40 {
-        match fs::read_link(&at) {
-            Ok(next) => at = at.parent().unwrap_or(Path::new(".")).join(next),
-            Err(_) => {
-                let dir = fs::canonicalize(at.parent()?).ok()?;
-                return Some(dir.join(at.file_name()?));
-            }
-        }
-    }
-    None
-}
-
-/// The older staged name (`.NAME.tmp-PID`, before the `servesim` mark): a name other tools may
-/// use too, so only cleaned beside a file of the same name that a set is about to write.
-const LEGACY_TMP: &str = ".tmp-";
-
-/// The process id in a staged (`.NAME.servesim-tmp-PID`), kept-aside (`…-old-PID`) or older
-/// (`.NAME.tmp-PID`) name, with whether it is kept aside and the target's name.
-fn ours(name: &str) -> Option<(u32, bool, &str)> {
-    let rest = name.strip_prefix('.')?;
-    for (mark, old) in [(TMP, false), (OLD, true), (LEGACY_TMP, false)] {
-        if let Some((target, digits)) = rest.rsplit_once(mark) {
-            let pid = digits.parse::<u32>().ok();
-            if let (Some(pid), false, true) = (
-                pid,
-                target.is_empty(),
-                digits.bytes().all(|b| b.is_ascii_digit()),
-            ) {
-                return Some((pid, old, target));
-            }
-        }
-    }
-    None
-}
-
-/// Whether process `pid` runs (always assumed when it cannot be told).
-fn alive(pid: u32) -> bool {
-    let proc = Path::new("/proc");
-    !proc.join("self").exists() || proc.join(pid.to_string()).exists()
-}
-
-/// Remove what killed commands left in `dir`: staged files, and files kept aside, which are
-/// put back where their replacement is missing; files of the older naming only when they
-/// stage `legacy_for`.
-fn clean_stale(dir: &Path, legacy_for: Option<&str>) {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some((p, old, target)) = ours(name) else {
-            continue;
-        };
-        let legacy = !name.contains(TMP) && !name.contains(OLD);
-        if p == pid()
-            || alive(p)
-            || !e.file_type().is_ok_and(|t| t.is_file())
-            || (legacy && legacy_for != Some(target))
-        {
-            continue;
-        }
-        let target = dir.join(target);
-        if old && fs::symlink_metadata(&target).is_err() {
-            let _ = fs::rename(e.path(), target);
-        } else {
-            let _ = fs::remove_file(e.path());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn staged_names_are_recognised_with_their_process() {
-        assert_eq!(
-            ours(".summary.json.servesim-tmp-42"),
-            Some((42, false, "summary.json"))
-        );
-        assert_eq!(ours(".a.csv.servesim-old-7"), Some((7, true, "a.csv")));
-        assert_eq!(ours(".r.csv.tmp-9"), Some((9, false, "r.csv")));
-        assert_eq!(ours("summary.json"), None);
-        assert_eq!(ours(".x.servesim-tmp-abc"), None);
-    }
 
     #[test]
     fn a_set_replaces_the_old_files_or_leaves_them() {
@@ -503,29 +371,5 @@ mod tests {
             .collect();
         left.sort();
         assert_eq!(left, ["a", "b", "c"]);
-    }
-
-    #[test]
-    fn stale_files_of_a_dead_process_are_cleaned() {
-        let d = tempfile::tempdir().unwrap();
-        // A process id that is not running: above the kernel's maximum.
-        let dead = 4_194_305;
-        fs::write(d.path().join(format!(".a.servesim-tmp-{dead}")), "x").unwrap();
-        fs::write(d.path().join(format!(".b.servesim-old-{dead}")), "old b").unwrap();
-        fs::write(d.path().join(format!(".c.tmp-{dead}")), "x").unwrap();
-        let left = |d: &Path| {
-            let mut names: Vec<_> = fs::read_dir(d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().into_string().unwrap())
-                .collect();
-            names.sort();
-            names
-        };
-        clean_stale(d.path(), None);
-        // The older name stays until a set writes `c`.
-        assert_eq!(left(d.path()), [format!(".c.tmp-{dead}"), "b".to_string()]);
-        clean_stale(d.path(), Some("c"));
-        assert_eq!(left(d.path()), ["b"]);
-        assert_eq!(fs::read_to_string(d.path().join("b")).unwrap(), "old b");
     }
 }

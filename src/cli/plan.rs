@@ -80,21 +80,17 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let base = scenario::load(&source, &base_sets)?;
     let pinned = plan::pinned_keys(&source);
     if !pinned.is_empty() {
-        return Err(Failure {
-            error: format!(
-                "scenario `{}` pins what a plan derives for each GPU",
-                source.name
-            ),
-            causes: pinned
-                .iter()
-                .map(|k| (format!("{k} is set"), None))
-                .collect(),
-            hint: Some(
-                "remove those keys: each candidate derives them from its GPU and the catalog"
-                    .into(),
-            ),
-            code: 2,
-        });
+        let what = format!(
+            "scenario `{}` pins what a plan derives for each GPU",
+            source.name
+        );
+        let why = "remove those keys: each candidate derives them from its GPU and the catalog";
+        let mut f = Failure::usage(what, why);
+        f.causes = pinned
+            .iter()
+            .map(|k| (format!("{k} is set"), None))
+            .collect();
+        return Err(f);
     }
     if base.model.as_ref().and_then(|m| m.entry.as_ref()).is_none() {
         return Err(Failure::usage(
@@ -109,6 +105,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             "give a TP no larger than the GPU count",
         ));
     }
+    let slo = Slo {
+        ttft_p99_s: args.slo_ttft_p99_s,
+        tpot_p99_ms: args.slo_tpot_p99_ms,
+    };
+    let slo_search = slo.ttft_p99_s.is_some() || slo.tpot_p99_ms.is_some();
     let mut outputs = Outputs::new(args.scenario.inputs(&base));
     let planned = match &args.output.out {
         Some(d) => {
@@ -116,14 +117,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             let csv = outputs.file_in(&dir, "plan.csv")?;
             let json = outputs.file_in(&dir, "plan.json")?;
             let mut figures = Vec::new();
-            let slo_search = args.slo_ttft_p99_s.is_some() || args.slo_tpot_p99_ms.is_some();
-            if args.output.figures() && !slo_search {
-                for fmt in Format::ALL {
-                    figures.push((
-                        fmt,
-                        outputs.file_in(&dir, &format!("plan.{}", fmt.extension()))?,
-                    ));
-                }
+            for fmt in Format::ALL
+                .into_iter()
+                .filter(|_| args.output.figures() && !slo_search)
+            {
+                figures.push((
+                    fmt,
+                    outputs.file_in(&dir, &format!("plan.{}", fmt.extension()))?,
+                ));
             }
             Some((dir, csv, json, figures))
         }
@@ -139,24 +140,11 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let deadline_s = args.deadline_h.map(|h| h * 3600.0);
     let opts = interruptible();
-    let slo = Slo {
-        ttft_p99_s: args.slo_ttft_p99_s,
-        tpot_p99_ms: args.slo_tpot_p99_ms,
-    };
-    if slo.ttft_p99_s.is_some() || slo.tpot_p99_ms.is_some() {
+    if slo_search {
         let memo = crate::plan::memo::Memo::default();
         let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
-            slo::search(
-                &source,
-                sets,
-                &base,
-                c,
-                price_of(&c.gpu),
-                slo,
-                args.target_rate,
-                &opts,
-                &memo,
-            )
+            let (price, rate) = (price_of(&c.gpu), args.target_rate);
+            slo::search(&source, sets, &base, c, price, slo, rate, &opts, &memo)
         })?;
         let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         slo::sort(&mut rows);
@@ -173,36 +161,14 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
         LoadArg::Saturate => Load::Saturate,
     };
     let results = map_with_progress(&cands, args.jobs, "candidates", |c| {
-        plan::evaluate(
-            &source,
-            sets,
-            &base,
-            c,
-            load,
-            price_of(&c.gpu),
-            deadline_s,
-            &opts,
-        )
+        let price = price_of(&c.gpu);
+        plan::evaluate(&source, sets, &base, c, load, price, deadline_s, &opts)
     })?;
     let mut rows = results.into_iter().collect::<Result<Vec<_>, _>>()?;
     plan::sort(&mut rows);
-    let mut json = serde_json::to_string_pretty(&rows).expect("invariant: rows serialise");
-    json.push('\n');
-    if let Some((dir, csv, json_file, figures)) = planned {
-        outputs.write(csv, &plan::to_csv(&rows))?;
-        outputs.write(json_file, json.as_bytes())?;
-        let picks = crate::plan::highlights(&rows, args.deadline_h);
-        for (fmt, id) in figures {
-            interrupt::check()?;
-            outputs.write(
-                id,
-                &plots::plan_figure(&rows, &picks, args.deadline_h, fmt)?,
-            )?;
-        }
-        interrupt::check()?;
-        let n = outputs.commit()?;
-        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
-    }
+    let picks = crate::plan::highlights(&rows, args.deadline_h);
+    let figure = |fmt| plots::plan_figure(&rows, &picks, args.deadline_h, fmt);
+    let json = write_files(outputs, planned, &rows, plan::to_csv(&rows), figure)?;
     if args.output.json() {
         term::out(&json)?;
     } else {
@@ -233,24 +199,41 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
 /// The planned `--out` files: the directory, plan.csv, plan.json and the figures.
 type Planned = (OutDir, FileId, FileId, Vec<(Format, FileId)>);
 
+/// With `--out`, plan.csv, plan.json and the planned figures, committed; the JSON, for stdout.
+fn write_files<T: serde::Serialize>(
+    mut outputs: Outputs,
+    planned: Option<Planned>,
+    rows: &[T],
+    csv: Vec<u8>,
+    figure: impl Fn(Format) -> Result<Vec<u8>, plots::PlotError>,
+) -> Result<String, Failure> {
+    let mut json = serde_json::to_string_pretty(rows).expect("invariant: rows serialise");
+    json.push('\n');
+    if let Some((dir, csv_id, json_id, figures)) = planned {
+        outputs.write(csv_id, &csv)?;
+        outputs.write(json_id, json.as_bytes())?;
+        for (fmt, id) in figures {
+            interrupt::check()?;
+            outputs.write(id, &figure(fmt)?)?;
+        }
+        interrupt::check()?;
+        let n = outputs.commit()?;
+        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
+    }
+    Ok(json)
+}
+
 /// An SLO search's outputs: plan.csv and plan.json with `--out`, the table or JSON on stdout.
 fn write_slo(
     args: &Args,
     base: &Scenario,
     rows: &[SloRow],
     slo: &Slo,
-    mut outputs: Outputs,
+    outputs: Outputs,
     planned: Option<Planned>,
 ) -> Result<(), Failure> {
-    let mut json = serde_json::to_string_pretty(rows).expect("invariant: rows serialise");
-    json.push('\n');
-    if let Some((dir, csv, json_file, _)) = planned {
-        outputs.write(csv, &slo::to_csv(rows))?;
-        outputs.write(json_file, json.as_bytes())?;
-        interrupt::check()?;
-        let n = outputs.commit()?;
-        term::note(&format!("wrote {n} files to {}", dir.shown().display()));
-    }
+    let no_figure = |_| unreachable!("invariant: an SLO search plans no figure");
+    let json = write_files(outputs, planned, rows, slo::to_csv(rows), no_figure)?;
     if args.output.json() {
         return term::out(&json);
     }
@@ -266,48 +249,19 @@ fn write_slo(
         ));
     }
     o.push('\n');
-    let mut t = table(
-        &[
-            "GPU",
-            "GPUs",
-            "TP",
-            "reps",
-            "KV tokens",
-            "full req/s",
-            "SLO req/s",
-            "misses at",
-            "gen tok/s",
-            "TTFT p99",
-            "TPOT p99",
-            "$/h",
-            "$/M tok",
-            "why not",
-        ],
-        1,
-    );
-    if let Some(last) = t.column_mut(13) {
-        last.set_cell_alignment(comfy_table::CellAlignment::Left);
-    }
-    for r in rows {
+    let columns: Vec<&str> = "KV tokens,full req/s,SLO req/s,misses at,gen tok/s,\
+        TTFT p99,TPOT p99,$/h,$/M tok,why not"
+        .split(',')
+        .collect();
+    let row = |r: &SloRow| {
         let c = &r.candidate;
-        let mut cells = vec![
-            c.gpu.clone(),
-            c.num_gpus.to_string(),
-            c.tensor_parallel.to_string(),
-            r.replicas.to_string(),
-        ];
-        match &r.outcome {
-            SloOutcome::NotFound { reason } => {
-                cells.push("—".into());
-                cells.extend(std::iter::repeat_n(String::new(), 8));
-                cells.push(format!("no rate: {reason}"));
-            }
-            SloOutcome::Found(m) => cells.extend([
+        let cells = match &r.outcome {
+            SloOutcome::NotFound { reason } => Err(format!("no rate: {reason}")),
+            SloOutcome::Found(m) => Ok(vec![
                 m.kv_capacity_tokens.to_string(),
                 format!("{:.2}", m.saturated_req_per_s),
                 format!("{:.2}", m.slo_req_per_s),
-                m.missed_req_per_s
-                    .map_or("—".to_string(), |x| format!("{x:.2}")),
+                m.missed_req_per_s.map_or("—".into(), |x| format!("{x:.2}")),
                 format!("{:.0}", m.gen_tok_per_s),
                 format!("{:.2}s", m.ttft_p99_ms / 1000.0),
                 format!("{:.0}ms", m.tpot_p99_ms),
@@ -319,10 +273,13 @@ fn write_slo(
                     _ => String::new(),
                 },
             ]),
-        }
-        t.add_row(cells);
-    }
-    o.push_str(&render(&t));
+        };
+        (
+            head(&c.gpu, c.num_gpus, c.tensor_parallel, r.replicas),
+            cells,
+        )
+    };
+    o.push_str(&candidates(&columns, rows.iter().map(row)));
     o.push_str(
         "\n\"full req/s\" is every server kept full (the most the hardware completes); \"SLO req/s\" the highest \
          Poisson rate found within the bounds, all servers together, and \"misses at\" the lowest rate probed above it \
@@ -352,48 +309,17 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>, load: 
         ));
     }
     o.push('\n');
-    let mut t = table(
-        &[
-            "GPU",
-            "GPUs",
-            "TP",
-            "reps",
-            "KV tokens",
-            "gen tok/s",
-            "req/s",
-            "finish h",
-            "cost $",
-            "$/M tok",
-            "in flight",
-            "TTFT p99",
-            "TPOT p99",
-            "E2E p99",
-            "binds / why not",
-        ],
-        1,
-    );
-    if let Some(last) = t.column_mut(14) {
-        last.set_cell_alignment(comfy_table::CellAlignment::Left);
-    }
-    for r in rows {
-        let mut cells = vec![
-            r.gpu.clone(),
-            r.num_gpus.to_string(),
-            r.tensor_parallel.to_string(),
-            r.replicas.to_string(),
-        ];
-        match &r.outcome {
-            Outcome::Infeasible { reason } => {
-                cells.push("—".into());
-                cells.extend(std::iter::repeat_n(String::new(), 9));
-                cells.push(format!("infeasible: {reason}"));
-            }
+    let columns: Vec<&str> = "KV tokens,gen tok/s,req/s,finish h,cost $,\
+        $/M tok,in flight,TTFT p99,TPOT p99,E2E p99,binds / why not"
+        .split(',')
+        .collect();
+    let row = |r: &PlanRow| {
+        let cells = match &r.outcome {
+            Outcome::Infeasible { reason } => Err(format!("infeasible: {reason}")),
             Outcome::Feasible(m) => {
-                let mark = match m.meets_deadline {
-                    Some(false) => " (misses the deadline)",
-                    _ => "",
-                };
-                cells.extend([
+                let late = usize::from(m.meets_deadline == Some(false));
+                let mark = ["", " (misses the deadline)"][late];
+                Ok(vec![
                     m.kv_capacity_tokens.to_string(),
                     format!("{:.0}", m.gen_tok_per_s),
                     format!("{:.3}", m.steady_req_per_s),
@@ -406,12 +332,15 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>, load: 
                     format!("{:.0}ms", m.tpot_p99_ms),
                     format!("{:.0}s", m.e2e_p99_ms / 1000.0),
                     format!("{}{mark}", m.binding.describe()),
-                ]);
+                ])
             }
-        }
-        t.add_row(cells);
-    }
-    o.push_str(&render(&t));
+        };
+        (
+            head(&r.gpu, r.num_gpus, r.tensor_parallel, r.replicas),
+            cells,
+        )
+    };
+    o.push_str(&candidates(&columns, rows.iter().map(row)));
     o.push_str(match load {
         Load::Scenario => {
             "\nPrices are the catalog's indicative on-demand $/GPU-hour unless given with --price. Each server (TP GPUs) \
@@ -425,4 +354,41 @@ fn plan_table(base: &Scenario, rows: &[PlanRow], deadline_h: Option<f64>, load: 
         }
     });
     o
+}
+
+/// The first cells of a candidate's row: GPU, GPUs, TP and replicas.
+fn head(gpu: &str, num_gpus: u32, tp: u32, replicas: u32) -> [String; 4] {
+    [
+        gpu.to_string(),
+        num_gpus.to_string(),
+        tp.to_string(),
+        replicas.to_string(),
+    ]
+}
+
+/// A table of candidates: GPU, GPUs, TP and replicas, then `columns`, the last left-aligned.
+/// A row is its first four cells and the rest, or, for a candidate without metrics, a dash,
+/// blanks and why.
+fn candidates<'a>(
+    columns: &[&str],
+    rows: impl Iterator<Item = ([String; 4], Result<Vec<String>, String>)> + 'a,
+) -> String {
+    let header = [&["GPU", "GPUs", "TP", "reps"][..], columns].concat();
+    let mut t = table(&header, 1);
+    if let Some(last) = t.column_mut(header.len() - 1) {
+        last.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    for (head, cells) in rows {
+        let mut row = head.to_vec();
+        match cells {
+            Ok(cells) => row.extend(cells),
+            Err(why) => {
+                row.push("—".into());
+                row.extend(std::iter::repeat_n(String::new(), columns.len() - 2));
+                row.push(why);
+            }
+        }
+        t.add_row(row);
+    }
+    render(&t)
 }

@@ -62,15 +62,19 @@ struct OutFiles {
     figures: Vec<(String, FileId)>,
 }
 
-/// The names of the run's figures, PNG and SVG.
-fn figure_names() -> Vec<String> {
-    let mut names = Vec::new();
-    for fmt in Format::ALL {
-        for stem in ["throughput", "engine-state", "latency-cdf"] {
-            names.push(format!("{stem}.{}", fmt.extension()));
-        }
-    }
-    names
+/// The names of the run's figures, PNG and SVG: the prefix cache's only if it can hit.
+fn figure_names(sc: &Scenario) -> Vec<String> {
+    let cache = summary::prefix_cache_can_hit(sc).then_some("prefix-cache");
+    let stems = ["throughput", "engine-state", "latency-cdf"]
+        .into_iter()
+        .chain(cache);
+    let stems: Vec<&str> = stems.collect();
+    let ext = |fmt: Format| {
+        stems
+            .iter()
+            .map(move |s| format!("{s}.{}", fmt.extension()))
+    };
+    Format::ALL.into_iter().flat_map(ext).collect()
 }
 
 /// A writer that keeps its first error (the run cannot stop to report it), and is told what
@@ -118,7 +122,7 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             );
             let mut figures = Vec::new();
             if args.output.figures() {
-                for n in figure_names() {
+                for n in figure_names(&sc) {
                     figures.push((n.clone(), plan(&n)?));
                 }
             }
@@ -325,6 +329,10 @@ fn figures(
         ));
         out.push((format!("engine-state.{ext}"), plots::engine_state(r, fmt)?));
         out.push((format!("latency-cdf.{ext}"), plots::latency_cdf(r, fmt)?));
+        if summary::prefix_cache_can_hit(sc) {
+            let hits = plots::cache_hit_rate(r, &r.cache_hits(), fmt)?;
+            out.push((format!("prefix-cache.{ext}"), hits));
+        }
     }
     Ok(out)
 }

@@ -309,4 +309,50 @@ impl RunResult {
     pub fn output_samples(&self) -> &[Sample] {
         self.csv_samples.as_deref().unwrap_or(&self.samples)
     }
+
+    /// Every sample up to the end of the run — the regular ones, the first minutes' and the
+    /// observations — ordered by time, one per instant: what the run figures draw.
+    pub fn timeline(&self) -> Vec<&Sample> {
+        let last = self.samples.last().map(|s| s.t_s);
+        let end_s = last.unwrap_or(0.0).max(self.totals.sim_duration_s);
+        let extra = self.first_minutes.iter().chain(&self.observations);
+        let all = self.samples.iter().chain(extra.filter(|s| s.t_s <= end_s));
+        let mut pts: Vec<&Sample> = all.filter(|s| s.t_s.is_finite()).collect();
+        pts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
+        pts.dedup_by(|a, b| a.t_s == b.t_s);
+        pts
+    }
+
+    /// The share of the completed requests' prompt tokens that their first admission found
+    /// in the prefix cache, at each point of the [`timeline`](Self::timeline) where requests
+    /// with prompt tokens have completed.
+    pub fn cache_hits(&self) -> CacheHits {
+        let (pts, mut hits) = (self.timeline(), CacheHits::default());
+        let tokens = |s: &Sample| (s.completed_cached_tokens, s.completed_prompt_tokens);
+        let share = |(c, p): (u64, u64)| (p > 0).then(|| c as f64 / p as f64);
+        let mut from = 0;
+        for s in &pts {
+            let t0 = s.t_s - self.window_s;
+            while pts.get(from + 1).is_some_and(|n| n.t_s <= t0) {
+                from += 1;
+            }
+            // Before a whole window has passed: since the start, as `window_req_per_s`.
+            let (c0, p0) = [(0, 0), tokens(pts[from])][usize::from(pts[from].t_s <= t0)];
+            let (c, p) = tokens(s);
+            hits.lifetime.extend(share((c, p)).map(|v| (s.t_s, v)));
+            hits.window
+                .extend(share((c - c0, p - p0)).map(|v| (s.t_s, v)));
+        }
+        hits
+    }
+}
+
+/// What the prefix cache found over time, as `(t_s, fraction of prompt tokens)` points.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CacheHits {
+    /// Cached ÷ prompt tokens of every request completed by `t`.
+    pub lifetime: Vec<(f64, f64)>,
+    /// Cached ÷ prompt tokens of the requests completed in the last window, `(t − window_s,
+    /// t]` (since the start before a whole window has passed).
+    pub window: Vec<(f64, f64)>,
 }

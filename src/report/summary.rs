@@ -531,6 +531,17 @@ fn observation(s: &Sample, mean_out: f64) -> Observation {
     }
 }
 
+/// Whether the run's prefix cache can hit: the workload shares prompt prefixes and the engine's
+/// cache is on (SGLang's radix cache unless `disable_radix_cache`, vLLM's
+/// `enable_prefix_caching`).
+pub fn prefix_cache_can_hit(sc: &Scenario) -> bool {
+    sc.workload.shares_prefixes()
+        && match &sc.engine.policy {
+            PolicySpec::Sglang(s) => !s.disable_radix_cache,
+            PolicySpec::Vllm(v) => v.enable_prefix_caching,
+        }
+}
+
 /// Build the summary.
 pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
     let mean_out = r.output_tokens.mean();
@@ -632,10 +643,7 @@ pub fn summarize(sc: &Scenario, r: &RunResult, a: &Analysis) -> Summary {
             let c = &r.counters;
             let ratio = |a: u64, b: u64| if b > 0 { a as f64 / b as f64 } else { 0.0 };
             PrefixCacheOut {
-                enabled: match &e.policy {
-                    PolicySpec::Sglang(s) => !s.disable_radix_cache,
-                    PolicySpec::Vllm(v) => v.enable_prefix_caching,
-                },
+                enabled: prefix_cache_can_hit(sc),
                 requests: c.first_admissions,
                 hit_requests: c.cache_hit_requests,
                 request_hit_rate: ratio(c.cache_hit_requests, c.first_admissions),

@@ -44,19 +44,12 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
         (Ok(w), Ok(c)) => Some(ClientLoad::new(w, c)),
         _ => None,
     };
-    let (engine, memory) = engine(
-        v,
-        hardware.as_ref(),
-        model.as_ref(),
-        workload.as_ref().ok(),
-        load,
-    )?;
+    let (hw, m) = (hardware.as_ref(), model.as_ref());
+    let (engine, memory) = engine(v, hw, m, workload.as_ref().ok(), load)?;
     let workload = workload?;
-    let context_len = model.as_ref().and_then(|m| m.context_len);
-    let kv = engine.kv_capacity_tokens;
-    engine
-        .policy
-        .check_workload(v, kv, context_len, &workload)?;
+    let (kv, context_len) = (engine.kv_capacity_tokens, m.and_then(|m| m.context_len));
+    let policy = &engine.policy;
+    policy.check_workload(v, kv, context_len, &workload)?;
     Ok(Scenario {
         name: v.get("name")?,
         description: v.opt("description")?,

@@ -8,7 +8,7 @@ use super::tree::Origin;
 use crate::diagnostic::Lines;
 
 /// Where a problem is, as shown to the user.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Location {
     /// Line and column in the scenario file (both from 1).
     Line {
@@ -20,6 +20,7 @@ pub enum Location {
     /// A command-line override.
     Set(String),
     /// Nowhere in particular (e.g. a missing key in a missing table).
+    #[default]
     None,
 }
 
@@ -38,7 +39,7 @@ impl Location {
 }
 
 /// One thing wrong with a scenario.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Problem {
     /// Dotted key path (`client.concurrency`); empty for a syntax error.
     pub key_path: String,
@@ -80,13 +81,9 @@ impl ScenarioError {
 
 impl fmt::Display for ScenarioError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.problems.len();
-        write!(
-            f,
-            "scenario `{}` is invalid ({n} problem{})",
-            self.source_name,
-            if n == 1 { "" } else { "s" }
-        )
+        let (name, n) = (&self.source_name, self.problems.len());
+        let s = if n == 1 { "" } else { "s" };
+        write!(f, "scenario `{name}` is invalid ({n} problem{s})")
     }
 }
 

@@ -80,30 +80,24 @@ impl Source {
     /// Read a scenario file.
     pub fn read(path: &Path) -> Result<Source, LoadError> {
         use crate::files::{read_text, ReadError};
-        let path_buf = path.to_path_buf();
-        let text = read_text(path, MAX_SCENARIO_BYTES).map_err(|e| match e {
-            ReadError::Io(source) => LoadError::Read {
-                path: path_buf,
-                source,
-            },
-            // (`read_text` has no line cap.)
-            ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => {
-                LoadError::TooLarge {
-                    path: path_buf,
-                    limit,
+        let text = read_text(path, MAX_SCENARIO_BYTES).map_err(|e| {
+            let path = path.to_path_buf();
+            match e {
+                ReadError::Io(source) => LoadError::Read { path, source },
+                // (`read_text` has no line cap.)
+                ReadError::TooLarge { limit } | ReadError::LineTooLong { limit } => {
+                    LoadError::TooLarge { path, limit }
                 }
+                ReadError::NotUtf8 { offset } => LoadError::NotUtf8 { path, offset },
             }
-            ReadError::NotUtf8 { offset } => LoadError::NotUtf8 {
-                path: path_buf,
-                offset,
-            },
         })?;
+        let base_dir = path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        let name = path.display().to_string();
         Ok(Source {
-            name: path.display().to_string(),
-            base_dir: path
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_else(|| PathBuf::from(".")),
+            name,
+            base_dir,
             text,
         })
     }
@@ -132,17 +126,13 @@ pub fn load(source: &Source, sets: &[String]) -> Result<Scenario, ScenarioError>
     match built {
         Ok(scenario) if problems.is_empty() => Ok(Scenario { inputs, ..scenario }),
         _ => {
-            debug_assert!(
-                !problems.is_empty(),
-                "invariant: a failed build recorded a problem"
-            );
+            let recorded = "invariant: a failed build recorded a problem";
+            debug_assert!(!problems.is_empty(), "{recorded}");
             if problems.is_empty() {
+                let message = "invalid scenario".to_string();
                 problems.push(Problem {
-                    key_path: String::new(),
-                    location: Location::None,
-                    message: "invalid scenario".to_string(),
-                    value: None,
-                    hint: None,
+                    message,
+                    ..Problem::default()
                 });
             }
             Err(invalid(problems))

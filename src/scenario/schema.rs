@@ -3,6 +3,7 @@
 //! declaration and renders the README's key reference from them.
 
 use super::build::TOP;
+use crate::scheduler::{sglang, vllm};
 use crate::settings::{Key, Tagged, Ty};
 use crate::{cost, memory, run, scheduler, workload};
 
@@ -13,14 +14,8 @@ pub const SECTIONS: &[(&str, &[Key])] = &[
     ("src/memory/hardware.rs", memory::hardware::KEYS),
     ("src/scheduler/settings.rs", scheduler::settings::KEYS),
     ("src/memory/resolve.rs", memory::resolve::KEYS),
-    (
-        "src/scheduler/sglang/settings.rs",
-        scheduler::sglang::settings::KEYS,
-    ),
-    (
-        "src/scheduler/vllm/settings.rs",
-        scheduler::vllm::settings::KEYS,
-    ),
+    ("src/scheduler/sglang/settings.rs", sglang::settings::KEYS),
+    ("src/scheduler/vllm/settings.rs", vllm::settings::KEYS),
     ("src/cost/mod.rs", cost::KEYS),
     ("src/cost/linear.rs", cost::linear::KEYS),
     ("src/cost/roofline.rs", cost::roofline::KEYS),
@@ -32,7 +27,7 @@ pub const SECTIONS: &[(&str, &[Key])] = &[
 ];
 
 /// Values of a one-of key that name something servesim does not model: `(path, values, hint)`.
-pub const NOT_MODELLED: &[&[(&str, &[&str], &str)]] = &[scheduler::sglang::settings::NOT_MODELLED];
+pub const NOT_MODELLED: &[&[(&str, &[&str], &str)]] = &[sglang::settings::NOT_MODELLED];
 
 /// Every declared key.
 pub fn keys() -> impl Iterator<Item = &'static Key> {

@@ -59,16 +59,21 @@ pub struct Table {
 impl Table {
     /// The value at `key`, if present.
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.entries
-            .iter()
-            .find(|(k, _, _)| k == key)
-            .map(|(_, _, n)| n)
+        self.entries.iter().find(|e| e.0 == key).map(|e| &e.2)
     }
-    fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
-        self.entries
-            .iter_mut()
-            .find(|(k, _, _)| k == key)
-            .map(|(_, _, n)| n)
+
+    /// The value at `key`, set to `make()` first (where `origin` says) if absent.
+    fn entry(&mut self, key: &str, origin: &Origin, make: impl FnOnce() -> Value) -> &mut Node {
+        let i = self.entries.iter().position(|e| e.0 == key);
+        let i = i.unwrap_or_else(|| {
+            let node = Node {
+                value: make(),
+                origin: origin.clone(),
+            };
+            self.entries.push((key.to_string(), origin.clone(), node));
+            self.entries.len() - 1
+        });
+        &mut self.entries[i].2
     }
 }
 
@@ -91,15 +96,9 @@ impl Value {
         match self {
             Value::Str(s) => format!("{s:?}"),
             Value::Int(i) => i.to_string(),
-            Value::Float(f) => {
-                if f.is_nan() {
-                    "nan".into()
-                } else if f.is_infinite() {
-                    if *f > 0.0 { "inf" } else { "-inf" }.into()
-                } else {
-                    format!("{f:?}")
-                }
-            }
+            Value::Float(f) if f.is_nan() => "nan".into(),
+            Value::Float(f) if f.is_infinite() => ["-inf", "inf"][usize::from(*f > 0.0)].into(),
+            Value::Float(f) => format!("{f:?}"),
             Value::Bool(b) => b.to_string(),
             Value::Datetime(d) => d.clone(),
             Value::Array(items) => {
@@ -108,11 +107,9 @@ impl Value {
                 format!("[{}{more}]", shown.join(", "))
             }
             Value::Table(t) => {
-                let shown: Vec<String> = t
-                    .entries
-                    .iter()
-                    .take(4)
-                    .map(|(k, _, n)| format!("{k} = {}", n.value.render()))
+                let shown = t.entries.iter().take(4);
+                let shown: Vec<String> = shown
+                    .map(|e| format!("{} = {}", e.0, e.2.value.render()))
                     .collect();
                 let more = if t.entries.len() > 4 { ", …" } else { "" };
                 format!("{{ {}{more} }}", shown.join(", "))
@@ -134,29 +131,22 @@ pub struct SyntaxError {
 pub fn parse(text: &str) -> Result<Table, Vec<SyntaxError>> {
     let (doc, errors) = DeTable::parse_recoverable(text);
     if !errors.is_empty() {
-        return Err(errors
-            .into_iter()
-            .map(|e| SyntaxError {
-                message: e.message().trim().to_string(),
-                span: e.span(),
-            })
-            .collect());
+        let error = |e: toml::de::Error| {
+            let (message, span) = (e.message().trim().to_string(), e.span());
+            SyntaxError { message, span }
+        };
+        return Err(errors.into_iter().map(error).collect());
     }
     Ok(convert_table(doc.get_ref(), Origin::File))
 }
 
 fn convert_table(t: &DeTable<'_>, origin: impl Fn(Range<usize>) -> Origin + Copy) -> Table {
+    let entries = t.iter().map(|(k, v)| {
+        let key: &str = k.get_ref();
+        (key.to_string(), origin(k.span()), convert(v, origin))
+    });
     Table {
-        entries: t
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.get_ref().to_string(),
-                    origin(k.span()),
-                    convert(v, origin),
-                )
-            })
-            .collect(),
+        entries: entries.collect(),
     }
 }
 
@@ -174,10 +164,8 @@ fn convert(v: &Spanned<DeValue<'_>>, origin: impl Fn(Range<usize>) -> Origin + C
         DeValue::Array(a) => Value::Array(a.iter().map(|n| convert(n, origin)).collect()),
         DeValue::Table(t) => Value::Table(convert_table(t, origin)),
     };
-    Node {
-        value,
-        origin: origin(v.span()),
-    }
+    let origin = origin(v.span());
+    Node { value, origin }
 }
 
 fn parse_float(s: &str) -> f64 {
@@ -205,8 +193,7 @@ pub enum SetError {
 /// valid TOML it is taken as a bare string (`--set client.mode=poisson`).
 pub fn apply_set(root: &mut Table, arg: &str) -> Result<(), SetError> {
     let (key, raw) = arg.split_once('=').ok_or(SetError::MissingEquals)?;
-    let key = key.trim();
-    let raw = raw.trim();
+    let (key, raw) = (key.trim(), raw.trim());
     let parts: Vec<&str> = key.split('.').map(str::trim).collect();
     if key.is_empty() || parts.iter().any(|p| p.is_empty()) {
         return Err(SetError::EmptyKey);
@@ -216,44 +203,22 @@ pub fn apply_set(root: &mut Table, arg: &str) -> Result<(), SetError> {
         Ok(v) => convert(&v, |_| Origin::Override(arg.to_string())).value,
         Err(_) => Value::Str(raw.to_string()),
     };
+    let (last, path) = parts.split_last().expect("invariant: split gives a part");
     let mut table = root;
-    for (i, part) in parts.iter().enumerate() {
-        let last = i + 1 == parts.len();
-        if last {
-            let node = Node {
-                value,
-                origin: origin.clone(),
-            };
-            match table.get_mut(part) {
-                Some(existing) => *existing = node,
-                None => table.entries.push((part.to_string(), origin.clone(), node)),
-            }
-            return Ok(());
-        }
-        if table.get(part).is_none() {
-            table.entries.push((
-                part.to_string(),
-                origin.clone(),
-                Node {
-                    value: Value::Table(Table::default()),
-                    origin: origin.clone(),
-                },
-            ));
-        }
-        let node = table
-            .get_mut(part)
-            .expect("invariant: entry was just ensured");
-        match &mut node.value {
-            Value::Table(t) => table = t,
+    for (i, part) in path.iter().enumerate() {
+        let node = table.entry(part, &origin, || Value::Table(Table::default()));
+        table = match &mut node.value {
+            Value::Table(t) => t,
             other => {
-                return Err(SetError::NotATable {
-                    prefix: parts[..=i].join("."),
-                    found: other.type_name(),
-                })
+                let (prefix, found) = (parts[..=i].join("."), other.type_name());
+                return Err(SetError::NotATable { prefix, found });
             }
-        }
+        };
     }
-    unreachable!("invariant: the loop returns at the last path segment")
+    let node = table.entry(last, &origin, || Value::Table(Table::default()));
+    node.value = value;
+    node.origin = origin;
+    Ok(())
 }
 
 pub use crate::diagnostic::line_col;
@@ -263,57 +228,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn values_keep_their_position() {
-        let text = "a = 1\n[b]\nc = \"x\"\n";
-        let t = parse(text).unwrap();
-        let b = match &t.get("b").unwrap().value {
-            Value::Table(b) => b.clone(),
-            _ => panic!("b is a table"),
-        };
-        match &b.get("c").unwrap().origin {
-            Origin::File(r) => assert_eq!(line_col(text, r.start), (3, 5)),
-            o => panic!("unexpected origin {o:?}"),
-        }
-    }
-
-    #[test]
     fn set_creates_tables_and_parses_toml_values() {
         let mut t = parse("[engine]\npage_size = 1\n").unwrap();
-        apply_set(&mut t, "engine.page_size=16").unwrap();
-        apply_set(&mut t, "client.mode=poisson").unwrap();
-        apply_set(&mut t, "run.observe_at_s=[1, 2]").unwrap();
-        let Value::Table(e) = &t.get("engine").unwrap().value else {
-            panic!()
+        for s in [
+            "engine.page_size=16",
+            "client.mode=poisson",
+            "run.observe_at_s=[1, 2]",
+        ] {
+            apply_set(&mut t, s).unwrap();
+        }
+        let at = |table: &str, key: &str| match &t.get(table).unwrap().value {
+            Value::Table(v) => v.get(key).unwrap().value.clone(),
+            _ => panic!("{table} is a table"),
         };
-        assert!(matches!(e.get("page_size").unwrap().value, Value::Int(16)));
-        let Value::Table(c) = &t.get("client").unwrap().value else {
-            panic!()
-        };
-        assert!(matches!(&c.get("mode").unwrap().value, Value::Str(s) if s == "poisson"));
-        let Value::Table(r) = &t.get("run").unwrap().value else {
-            panic!()
-        };
-        assert!(matches!(&r.get("observe_at_s").unwrap().value, Value::Array(a) if a.len() == 2));
-    }
-
-    #[test]
-    fn set_through_a_non_table_is_an_error() {
-        let mut t = parse("name = \"x\"\n").unwrap();
-        assert_eq!(
-            apply_set(&mut t, "name.first=1"),
-            Err(SetError::NotATable {
-                prefix: "name".into(),
-                found: "a string"
-            })
-        );
-        assert_eq!(apply_set(&mut t, "name"), Err(SetError::MissingEquals));
-        assert_eq!(apply_set(&mut t, "a..b=1"), Err(SetError::EmptyKey));
-    }
-
-    #[test]
-    fn syntax_errors_carry_a_span() {
-        let errs = parse("a = \n").unwrap_err();
-        assert!(!errs.is_empty());
-        assert!(errs[0].span.is_some());
+        assert!(matches!(at("engine", "page_size"), Value::Int(16)));
+        assert!(matches!(at("client", "mode"), Value::Str(s) if s == "poisson"));
+        assert!(matches!(at("run", "observe_at_s"), Value::Array(a) if a.len() == 2));
     }
 }

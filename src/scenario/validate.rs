@@ -87,24 +87,17 @@ impl Values for Reader<'_> {
         };
         let hint = match key.ty {
             Ty::Table => {
-                let needs = schema::keys().filter(|k| {
-                    k.parent() == path
-                        && k.required()
-                        && matches!(k.when, When::All | When::Without(_))
-                });
+                let needs = schema::keys().filter(|k| k.parent() == path && k.required());
+                let needs = needs.filter(|k| matches!(k.when, When::All | When::Without(_)));
                 let needs: Vec<&str> = needs.map(Key::leaf).collect();
-                let with = match needs.is_empty() {
-                    true => String::new(),
-                    false => format!(" with {}", needs.join(", ")),
-                };
-                format!("add the [{path}] section{with} ({})", key.meaning)
+                let with = ["", " with "][usize::from(!needs.is_empty())];
+                let needs = needs.join(", ");
+                format!("add the [{path}] section{with}{needs} ({})", key.meaning)
             }
-            _ => format!(
-                "{why}{}, e.g. {} = {}",
-                key.meaning,
-                key.leaf(),
-                key.example
-            ),
+            _ => {
+                let (meaning, leaf, example) = (key.meaning, key.leaf(), key.example);
+                format!("{why}{meaning}, e.g. {leaf} = {example}")
+            }
         };
         let msg = format!("required key is missing {place}");
         self.report(path, Some(parent), msg, hint)
@@ -201,13 +194,13 @@ impl<'s> Reader<'s> {
         Ok(r)
     }
 
-    /// Every problem found, in file order: problems of the whole file, then by line and column,
-    /// then those of the overrides.
     /// The files the scenario named and the sections read (traces, data, catalogs).
     pub(super) fn inputs(&self) -> &[PathBuf] {
         &self.inputs
     }
 
+    /// Every problem found, in file order: problems of the whole file, then by line and column,
+    /// then those of the overrides.
     pub(super) fn into_problems(self) -> Vec<Problem> {
         let mut problems = self.problems;
         problems.sort_by_key(|p| match p.location {
@@ -269,12 +262,15 @@ impl<'s> Reader<'s> {
 
     /// Check the value given at `path` and keep it (with `None` after a problem).
     fn check(&mut self, path: &str, key: &Key, node: &Node) -> Option<&Val> {
-        let slot = Slot {
-            origin: node.origin.clone(),
-            shown: node.value.render(),
-            val: None,
-        };
-        self.slots.insert(path.to_string(), slot);
+        let (origin, shown) = (node.origin.clone(), node.value.render());
+        self.slots.insert(
+            path.to_string(),
+            Slot {
+                origin,
+                shown,
+                val: None,
+            },
+        );
         let val = self.value(path, key, node);
         let slot = self.slots.get_mut(path).expect("invariant: inserted above");
         slot.val = val;
@@ -302,10 +298,9 @@ impl<'s> Reader<'s> {
                 return Some(Val::Str(s.clone()))
             }
             (Ty::OneOf(names), Value::Str(s)) => {
-                let modelled = schema::NOT_MODELLED
-                    .iter()
-                    .flat_map(|list| list.iter())
-                    .find(|(p, values, _)| *p == path && values.contains(&s.as_str()));
+                let mut modelled = schema::NOT_MODELLED.iter().flat_map(|list| list.iter());
+                let modelled =
+                    { modelled }.find(|(p, vs, _)| *p == path && vs.contains(&s.as_str()));
                 let (msg, hint) = match (modelled, did_you_mean(s, names)) {
                     (Some((_, _, hint)), _) => ("is not modelled", hint.to_string()),
                     (None, Some(g)) => (
@@ -335,10 +330,7 @@ impl<'s> Reader<'s> {
                 self.entries(path, t, &known);
                 return Some(Val::Table);
             }
-            (Ty::Tagged(tagged), Value::Table(t)) => {
-                return self.tagged(path, tagged, t).then_some(Val::Table)
-            }
-            (Ty::Tokens(tagged, _), Value::Table(t)) => {
+            (Ty::Tagged(tagged) | Ty::Tokens(tagged, _), Value::Table(t)) => {
                 return self.tagged(path, tagged, t).then_some(Val::Table)
             }
             (Ty::Tokens(_, most), Value::Int(_) | Value::Float(_)) => match integer(v, 1, most) {
@@ -359,10 +351,10 @@ impl<'s> Reader<'s> {
             (Ty::Entry(keys), Value::Table(t)) => {
                 let known: Vec<&Key> = keys.iter().collect();
                 self.entries(path, t, &known);
-                let absent: Vec<&Key> = keys
+                let absent = keys
                     .iter()
-                    .filter(|k| k.required() && t.get(k.path).is_none())
-                    .collect();
+                    .filter(|k| k.required() && t.get(k.path).is_none());
+                let absent: Vec<&Key> = absent.collect();
                 for k in &absent {
                     self.missing(&join(path, k.path), "");
                 }
@@ -402,17 +394,10 @@ impl<'s> Reader<'s> {
         let Some(Val::Str(name)) = self.check(&tag_path, param(t.tag), node).cloned() else {
             return false;
         };
-        let d = t
-            .variants
-            .iter()
-            .find(|d| d.name == name)
-            .expect("invariant: the tag's values are declared");
-        let known: Vec<&Key> = [t.tag]
-            .iter()
-            .chain(d.required)
-            .chain(d.optional)
-            .map(|p| param(p))
-            .collect();
+        let d = t.variants.iter().find(|d| d.name == name);
+        let d = d.expect("invariant: the tag's values are declared");
+        let known = std::iter::once(&t.tag).chain(d.required).chain(d.optional);
+        let known: Vec<&Key> = known.map(|p| param(p)).collect();
         self.entries(path, table, &known);
         let absent = d.required.iter().filter(|p| table.get(p).is_none());
         let absent: Vec<&str> = absent.copied().collect();
@@ -447,10 +432,7 @@ impl<'s> Reader<'s> {
                     Some(actual) => Some(actual),
                 },
             };
-            let unless_given = match key.default {
-                DefaultValue::Unless(other, _) => self.slots.contains_key(other),
-                _ => false,
-            };
+            let unless_given = matches!(key.default, DefaultValue::Unless(other, _) if self.slots.contains_key(other));
             match (self.slots.get_mut(key.path), conflict) {
                 (Some(slot), Some(actual)) => {
                     if slot.val.take().is_none() {

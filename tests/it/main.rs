@@ -18,6 +18,7 @@ mod memory;
 mod outputs;
 mod overhead;
 mod plan;
+mod plots;
 mod queueing;
 mod scenarios;
 mod schema;

@@ -6,8 +6,8 @@ use plotters::prelude::*;
 
 use crate::compare::LatencyCdfs;
 
-use super::run::{latency_axis, Draw, Panel};
-use super::style::{heading, BLUE, BOTTOM_FIRST, VERMILLION};
+use super::run::cdf_panel;
+use super::style::{heading, BLUE, VERMILLION};
 use super::{render, Area, Drawn, Figure, Format, PlotError};
 
 /// The title of the [`compare_cdf`] figure.
@@ -38,55 +38,18 @@ impl Figure for Compare<'_> {
     const NAME: &'static str = "compare";
 
     fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
-        let subtitle = format!(
-            "{} measured requests, {} simulated; empirical CDFs, as bench_serving defines each latency.",
-            self.0.requests,
-            self.1.requests
-        );
+        let (m, s) = (self.0.requests, self.1.requests);
+        let how = "empirical CDFs, as bench_serving defines each latency.";
+        let subtitle = format!("{m} measured requests, {s} simulated; {how}");
         let body = heading(root, COMPARE_TITLE, &subtitle)?;
-        let panels = body.split_evenly((1, 3));
-        for ((desc, curve), area) in METRICS.iter().zip(&panels) {
-            let (m, s) = (curve(self.0), curve(self.1));
-            let (x, _) = latency_axis(&[m, s], "s");
-            let mut p = Panel(
-                "fraction of requests (CDF)",
-                Some(1.04),
-                &BOTTOM_FIRST,
-                vec![],
-            );
-            for (name, c, colour) in [("measured", m, BLUE), ("servesim", s, VERMILLION)] {
-                if let Some(&(first, _)) = c.first() {
-                    let curve = std::iter::once((first, 0.0))
-                        .chain(c.iter().copied())
-                        .collect();
-                    p.add(name, Draw::Line(curve, colour, 3));
-                }
-            }
-            p.draw(area, &x, Some(desc), raster)?;
+        for ((desc, curve), area) in METRICS.iter().zip(&body.split_evenly((1, 3))) {
+            let cdf = |(name, c, colour): (&str, &LatencyCdfs, _)| {
+                (name.to_string(), curve(c).to_vec(), colour, vec![])
+            };
+            let curves = [("measured", self.0, BLUE), ("servesim", self.1, VERMILLION)];
+            let descs = ("fraction of requests (CDF)", Some(*desc));
+            cdf_panel(area, descs, curves.map(cdf).to_vec(), "s", raster)?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::compare::Sample;
-
-    #[test]
-    fn the_figure_draws_in_both_formats() {
-        let s = |t: f64| Sample {
-            input_tokens: 10,
-            output_tokens: 3,
-            ttft_s: t,
-            itls_s: vec![0.01, 0.01],
-            e2e_s: t + 0.02,
-            start_s: None,
-        };
-        let a = LatencyCdfs::of(&[s(0.1), s(0.2)]);
-        let b = LatencyCdfs::of(&[s(0.15)]);
-        for fmt in Format::ALL {
-            assert!(!compare_cdf(&a, &b, fmt).unwrap().is_empty());
-        }
     }
 }

@@ -89,11 +89,12 @@ impl MemoryFigure<'_> {
     fn same(&self) -> Option<&SglangMemory> {
         let (_, first) = self.0.first()?;
         let key = |m: &SglangMemory| {
-            let (free, w) = (
-                m.inputs.memory_before_weights_gib,
-                m.inputs.weight_gib_per_gpu,
-            );
-            [free, w, m.need_gib]
+            let i = &m.inputs;
+            [
+                i.memory_before_weights_gib,
+                i.weight_gib_per_gpu,
+                m.need_gib,
+            ]
         };
         let close = |a: [f64; 3]| a.iter().zip(key(first)).all(|(a, b)| (a - b).abs() < 1e-9);
         self.0.iter().all(|(_, m)| close(key(m))).then_some(first)
@@ -111,10 +112,10 @@ impl MemoryFigure<'_> {
         };
         let source = match &m.inputs.need {
             SlackNeed::Observed {
-                free_gib,
+                free_gib: free,
                 at_fraction: f,
             } => {
-                format!("{free_gib:.2} GiB seen free at f = {}", fraction_label(*f))
+                format!("{free:.2} GiB seen free at f = {}", fraction_label(*f))
             }
             SlackNeed::Derived(_) => "derived from the model and settings".to_string(),
             SlackNeed::Heuristic(_) => "SGLang's reservation estimate".to_string(),
@@ -215,85 +216,5 @@ impl Figure for MemoryFigure<'_> {
             }
         }
         legend.draw(&mut chart, at, raster)
-    }
-}
-
-#[cfg(test)]
-pub(super) mod tests {
-    use super::super::check::{both, pixels, scenario_file, texts};
-    use super::*;
-    use crate::memory::HeuristicReserve;
-    use crate::scenario::{load, MemoryDerivation::Sglang};
-
-    /// The case study's memory at each fraction in hundredths, as `servesim memory` has it.
-    pub(crate) fn case_study<const N: usize>(percents: [u32; N]) -> Vec<(f64, SglangMemory)> {
-        let src = scenario_file("case-study-b2-memory.toml");
-        let at = |p: u32| {
-            let sc = load(&src, &[format!("engine.mem_fraction_static=0.{p}")]).unwrap();
-            match sc.memory.unwrap().derivation {
-                Sglang(m) => (f64::from(p) / 100.0, m),
-                _ => panic!("an SGLang scenario"),
-            }
-        };
-        percents.into_iter().map(at).collect()
-    }
-
-    #[test]
-    fn the_memory_figure_shows_the_split_the_verdicts_and_the_case_studys_numbers() {
-        let rows = case_study(std::array::from_fn::<u32, 16, _>(|i| 80 + i as u32));
-        let (png, svg) = both(|f| memory_figure(&rows, f));
-        assert!(pixels(&png, POOL) > 10_000);
-        assert!(pixels(&png, POOL_OVER) > 500);
-        assert!(pixels(&png, slack(Verdict::Oom)) > 2_000);
-        let t = texts(&svg);
-        for text in [
-            "\nmemory per GPU (GiB)\n",
-            "\nmem_fraction_static, f\n",
-            "\n116,149\n",
-            "(4.66 GiB seen free at f = 0.85): out of memory above f = 0.899",
-            "safe up to f = 0.889.",
-            "\npool above the OOM line\n",
-            "\nslack: tight (< 10 % to spare)\nslack: would run out of memory\n",
-            "\nOOM line: slack = need = 9.38 GiB\n",
-        ] {
-            assert!(t.contains(text), "{text:?}");
-        }
-        let tokens = |l: &&str| l.chars().all(|c| c.is_ascii_digit() || c == ',');
-        let tokens = t.lines().filter(|l| l.contains(',') && tokens(l)).count();
-        assert_eq!(tokens, 16, "a token label per bar");
-        assert!(t.contains("\n0.80\n") && t.contains("\n0.95\n"));
-    }
-
-    #[test]
-    fn bars_split_the_memory_before_the_weights() {
-        let rows = case_study([85, 95]);
-        let bars: Vec<Bar> = rows.iter().map(|(f, m)| Bar::new(*f, m)).collect();
-        for b in &bars {
-            assert!((b.top - 93.59).abs() < 1e-9);
-            assert!(b.weights < b.static_top && b.static_top < b.top);
-        }
-        let [safe, oom] = [&bars[0], &bars[1]];
-        assert!(safe.verdict == Verdict::Safe && oom.verdict == Verdict::Oom);
-        assert!(safe.static_top < safe.boundary, "0.85 leaves the slack");
-        assert!(oom.static_top > oom.boundary, "0.95 takes from it");
-        let labels = [0.8, 0.855, 1.0].map(fraction_label).join("|");
-        assert_eq!(labels, "0.80|0.855|1.00");
-        assert_eq!(floor3(0.89987), "0.899");
-    }
-
-    #[test]
-    fn one_setting_none_and_a_guessed_need_still_draw() {
-        let t = texts(&both(|f| memory_figure(&case_study([85]), f)).1);
-        assert!(t.contains("\n116,149\n") && !t.contains("would run out of memory"));
-        assert!(texts(&both(|f| memory_figure(&[], f)).1).contains("No settings to show."));
-        let guess = |(f, m): (f64, SglangMemory)| {
-            let mut i = m.inputs;
-            i.need = SlackNeed::Heuristic(HeuristicReserve::sglang(8192, 8, true, 512));
-            (f, i.derive())
-        };
-        let rows: Vec<_> = case_study([85, 90]).into_iter().map(guess).collect();
-        let (_, svg) = both(|f| memory_figure(&rows, f));
-        assert!(texts(&svg).contains("reservation estimate): out of memory above f = "));
-        assert_eq!(svg, both(|f| memory_figure(&rows, f)).1, "deterministic");
     }
 }

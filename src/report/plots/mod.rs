@@ -2,7 +2,7 @@
 //! (the steady state, the plan's picks and Pareto front, memory verdicts) is worked out by
 //! their callers.
 //!
-//! * [`throughput`], [`engine_state`], [`latency_cdf`]: one run (`run.rs`).
+//! * [`throughput`], [`engine_state`], [`latency_cdf`], [`cache_hit_rate`]: one run (`run.rs`).
 //! * [`sweep_figures`]: every summary metric of a sweep against each varied key (`sweep.rs`).
 //! * [`compare_cdf`]: measured vs. simulated latency CDFs for `servesim compare` (`compare.rs`).
 //! * [`memory_figure`]: SGLang's split of GPU memory over a range of fractions (`memory.rs`).
@@ -26,8 +26,8 @@ pub use compare::{compare_cdf, COMPARE_TITLE};
 pub use memory::{memory_figure, MEMORY_TITLE};
 pub use plan::{plan_figure, PLAN_TITLE};
 pub use run::{
-    engine_state, latency_cdf, throughput, ENGINE_STATE_TITLE, LATENCY_TITLE, LOG_LATENCY_SPREAD,
-    LOG_TIME_FACTOR, THROUGHPUT_TITLE,
+    cache_hit_rate, engine_state, latency_cdf, throughput, CACHE_TITLE, ENGINE_STATE_TITLE,
+    LATENCY_TITLE, LOG_LATENCY_SPREAD, LOG_TIME_FACTOR, THROUGHPUT_TITLE,
 };
 pub use sweep::{sweep_figures, sweep_title, MAX_SWEEP_LINES};
 
@@ -238,7 +238,8 @@ fn y_top(max: f64, headroom: f64) -> f64 {
 mod check {
     use super::{Format, PlotError, HEIGHT_PX, WIDTH_PX};
 
-    /// A figure in both formats, checked: the PNG's pixels (RGB), and the SVG.
+    /// A figure in both formats, checked: the PNG's pixels (RGB), and the SVG. Written to
+    /// `SERVESIM_LOOK_DIR` if set, for a person to look at, as tests/it/plots.rs does.
     pub(super) fn both(draw: impl Fn(Format) -> Result<Vec<u8>, PlotError>) -> (Vec<u8>, String) {
         let bytes = draw(Format::Png).unwrap();
         let mut reader = png::Decoder::new(&bytes[..]).read_info().unwrap();
@@ -249,6 +250,16 @@ mod check {
         rgb.truncate(info.buffer_size());
         let svg = String::from_utf8(draw(Format::Svg).unwrap()).unwrap();
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        if let Some(dir) = std::env::var_os("SERVESIM_LOOK_DIR").map(std::path::PathBuf::from) {
+            let test = std::thread::current()
+                .name()
+                .unwrap_or("figure")
+                .replace("::", "-");
+            let n = std::fs::read_dir(&dir).map_or(0, |d| d.count());
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(format!("{test}-{n}.png")), &bytes).unwrap();
+            std::fs::write(dir.join(format!("{test}-{n}.svg")), &svg).unwrap();
+        }
         (rgb, svg)
     }
 
@@ -279,65 +290,5 @@ mod check {
     pub(super) fn scenario_file(name: &str) -> crate::scenario::Source {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
         crate::scenario::Source::read(&dir.join(name)).unwrap()
-    }
-
-    /// Writes the figures of the edge cases (and of the built-in B2) to /tmp/plots-check/ for
-    /// a person to look at: `cargo test --release --lib figures_to_look_at -- --ignored`.
-    #[test]
-    #[ignore]
-    fn figures_to_look_at() {
-        use super::plan::tests::{crowded, long_infeasible, realistic, row};
-        use super::run::tests::{edge, small};
-        use super::sweep::tests::{sweep, SMALL_B2};
-        use super::*;
-        use crate::{analysis::analyse, engine::run, scenario::load, scenario::Source};
-        let dir = std::path::PathBuf::from("/tmp/plots-check");
-        std::fs::create_dir_all(&dir).unwrap();
-        let write = |name: &str, draw: &dyn Fn(Format) -> Result<Vec<u8>, PlotError>| {
-            for fmt in Format::ALL {
-                let file = dir.join(format!("{name}.{}", fmt.extension()));
-                std::fs::write(file, draw(fmt).unwrap()).unwrap();
-            }
-        };
-        let sc = load(&Source::builtin_b2(), &[]).unwrap();
-        let b2 = run(&sc, &Default::default()).unwrap();
-        let observe: Vec<f64> = sc.run.observe_at.iter().map(|t| t.as_secs_f64()).collect();
-        let runs = [
-            ("b2", b2, observe),
-            ("small", small(2.0), vec![5.0, 12.0]),
-            ("edge-none", edge(false), vec![]),
-            ("edge-one", edge(true), vec![0.01]),
-        ];
-        for (run, r, observe) in runs {
-            let (a, name) = (analyse(&r), |fig: &str| format!("{run}-{fig}"));
-            write(&name("throughput"), &|f| throughput(&r, &a, &observe, f));
-            write(&name("engine-state"), &|f| engine_state(&r, f));
-            write(&name("latency-cdf"), &|f| latency_cdf(&r, f));
-        }
-        let rows = super::memory::tests::case_study([80, 85, 89, 90, 95]);
-        write("memory", &|f| memory_figure(&rows, f));
-        // Three keys: nine long combinations of the other two, eight drawn.
-        let dist = |v: u32| format!("{{ dist = \"constant\", value = {v} }}");
-        let prompts = [100, 200, 300].map(dist).join(",");
-        let three = format!("workload.prompt_tokens={prompts};client.concurrency=4,8");
-        let three = format!("{three};engine.mem_fraction_static=0.84,0.89,0.92");
-        let (memory, vary) = (scenario_file("case-study-b2-memory.toml"), three.split(';'));
-        let (keys, rows) = sweep(&memory, &[SMALL_B2[0]], &vary.collect::<Vec<_>>());
-        for k in 0..keys.len() {
-            let draw = |f| Ok(sweep_figures(&keys, &rows, f)?.remove(k).1);
-            write(&format!("sweep-three-{k}"), &draw);
-        }
-        let none = vec![row("h100", 1, 0.0, 2.95, "the model does not fit")];
-        let plans = [
-            ("realistic", realistic(), 24.0),
-            ("crowded", crowded(), 6.0),
-            ("long", long_infeasible(), 4.0),
-            ("none", none, 2.0),
-        ];
-        for (name, rows, deadline) in plans {
-            let picks = crate::plan::highlights(&rows, Some(deadline));
-            let draw = |f| plan_figure(&rows, &picks, Some(deadline), f);
-            write(&format!("plan-{name}"), &draw);
-        }
     }
 }

@@ -72,6 +72,12 @@ fn label_of(r: &PlanRow) -> String {
     format!("{}\u{d7} {} TP{}", r.num_gpus, r.gpu, r.tensor_parallel)
 }
 
+/// A candidate's time to finish (hours) and cost ($); not a number if infeasible.
+fn hours_usd(r: &PlanRow) -> (f64, f64) {
+    r.time_and_cost()
+        .map_or((f64::NAN, f64::NAN), |(t, c)| (t / 3600.0, c))
+}
+
 /// Dollars for text: `$0.84`, `$12.5`, `$412`, `$1,234`.
 fn usd(v: f64) -> String {
     match v.abs() {
@@ -139,12 +145,8 @@ impl<'a> PlanFigure<'a> {
         let gpus = gpus.into_iter().zip(PALETTE.into_iter().cycle()).collect();
         let tps: BTreeSet<u32> = drawn.iter().map(|&i| rows[i].tensor_parallel).collect();
         let tps = tps.into_iter().zip(SHAPES.into_iter().cycle()).collect();
-        let hours = |&i: &usize| rows[i].time_and_cost().map_or(f64::NAN, |p| p.0) / 3600.0;
-        let times: Vec<f64> = drawn.iter().map(hours).collect();
-        let costs: Vec<f64> = drawn
-            .iter()
-            .map(|&i| rows[i].time_and_cost().map_or(f64::NAN, |p| p.1))
-            .collect();
+        let (times, costs): (Vec<f64>, Vec<f64>) =
+            drawn.iter().map(|&i| hours_usd(&rows[i])).unzip();
         let t_min = times.iter().copied().fold(f64::INFINITY, f64::min);
         let t_max = times.iter().copied().fold(0.0, f64::max);
         // A deadline far from every candidate's time is not drawn (the subtitle names it).
@@ -161,8 +163,9 @@ impl<'a> PlanFigure<'a> {
         fig
     }
 
-    fn t_h(&self, i: usize) -> f64 {
-        self.rows[i].time_and_cost().map_or(f64::NAN, |p| p.0) / 3600.0
+    /// Candidate `i`'s time to finish (hours) and cost ($).
+    fn at(&self, i: usize) -> (f64, f64) {
+        hours_usd(&self.rows[i])
     }
 
     /// The line under the title: how many candidates, and the picks.
@@ -179,12 +182,8 @@ impl<'a> PlanFigure<'a> {
         let drawn = self.drawn.len();
         let counts = format!("{n} candidate{s}: {drawn} drawn, {infeasible} infeasible.");
         let describe = |i: usize| {
-            let (r, t) = (&self.rows[i], sig3(self.t_h(i)));
-            format!(
-                "{} at {} in {t} h",
-                label_of(r),
-                usd(r.time_and_cost().map_or(f64::NAN, |p| p.1))
-            )
+            let ((t, c), r) = (self.at(i), &self.rows[i]);
+            format!("{} at {} in {} h", label_of(r), usd(c), sig3(t))
         };
         let describe = |i: Option<usize>| i.map(describe).unwrap_or_default();
         let (cheapest, fastest) = (describe(self.picks.cheapest), describe(self.picks.fastest));
@@ -303,12 +302,7 @@ impl<'a> PlanFigure<'a> {
             let name = Text::new(name, (dx, 6), text(&RED, TEXT_PX));
             chart.draw_series([EmptyElement::at((d, y.hi)) + name])?;
         }
-        let at = |i: usize| {
-            (
-                self.t_h(i),
-                self.rows[i].time_and_cost().map_or(f64::NAN, |p| p.1),
-            )
-        };
+        let at = |i: usize| self.at(i);
         let drawn = |i: &usize| self.drawn.contains(i);
         let (front, crowded) = (self.picks.pareto.iter(), self.drawn.len() > MAX_LABELLED);
         let front = front.copied().filter(drawn);
@@ -316,7 +310,7 @@ impl<'a> PlanFigure<'a> {
         let mut stair: Vec<(f64, f64)> = Vec::new();
         for &i in &front {
             if let Some(&(_, c)) = stair.last() {
-                stair.push((self.t_h(i), c));
+                stair.push((at(i).0, c));
             }
             stair.push(at(i));
         }
@@ -377,10 +371,8 @@ impl<'a> PlanFigure<'a> {
             labels.push((label, b, colour(i)));
         }
         for (label, [x0, y0, x1, y1], c) in labels {
-            plot.draw(&Rectangle::new(
-                [(x0, y0), (x1, y1)],
-                WHITE.mix(0.8).filled(),
-            ))?;
+            let under = WHITE.mix(0.8).filled();
+            plot.draw(&Rectangle::new([(x0, y0), (x1, y1)], under))?;
             let ink = RGBColor(c.0 / 4 * 3, c.1 / 4 * 3, c.2 / 4 * 3);
             plot.draw(&Text::new(label, (x0 + 2, y0 + 1), text(&ink, 14)))?;
         }

@@ -10,7 +10,7 @@
 use plotters::prelude::*;
 
 use crate::analysis::{Analysis, NoWindow, Regime};
-use crate::metrics::{Distribution, RunResult, Sample};
+use crate::metrics::{CacheHits, Distribution, RunResult, Sample};
 
 use super::axis::{human_duration as dur, sig3, thousands, Axis, Labels};
 use super::style::{heading, mark, Corner, Entry, Legend, Shape, Swatch, BOTTOM_FIRST, TOP_FIRST};
@@ -27,6 +27,8 @@ pub const LOG_LATENCY_SPREAD: f64 = 20.0;
 pub const THROUGHPUT_TITLE: &str = "Throughput over time: what the client sees vs. the server";
 /// The title of the [`engine_state`] figure.
 pub const ENGINE_STATE_TITLE: &str = "Engine state over time: requests and KV cache";
+/// The title of the [`cache_hit_rate`] figure.
+pub const CACHE_TITLE: &str = "Prefix cache over time: prompt tokens found cached";
 /// The title of the [`latency_cdf`] figure.
 pub const LATENCY_TITLE: &str = "Latency distributions: TTFT, end-to-end, TPOT and ITL";
 
@@ -49,22 +51,17 @@ pub fn engine_state(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&EngineState(r), fmt)
 }
 
+/// The share of the completed requests' prompt tokens that the prefix cache held at their
+/// first admission, since the start and over the client's window, as the caller computed it
+/// ([`RunResult::cache_hits`]), on the time axis of the run's other figures.
+pub fn cache_hit_rate(r: &RunResult, hits: &CacheHits, fmt: Format) -> Result<Vec<u8>, PlotError> {
+    render(&Cache(r, hits), fmt)
+}
+
 /// The empirical CDFs of TTFT and end-to-end latency, in seconds, with p50, p90 and p99
 /// marked.
 pub fn latency_cdf(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&Latency(r), fmt)
-}
-
-/// The samples to draw, up to the end of the run, ordered by time, one per instant.
-fn timeline(r: &RunResult) -> Vec<&Sample> {
-    let last = r.samples.last().map(|s| s.t_s);
-    let end_s = last.unwrap_or(0.0).max(r.totals.sim_duration_s);
-    let extra = r.first_minutes.iter().chain(&r.observations);
-    let all = r.samples.iter().chain(extra.filter(|s| s.t_s <= end_s));
-    let mut pts: Vec<&Sample> = all.filter(|s| s.t_s.is_finite()).collect();
-    pts.sort_by(|a, b| a.t_s.total_cmp(&b.t_s));
-    pts.dedup_by(|a, b| a.t_s == b.t_s);
-    pts
 }
 
 /// The time axis of a run whose plotted points are `pts`, and its description.
@@ -243,7 +240,7 @@ impl Figure for Throughput<'_> {
         let r = self.0;
         let window = self.1.steady().map(|w| (&w.span, w.ci95()));
         let body = heading(root, THROUGHPUT_TITLE, &self.subtitle())?;
-        let pts = timeline(r);
+        let pts = r.timeline();
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 6 / 10);
         let marks = self.2.iter().copied().filter(|&t| x.shows(t));
@@ -323,7 +320,7 @@ impl Figure for EngineState<'_> {
              {in_flight:.1} in flight; {usage}."
         );
         let body = heading(root, ENGINE_STATE_TITLE, &subtitle)?;
-        let pts = timeline(r);
+        let pts = r.timeline();
         let (x, x_desc) = time_axis(r, &pts);
         let (top, bottom) = body.split_vertically(body.dim_in_pixel().1 * 58 / 100);
         let mut p = Panel("requests", None, &TOP_FIRST, vec![]);
@@ -345,6 +342,40 @@ impl Figure for EngineState<'_> {
         let text = format!("{what}: KV tokens in use \u{f7} {pool} ({why})");
         p.add(text, Draw::Under(usage, GREEN));
         p.draw(&bottom, &x, Some(&x_desc), raster)
+    }
+}
+
+struct Cache<'a>(&'a RunResult, &'a CacheHits);
+
+impl Figure for Cache<'_> {
+    const NAME: &'static str = "prefix cache";
+
+    fn draw<DB: DrawingBackend>(&self, root: &Area<DB>, raster: bool) -> Drawn {
+        let (r, c) = (self.0, &self.0.counters);
+        let (hit, all) = (
+            thousands(c.cache_hit_requests),
+            thousands(c.first_admissions),
+        );
+        let (cached, prompt) = (c.cached_prompt_tokens, c.first_admission_prompt_tokens);
+        let share = 100.0 * cached as f64 / prompt.max(1) as f64;
+        let (prompt, evicted) = (thousands(prompt), thousands(c.cache_evicted_tokens));
+        let subtitle = format!(
+            "At their first admission {hit} of {all} requests found a cached prefix, \
+             {share:.1} % of their {prompt} prompt tokens; {evicted} cached tokens evicted."
+        );
+        let body = heading(root, CACHE_TITLE, &subtitle)?;
+        let (x, x_desc) = time_axis(r, &r.timeline());
+        let on_axis = |p: &[(f64, f64)]| p.iter().copied().filter(|p| x.shows(p.0)).collect();
+        let y_desc = "share of prompt tokens found cached";
+        let mut p = Panel(y_desc, Some(1.1), &BOTTOM_FIRST, vec![]);
+        let text = format!(
+            "the same of the requests completed in the last {}",
+            dur(r.window_s)
+        );
+        p.add(text, Draw::Line(on_axis(&self.1.window), LIGHT_BLUE, 1));
+        let text = "since the start: cached \u{f7} prompt tokens of the requests completed";
+        p.add(text, Draw::Line(on_axis(&self.1.lifetime), VERMILLION, 4));
+        p.draw(&body, &x, Some(&x_desc), raster)
     }
 }
 
@@ -383,33 +414,41 @@ pub(super) fn latency_axis(curves: &[&[(f64, f64)]], unit: &str) -> (Axis, Strin
     }
 }
 
-/// A panel of CDF curves: each with its name, distribution (ms), colour; in `unit`, `per` ms.
-fn cdf_panel<DB: DrawingBackend>(
+/// One CDF curve: its legend text, `(latency, fraction)` points, colour and the dots on it.
+pub(super) type Cdf = (String, Vec<(f64, f64)>, RGBColor, Vec<(f64, f64)>);
+
+/// A panel of CDF curves, each rising from the axis, in `unit` on [`latency_axis`]; the x
+/// description is `x_desc`, else the axis's own.
+pub(super) fn cdf_panel<DB: DrawingBackend>(
     area: &Area<DB>,
-    y_desc: &str,
-    curves: [(&str, &Distribution, RGBColor); 2],
-    (unit, per): (&str, f64),
+    (y_desc, x_desc): (&str, Option<&str>),
+    curves: Vec<Cdf>,
+    unit: &str,
     raster: bool,
 ) -> Drawn {
-    let pts = curves.map(|(_, d, _)| cdf_points(d, per));
-    let (x, x_desc) = latency_axis(&[&pts[0], &pts[1]], unit);
+    let pts: Vec<&[(f64, f64)]> = curves.iter().map(|c| &c.1[..]).collect();
+    let (x, desc) = latency_axis(&pts, unit);
     let mut p = Panel(y_desc, Some(1.04), &BOTTOM_FIRST, vec![]);
-    for ((name, d, colour), c) in curves.into_iter().zip(pts) {
+    for (text, c, colour, dots) in curves {
         let Some(&(first, _)) = c.first() else {
             continue;
         };
-        let st = d.stats();
-        let q = |ms: f64| sig3(ms / per);
-        let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
-        let text = format!("{name}: p50 {p50} {unit}, p90 {p90} {unit}, p99 {p99} {unit}");
-        // From 0, so the curve visibly rises from the axis.
         let curve = std::iter::once((first, 0.0)).chain(c).collect();
         p.add(text, Draw::Line(curve, colour, 3));
-        let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
-        let dots = dots.map(|(ms, f)| (ms / per, f)).to_vec();
         p.add("", Draw::Dots(dots, colour));
     }
-    p.draw(area, &x, Some(&x_desc), raster)
+    p.draw(area, &x, Some(x_desc.unwrap_or(&desc)), raster)
+}
+
+/// The CDF of a latency distribution (ms) named `name`, in `unit` of `per` ms, with p50, p90
+/// and p99 in its legend text and marked by dots.
+fn cdf((name, d, colour): (&str, &Distribution, RGBColor), (unit, per): (&str, f64)) -> Cdf {
+    let (st, q) = (d.stats(), |ms: f64| sig3(ms / per));
+    let (p50, p90, p99) = (q(st.p50), q(st.p90), q(st.p99));
+    let text = format!("{name}: p50 {p50} {unit}, p90 {p90} {unit}, p99 {p99} {unit}");
+    let dots = [(st.p50, 0.5), (st.p90, 0.9), (st.p99, 0.99)];
+    let dots = dots.map(|(ms, f)| (ms / per, f)).to_vec();
+    (text, cdf_points(d, per), colour, dots)
 }
 
 impl Figure for Latency<'_> {
@@ -435,121 +474,21 @@ impl Figure for Latency<'_> {
             ("E2E (last token)", &lat.e2e_ms, VERMILLION),
             ("TTFT (first token)", &lat.ttft_ms, BLUE),
         ];
-        cdf_panel(
-            &top,
-            "fraction of requests (CDF)",
-            requests,
-            ("s", 1000.0),
-            raster,
-        )?;
+        let requests = requests.map(|c| cdf(c, ("s", 1000.0))).to_vec();
+        let y_desc = ("fraction of requests (CDF)", None);
+        cdf_panel(&top, y_desc, requests, "s", raster)?;
         let tokens = [
             ("ITL (every gap between tokens)", &lat.itl_ms, PURPLE),
             ("TPOT (per request)", &lat.tpot_ms, GREEN),
         ];
-        cdf_panel(&bottom, "fraction (CDF)", tokens, ("ms", 1.0), raster)
+        let tokens = tokens.map(|c| cdf(c, ("ms", 1.0))).to_vec();
+        cdf_panel(&bottom, ("fraction (CDF)", None), tokens, "ms", raster)
     }
 }
 
 #[cfg(test)]
-pub(super) mod tests {
-    use super::super::axis::Scale;
-    use super::super::check::{both, pixels, texts};
-    use super::super::register_fonts;
+mod tests {
     use super::*;
-    use crate::analysis::analyse;
-    use crate::engine::{run, RunOptions};
-    use crate::scenario::{load, Source};
-
-    /// Run a scenario given as TOML text.
-    fn simulate(text: String) -> RunResult {
-        let text = format!("name = \"plots\"\n{text}");
-        let src = Source {
-            text,
-            ..Source::builtin_b2()
-        };
-        run(&load(&src, &[]).unwrap(), &RunOptions::default()).unwrap()
-    }
-
-    /// 120 requests through 6 slots: a start-up, a steady phase and a drain in about 30 s.
-    pub(in crate::report::plots) fn small(window_s: f64) -> RunResult {
-        simulate(format!(
-            "[run]\nobserve_at_s = [5, 12]\nwindow_s = {window_s}\ntimeseries_interval_s = 0.25\n\
-             [engine]\nkv_capacity_tokens = 3000\n[engine.step_time]\ndecode_base_ms = 10.0\n\
-             decode_per_seq_ms = 1.0\nprefill_base_ms = 5.0\nprefill_per_token_us = 10.0\n\
-             [workload]\nrequests = 120\nmax_new_tokens = 400\n\
-             prompt_tokens = {{ dist = \"uniform\", min = 20, max = 200 }}\n\
-             output_tokens = {{ dist = \"lognormal\", mean = 100, cv = 0.5, min = 5, max = 400 }}\n\
-             [client]\nconcurrency = 6\n"
-        ))
-    }
-
-    /// One request, or four stopped by `max_sim_s` before any is answered.
-    pub(in crate::report::plots) fn edge(one: bool) -> RunResult {
-        let (n, output, stop) = [(4, 1000, "max_sim_s = 0.5"), (1, 3, "")][usize::from(one)];
-        simulate(format!(
-            "[run]\n{stop}\n[engine]\nkv_capacity_tokens = 10000\n[workload]\n\
-             requests = {n}\nprompt_tokens = {{ dist = \"constant\", value = 10 }}\n\
-             output_tokens = {{ dist = \"constant\", value = {output} }}\n\
-             [client]\nconcurrency = {n}\n"
-        ))
-    }
-
-    /// The three figures of `r`, checked: their pixels and texts.
-    fn figures(r: &RunResult, observe_at_s: &[f64]) -> [(Vec<u8>, String); 3] {
-        let a = analyse(r);
-        let [one, two, three] = [
-            both(|f| throughput(r, &a, observe_at_s, f)),
-            both(|f| engine_state(r, f)),
-            both(|f| latency_cdf(r, f)),
-        ];
-        [one, two, three].map(|(png, svg)| (png, texts(&svg)))
-    }
-
-    #[test]
-    fn every_figure_draws_its_lines_legends_and_numbers() {
-        let r = small(2.0);
-        let [a, b, c] = figures(&r, &[5.0, 12.0]);
-        assert!(pixels(&a.0, VERMILLION) > 500 && pixels(&a.0, PURPLE) > 200);
-        assert!(pixels(&b.0, BLUE) > 500 && pixels(&c.0, BLUE) > 500);
-        assert!(pixels(&a.0, BLACK) > 500, "title");
-        register_fonts().unwrap();
-        register_fonts().unwrap();
-        assert_eq!(engine_state(&r, Format::Svg), engine_state(&r, Format::Svg));
-        assert_eq!(Format::ALL.map(Format::extension), ["png", "svg"]);
-        let all = [a.1, b.1, c.1].concat();
-        let steady = format!(
-            "steady state {} req/s",
-            sig3(analyse(&r).steady().unwrap().span.req_per_s)
-        );
-        for text in [
-            THROUGHPUT_TITLE,
-            ENGINE_STATE_TITLE,
-            LATENCY_TITLE,
-            &steady,
-            "observation times: 5.0 s, 12 s",
-            "windowed rate: completions per second over the last 2.0 s",
-            "\nclient completions (req/s)\n",
-            "\nserver gen (tok/s)\n",
-            "\nthe pool is full\n",
-            "\nrunning at the server (decode batch + prefill)\n",
-            "\nE2E (last token): p50",
-            "\nTPOT (per request): p50",
-            "\nITL (every gap between tokens): p50",
-        ] {
-            assert!(all.contains(text), "{text:?}");
-        }
-    }
-
-    #[test]
-    fn a_long_run_gets_a_log_time_axis_and_a_short_one_a_linear_axis() {
-        // The start-up is the first response or the window, whichever is later.
-        let (long, short) = (small(1.0), small(30.0));
-        assert_eq!(time_axis(&long, &timeline(&long)).0.scale, Scale::Log);
-        let (axis, desc) = time_axis(&short, &timeline(&short));
-        assert!(axis.scale == Scale::Linear && desc == "time since the start (s)");
-        let t = texts(&both(|f| engine_state(&long, f)).1);
-        assert!(t.contains("\ntime since the start (log scale)\n") && t.contains("\n1 s\n"));
-    }
 
     #[test]
     fn a_wide_latency_spread_gets_a_log_axis() {
@@ -561,16 +500,5 @@ pub(super) mod tests {
         assert_eq!(latency_axis(&[&wide], "s").1, "latency (s, log scale)");
         assert_eq!(latency_axis(&[&curve(|i| 10.0 + i)], "s").1, "latency (s)");
         assert_eq!(latency_axis(&[&[]], "ms").1, "latency (ms)");
-    }
-
-    #[test]
-    fn runs_with_one_request_or_none_answered_still_draw() {
-        let one = edge(true);
-        assert!(one.samples.len() <= 3, "few samples: {}", one.samples.len());
-        figures(&one, &[0.01, 1e9]);
-        let none = edge(false);
-        assert_eq!(none.totals.requests_completed, 0);
-        let [a, _, c] = figures(&none, &[]);
-        assert!(a.1.contains("there is no steady rate") && c.1.contains("no latency to show"));
     }
 }

@@ -152,7 +152,7 @@ impl Swatch {
         let line = Some((c, stroke));
         Swatch {
             line,
-            ..Swatch::default()
+            ..Default::default()
         }
     }
     pub(super) fn line(c: RGBColor, width: u32) -> Swatch {

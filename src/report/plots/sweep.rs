@@ -163,32 +163,29 @@ type Metric = (String, Box<dyn Fn(&Row) -> Option<f64>>, &'static str);
 /// The metrics of the panels. A description without a unit is of a time: in seconds,
 /// minutes or hours, as the largest value needs.
 fn metrics(rows: &[Row]) -> Vec<Metric> {
-    let metric = |desc: &str, get: fn(&Row) -> f64| -> Metric {
-        let (div, unit) = match rows.iter().map(get).fold(0.0, f64::max) {
+    let metric = |desc: &str, get: fn(&Row) -> Option<f64>| -> Metric {
+        let (div, unit) = match rows.iter().filter_map(get).fold(0.0, f64::max) {
             _ if desc.contains('(') => (1.0, ""),
             m if m < 120.0 => (1.0, " (s)"),
             m if m < 7_200.0 => (60.0, " (min)"),
             _ => (3_600.0, " (h)"),
         };
-        let get = Box::new(move |r: &Row| Some(get(r) / div).filter(|v| v.is_finite()));
+        let get = Box::new(move |r: &Row| get(r).map(|v| v / div).filter(|v| v.is_finite()));
         let empty = ["no run to show", "no run finished"][usize::from(desc == "time to finish")];
         (format!("{desc}{unit}"), get, empty)
     };
-    let finish = |r: &Row| r.time_to_finish_s.unwrap_or(f64::NAN);
     vec![
-        metric("steady state (req/s)", |r| {
-            r.steady_req_per_s.unwrap_or(f64::NAN)
-        }),
+        metric("steady state (req/s)", |r| r.steady_req_per_s),
         metric("steady gen throughput (tok/s)", |r| {
-            r.steady_req_per_s.and(r.gen_tok_per_s).unwrap_or(f64::NAN)
+            r.steady_req_per_s.and(r.gen_tok_per_s)
         }),
-        metric("mean running (requests)", |r| {
-            r.mean_running.unwrap_or(f64::NAN)
+        metric("mean running (requests)", |r| r.mean_running),
+        metric("TTFT p99", |r| Some(r.ttft_p99_ms / 1000.0)),
+        metric("E2E p99", |r| Some(r.e2e_p99_ms / 1000.0)),
+        metric("time to finish", |r| r.time_to_finish_s),
+        metric("KV capacity (tokens)", |r| {
+            Some(r.kv_capacity_tokens as f64)
         }),
-        metric("TTFT p99", |r| r.ttft_p99_ms / 1000.0),
-        metric("E2E p99", |r| r.e2e_p99_ms / 1000.0),
-        metric("time to finish", finish),
-        metric("KV capacity (tokens)", |r| r.kv_capacity_tokens as f64),
     ]
 }
 
