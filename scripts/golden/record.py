@@ -824,6 +824,24 @@ def chk_vl_prefix_async(o):
     return "AsyncScheduler: " + r
 
 
+def chk_vl_own_cache(o):
+    """Prefix caching on, no shared prefixes: only a preempted request's own freed blocks can hit."""
+    vl_common(o)
+    c = vl_counts(o)
+    pc = o.summary["prefix_cache"]
+    need(pc["enabled"], "prefix caching on")
+    need(c["preemptions"] > 0, "no preemption")
+    need(pc["num_cached_tokens"] == 0, "a first admission hit")
+    extra = pc["cache_hit_tokens_incl_resumed"]
+    need(extra > 0, "no resumed hit")
+    text = (f"{c['preemptions']} preemptions in {c['pre_steps']} steps ({c['pre_reqs']} requests); "
+            f"no first-admission hit; resumed requests hit {extra} cached tokens of their own "
+            f"freed blocks; {pc['blocks_evicted']} blocks evicted; {c['steps']} steps")
+    if o.summary["scheduler_class"] == "AsyncScheduler":
+        text = "AsyncScheduler: " + text
+    return text
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 LONG_B = lambda: gen(1, 300, lognormal(250, 0.3), lognormal(800, 0.6), max_new=900)
 B2_LEN = dict(prompt=lognormal(250, 0.5, 32768), output=lognormal(4116, 0.2, 16384), max_new=16384)
@@ -1061,6 +1079,17 @@ CASES = [
                    ignore_eos=True, groups=PFX_SIX, none=0.15, burst=24, lead=PFX_LEAD),
        0, VL_KV, chk_vl_prefix_groups, prefix_columns=True, num_gpu_blocks_override=5000,
        max_model_len=10000, enable_prefix_caching=True),
+    vl("cache-preempt-closed",
+       "preempt-closed with prefix caching on (vLLM 0.33's default) and no shared prefixes: a "
+       "preempted request's full blocks keep their hashes in the free queue (freed last block "
+       "first, appended at its tail), so on re-admission it hits those not yet reused.",
+       VL_README_WL, 32, VL_README, chk_vl_own_cache, max_model_len=1024,
+       enable_prefix_caching=True),
+    vl("cache-async-preempt-closed",
+       "async-preempt-closed with prefix caching on and no shared prefixes: a preempted request "
+       "hits its own freed blocks once its stale in-flight output has arrived.",
+       VL_README_WL, 32, VL_README, chk_vl_own_cache, max_model_len=1024,
+       enable_prefix_caching=True, async_scheduling=True),
     vl("prefix-async-preempt",
        "Async scheduling with prefix caching and preemption: the workload and cache of "
        "prefix-preempt-closed under AsyncScheduler.",

@@ -270,7 +270,7 @@ impl<'a> Check<'a> {
                 Check::admits,
             ),
             (
-                r"^\(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs\.\)$",
+                r"^\(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs, less the blocks it finds still cached with prefix caching on\.\)$",
                 Check::admits_vllm,
             ),
             (

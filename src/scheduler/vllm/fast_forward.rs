@@ -11,13 +11,32 @@
 //! its tail during a run, so a request's place in it never changes and each step costs O(1)
 //! plus O(1) per preemption: the requests needing a block at step `j` are those whose computed
 //! count is a multiple of the block size, counted per residue class.
+//!
+//! With prefix caching and no shared prefixes (`own_cache.rs`) the run also follows the free
+//! queue: each step's blocks are popped from its head (evicting cached blocks of preempted
+//! requests, last block first), a request preempted in the run frees its unhashed blocks to the
+//! head and its hashed ones to the tail, and WAITING's head is admitted with what is left of its
+//! own blocks (`v1/core/block_pool.py`, `v1/core/kv_cache_manager.py: get_computed_blocks`).
+//! A [`View`] of the queue does this without touching it; the run applies it at the end.
 
 use super::log::INTERVAL;
-use super::{blocks_of, Entry, Item, Status, Vllm};
+use super::own_cache::View;
+use super::{blocks_of, full_blocks, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
 use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals};
 use crate::time::{SimDuration, SimTime};
+
+/// A request's `num_cached_block` after `turns` turns of a run from `c0` computed tokens and
+/// `h0` cached blocks (`lag`: 1 under async scheduling).
+fn hashed_after(block: u64, h0: u32, c0: u32, turns: u64, lag: u64) -> u64 {
+    let h0 = u64::from(h0);
+    if turns == 0 {
+        h0
+    } else {
+        h0.max(full_blocks(block, u64::from(c0) + turns - lag))
+    }
+}
 
 /// What WAITING does in one step of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +67,28 @@ pub(super) struct RunScratch {
     old_events: Vec<u32>,
     /// The stats lines due inside the run.
     logs: Vec<LogPoint>,
+    /// Own-block cache: each request's `num_cached_block` when the run starts (by place).
+    h0: Vec<u32>,
+    /// The cached blocks of the requests preempted in the run, in the order they joined the
+    /// free queue's tail.
+    pushed: Vec<u64>,
+    /// By place: the preempted request's entry in `pushed` + 1 (0: none).
+    seg_of: Vec<u32>,
+    /// By entry of `pushed`: its segment's serial + 1 in the queue after the run (0: evicted).
+    serials: Vec<u64>,
 }
+
+/// Where WAITING's head has its cached blocks (own-block cache).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cached {
+    /// In the queue's segment of this serial + 1 (0: none).
+    Queue(u64),
+    /// In the run's appended segment of this entry + 1 (0: none).
+    Pushed(u32),
+}
+
+/// WAITING's head: its known tokens and where its cached blocks are.
+type Head = Option<(u64, Cached)>;
 
 /// A stats line due inside a run, with the totals of the run's outputs processed before it
 /// and the state at the last of them (`None`: none processed yet).
@@ -82,6 +122,8 @@ struct RunPlan {
     /// Steps that preempted, and requests preempted.
     eviction_events: u64,
     evictions: u64,
+    /// The free queue after the run (own-block cache).
+    view: View,
 }
 
 impl Vllm {
@@ -100,17 +142,26 @@ impl Vllm {
         }
         // The head of WAITING: a request skipped for its output in flight would make the scan
         // look further.
-        let head_known = match self.waiting.front() {
+        let head_known: Head = match self.waiting.front() {
             Some(&head) if self.seq(head).stale > 0 => return None,
-            Some(&head) => Some(self.seq(head).tokens()),
+            Some(&head) => Some((self.seq(head).tokens(), Cached::Queue(self.seq(head).own))),
             None => None,
         };
         // After a completion the head is usually admitted at the first step: if it would be
         // with every request of RUNNING taking a block (none preempted), there is no run.
         let free = self.free_blocks();
-        if r as u64 <= free
+        if let Some(q) = &self.own {
+            let head_hit = self.head_hit(head_known, &View::new(q), &[]);
+            if r as u64 <= free
+                && self
+                    .waiting_at(head_known, head_hit, r as u64, free - r as u64)
+                    .is_none()
+            {
+                return None;
+            }
+        } else if r as u64 <= free
             && self
-                .waiting_at(head_known, r as u64, free - r as u64)
+                .waiting_at(head_known, 0, r as u64, free - r as u64)
                 .is_none()
         {
             return None;
@@ -150,6 +201,10 @@ impl Vllm {
         sc.ends.clear();
         sc.old_events.clear();
         sc.logs.clear();
+        sc.h0.clear();
+        sc.pushed.clear();
+        sc.seg_of.clear();
+        sc.seg_of.resize(r, 0);
         let mut prompts = 0u64;
         sc.classes.clear();
         sc.classes.resize(block as usize, 0);
@@ -175,6 +230,7 @@ impl Vllm {
                 prompts += u64::from(s.prompt);
             }
             sc.old_events.push(s.preemption_events);
+            sc.h0.push(s.hashed);
             sc.c0.push(s.computed);
             sc.class.push(class);
             sc.classes[class as usize] += 1;
@@ -189,6 +245,9 @@ impl Vllm {
             self.run = sc;
             return None;
         };
+        if let Some(q) = &mut self.own {
+            plan.view.apply(q, &sc.pushed, &mut sc.serials);
+        }
         self.take_run(&plan, &sc, reqs, out);
         self.run = sc;
         let varying = (plan.len < r).then_some(integrals);
@@ -206,13 +265,14 @@ impl Vllm {
     /// Walk the run step by step in O(1) a step (plus O(1) a preemption), without touching the
     /// requests: how far it goes and what it does. `None` if not even one step can be taken.
     /// `start`: the longest run, the batch on the GPU's duration (async), the KV the first
-    /// step attends, WAITING's head's known tokens, the prompts of first tokens to come.
+    /// step attends, WAITING's head (known tokens, cached blocks), the prompts of first tokens
+    /// to come.
     fn plan_run(
         &self,
         sc: &mut RunScratch,
         now: SimTime,
         limit: SimTime,
-        start: (u64, Option<SimDuration>, u64, Option<u64>, u64),
+        start: (u64, Option<SimDuration>, u64, Head, u64),
     ) -> Option<(RunPlan, StateIntegrals, u128)> {
         let (most, first_dur, kv_first, head_known, prompts) = start;
         let asynchronous = self.p.depth > 1;
@@ -235,7 +295,14 @@ impl Vllm {
         let mut kv_integral = 0u128;
         let mut next_log = self.stats.next_at();
         let mut seen = None;
-        let mut known_outcome = None;
+        let mut known_outcome: Option<(WaitingOutcome, u64)> = None;
+        // The free queue (own-block cache), and how many turns each request's hashed blocks
+        // follow: after t turns, `⌊(c0 + t − a) / block⌋` with a = 1 under async scheduling
+        // (`allocate_slots` caches up to the known tokens, `update_from_output` up to those no
+        // longer in flight).
+        let cache = self.own.as_ref();
+        let mut view = cache.map(View::new).unwrap_or_default();
+        let lag = u64::from(asynchronous);
         let mut plan = RunPlan {
             steps: 0,
             end: now,
@@ -250,6 +317,7 @@ impl Vllm {
             memory_stops: 0,
             eviction_events: 0,
             evictions: 0,
+            view,
         };
         while steps < most {
             let j = steps + 1;
@@ -258,11 +326,18 @@ impl Vllm {
             let class = self.in_block(block - self.in_block(j - 1)) as u32;
             let mut wanting = sc.classes[class as usize];
             let (mut l, mut f, mut k) = (len, free, kv);
+            let (mut v, pushed_len) = (view, sc.pushed.len());
             if wanting <= f {
                 f -= wanting;
+                if let Some(q) = cache {
+                    v.take(q, &sc.pushed, wanting);
+                }
             } else {
                 // The first `f` take the free blocks; the next one preempts the tail, and so on.
                 let mut served = f;
+                if let Some(q) = cache {
+                    v.take(q, &sc.pushed, f);
+                }
                 f = 0;
                 while served < wanting {
                     let tail = l - 1;
@@ -270,8 +345,20 @@ impl Vllm {
                     let itself = in_class && served + 1 == wanting;
                     l -= 1;
                     let c = u64::from(sc.c0[tail]) + j - 1;
-                    f += self.blocks_for(c);
+                    let held = self.blocks_for(c);
+                    f += held;
                     k -= u64::from(sc.c0[tail]) + 1;
+                    if cache.is_some() {
+                        // Its unhashed blocks go to the head, its hashed ones to the tail.
+                        let hashed = hashed_after(block, sc.h0[tail], sc.c0[tail], j - 1, lag);
+                        v.head += held - hashed;
+                        sc.seg_of[tail] = if hashed > 0 {
+                            sc.pushed.push(hashed);
+                            sc.pushed.len() as u32
+                        } else {
+                            0
+                        };
+                    }
                     if itself {
                         break;
                     }
@@ -281,31 +368,38 @@ impl Vllm {
                     let take = (wanting - served).min(f);
                     served += take;
                     f -= take;
+                    if let Some(q) = cache {
+                        v.take(q, &sc.pushed, take);
+                    }
                 }
             }
             if l == 0 {
                 // Everything preempted: an empty step, left to `schedule()`.
+                sc.pushed.truncate(pushed_len);
                 break;
             }
             let preempted = (len - l) as u64;
             // WAITING's head: the last request preempted, the lowest place popped.
             let head_now = if preempted > 0 {
-                Some(u64::from(sc.c0[l]) + j)
+                Some((u64::from(sc.c0[l]) + j, Cached::Pushed(sc.seg_of[l])))
             } else {
                 head
             };
+            let hit = self.head_hit(head_now, &v, &sc.pushed);
             // What WAITING does stays the same while the head and RUNNING do and the free
             // blocks only shrink (a memory stop stays one; the other outcomes ignore them).
-            let outcome = if preempted > 0 {
-                WaitingOutcome::Nothing
-            } else if let Some(o) = known_outcome {
-                o
-            } else {
-                match self.waiting_at(head_now, l as u64, f) {
+            // With the own-block cache, while its cached blocks stay as they are.
+            let outcome = match known_outcome {
+                _ if preempted > 0 => WaitingOutcome::Nothing,
+                Some((o, h)) if h == hit => o,
+                _ => match self.waiting_at(head_now, hit, l as u64, f) {
                     Some(o) => o,
                     // The head would be admitted.
-                    None => break,
-                }
+                    None => {
+                        sc.pushed.truncate(pushed_len);
+                        break;
+                    }
+                },
             };
             let cost = self.cost.mixed(MixedStep {
                 decode_seqs: l as u64,
@@ -316,6 +410,7 @@ impl Vllm {
             // GPU (async), whose successor is the step just priced.
             let seg = pending.replace(cost).unwrap_or(cost);
             if t + seg >= limit {
+                sc.pushed.truncate(pushed_len);
                 break;
             }
             // Take step j. The stats lines due before its output see the outputs before.
@@ -385,8 +480,8 @@ impl Vllm {
             if !asynchronous {
                 pending = None;
             }
-            (len, free, kv, head) = (l, f, k, head_now);
-            known_outcome = (preempted == 0).then_some(outcome);
+            (len, free, kv, head, view) = (l, f, k, head_now, v);
+            known_outcome = (preempted == 0).then_some((outcome, hit));
             steps = j;
         }
         if steps == 0 {
@@ -397,15 +492,33 @@ impl Vllm {
         plan.len = len;
         plan.free = free;
         plan.next_dur = next_dur;
+        plan.view = view;
         Some((plan, integrals, kv_integral))
     }
 
+    /// The blocks WAITING's head would hit with the queue as `view` leaves it: what is left of
+    /// its own, at most `⌊(num_tokens − 1) / block⌋` (`get_computed_blocks`).
+    #[inline]
+    fn head_hit(&self, head: Head, view: &View, pushed: &[u64]) -> u64 {
+        let (Some(q), Some((known, at))) = (&self.own, head) else {
+            return 0;
+        };
+        let left = match at {
+            Cached::Queue(0) | Cached::Pushed(0) => 0,
+            Cached::Queue(own) => view.cached(q, own),
+            Cached::Pushed(e) => view.cached_pushed(q, pushed, e as usize - 1),
+        };
+        left.min(full_blocks(self.p.block, known - 1))
+    }
+
     /// What WAITING does in a step with `running` requests in RUNNING and `free` blocks left
-    /// after RUNNING's, its head holding `head` known tokens; `None` if the head is admitted.
-    fn waiting_at(&self, head: Option<u64>, running: u64, free: u64) -> Option<WaitingOutcome> {
-        let Some(known) = head else {
+    /// after RUNNING's, its head holding `head` known tokens and hitting `hit` cached blocks;
+    /// `None` if the head is admitted.
+    fn waiting_at(&self, head: Head, hit: u64, running: u64, free: u64) -> Option<WaitingOutcome> {
+        let Some((known, _)) = head else {
             return Some(WaitingOutcome::Nothing);
         };
+        let cached = hit * self.p.block;
         let left = self.p.budget - running;
         if left == 0 {
             return Some(WaitingOutcome::Nothing);
@@ -413,17 +526,18 @@ impl Vllm {
         if running >= self.p.max_seqs as u64 {
             return Some(WaitingOutcome::SlotStop);
         }
-        let n = if self.p.threshold > 0 && known > self.p.threshold {
+        let n = if self.p.threshold > 0 && known - cached > self.p.threshold {
             self.p.threshold
         } else {
-            known
+            known - cached
         };
         if !self.p.chunked && n > left {
             return Some(WaitingOutcome::Nothing);
         }
         let mml = self.p.max_model_len;
         let full = self.p.full_isl && self.blocks_for(known.min(mml)) > free;
-        (full || self.blocks_for(n.min(left).min(mml)) > free).then_some(WaitingOutcome::MemoryStop)
+        (full || self.blocks_for((cached + n.min(left)).min(mml)) > free)
+            .then_some(WaitingOutcome::MemoryStop)
     }
 
     /// Apply a planned run: the requests still in RUNNING advanced by `steps` tokens, the
@@ -434,6 +548,7 @@ impl Vllm {
         let (mut events, mut prompts) = (0u64, 0u64);
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
+        let (cache, lag) = (self.own.is_some(), u64::from(asynchronous));
         // Whether the first batch processed had a request past its first token (a decode
         // round); every later one has.
         let mut decoded = false;
@@ -450,6 +565,9 @@ impl Vllm {
             s.computed += steps as u32;
             s.output += steps as u32;
             s.blocks = blocks_of(block, u64::from(s.computed)) as u32;
+            if cache {
+                s.hashed = hashed_after(block, sc.h0[k], sc.c0[k], steps, lag) as u32;
+            }
             if asynchronous {
                 s.in_flight = 1;
             }
@@ -484,6 +602,13 @@ impl Vllm {
             s.output += outputs as u32;
             s.computed = 0;
             s.blocks = 0;
+            if cache {
+                s.hashed = 0;
+                s.own = match sc.seg_of[k] {
+                    0 => 0,
+                    e => sc.serials[e as usize - 1],
+                };
+            }
             s.in_flight = 0;
             s.stale = 0;
             s.placeholders = 0;

@@ -33,11 +33,11 @@ pub const WORDS: Words = Words {
     memory_fraction: "gpu_memory_utilization",
     memory_fraction_sweep: "engine.gpu_memory_utilization=0.85:0.95:0.01",
     prefix_cache_sweep: "engine.enable_prefix_caching=true,false",
-    admission_rule: "(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs.)",
+    admission_rule: "(vLLM admits a waiting request only if the free blocks hold its whole known sequence, with scheduler_reserve_full_isl, and when a running request cannot get a block it preempts the newest running one, which later recomputes its prompt and outputs, less the blocks it finds still cached with prefix caching on.)",
 };
 
 /// The simplification about prefixes for a workload that declares none.
-pub const NO_PREFIXES: &str = "no shared prompt prefixes: the prefix cache never hits, and a preempted request recomputes all its tokens (with prefix caching on, vLLM would find those of its blocks not yet reused)";
+pub const NO_PREFIXES: &str = "no shared prompt prefixes: with prefix caching on, only a preempted request's own blocks not yet reused can hit (at its re-admission)";
 
 /// What replaces [`NO_PREFIXES`] when the workload declares shared prefixes.
 pub const WITH_PREFIXES: &str =

@@ -20,7 +20,8 @@
 //! * **Preemption** (FCFS): when a running request cannot get its blocks, the last request of
 //!   RUNNING is preempted, again and again, until the blocks fit or the request preempts itself.
 //!   The victim frees every block, its computed tokens go back to 0, it is prepended to WAITING
-//!   and keeps its outputs, which it recomputes with its prompt (`_preempt_request`).
+//!   and keeps its outputs, which it recomputes with its prompt (`_preempt_request`) — except
+//!   the leading blocks it finds still cached, with prefix caching on.
 //! * **`long_prefill_token_threshold`** applies only when running + waiting > 1.
 //! * **Async scheduling** (`v1/core/sched/async_scheduler.py`, `v1/engine/core.py:
 //!   step_with_batch_queue`): a batch queue of 2 — batch k + 1 is scheduled before batch k's
@@ -32,11 +33,13 @@
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,
 //!   `v1/engine/input_processor.py`): a prompt of `max_model_len` tokens or more is refused;
 //!   `max_tokens` is capped at `max_model_len − prompt`.
-//! * **Prefix caching** (`enable_prefix_caching`, for workloads that declare shared prefixes;
-//!   `prefix.rs`): the block pool block by block — full blocks named by their chained hash,
-//!   the lookup of a WAITING request's leading cached blocks, admission counting the hit blocks
-//!   it takes off the free queue, LRU reuse of freed blocks that keep their hash
-//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`).
+//! * **Prefix caching** (`enable_prefix_caching`, on by default): for workloads that declare
+//!   shared prefixes, the block pool block by block (`prefix.rs`) — full blocks named by their
+//!   chained hash, the lookup of a WAITING request's leading cached blocks, admission counting
+//!   the hit blocks it takes off the free queue, LRU reuse of freed blocks that keep their hash
+//!   (`v1/core/kv_cache_manager.py`, `v1/core/block_pool.py`); without shared prefixes only a
+//!   preempted request's own freed blocks can hit, and the free queue is kept as counts
+//!   (`own_cache.rs`), which the fast-forward follows.
 //! * **Logs** (`v1/metrics/loggers.py: LoggingStatLogger`): the stats line every
 //!   `VLLM_LOG_STATS_INTERVAL` = 10 s, and the start-up KV lines (`log.rs`).
 //!
@@ -46,11 +49,13 @@
 //!
 //! Files: this one holds the state and the [`Scheduler`] protocol with the batch queue;
 //! `schedule.rs` one call of `schedule()`; `output.rs` `update_from_output`; `log.rs` the log
-//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps.
+//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps; `prefix.rs` and
+//! `own_cache.rs` the prefix cache.
 
 mod fast_forward;
 mod log;
 mod output;
+mod own_cache;
 mod prefix;
 mod schedule;
 pub mod settings;
@@ -121,6 +126,12 @@ struct Seq {
     stale: u32,
     /// KV blocks held.
     blocks: u32,
+    /// `num_cached_block`: of them, the leading blocks registered in the prefix cache (kept
+    /// only by the own-block cache, `own_cache.rs`).
+    hashed: u32,
+    /// A preempted request's cached blocks in the free queue: the segment's serial + 1 (0:
+    /// none; `own_cache.rs`).
+    own: u64,
     /// Preemptions not yet reported to the stats logger (they travel with the next output).
     preemption_events: u32,
     /// Skipped by the WAITING scan (vLLM's `deferred_waiting`).
@@ -131,6 +142,14 @@ impl Seq {
     /// `num_tokens`: prompt and outputs.
     fn tokens(&self) -> u64 {
         u64::from(self.prompt) + u64::from(self.output)
+    }
+
+    /// `cache_blocks(request, tokens)` under the own-block cache (`own_cache.rs`): its full
+    /// blocks among the first `tokens` tokens are registered, at most the blocks it holds
+    /// (`v1/core/single_type_kv_cache_manager.py: cache_blocks`).
+    fn cache_to(&mut self, block: u64, tokens: u64) {
+        let full = full_blocks(block, tokens) as u32;
+        self.hashed = self.hashed.max(full.min(self.blocks));
     }
 }
 
@@ -170,6 +189,15 @@ fn blocks_of(block: u64, tokens: u64) -> u64 {
     }
 }
 
+/// `⌊tokens / block⌋`: the full blocks of `tokens` tokens.
+fn full_blocks(block: u64, tokens: u64) -> u64 {
+    if block.is_power_of_two() {
+        tokens >> block.trailing_zeros()
+    } else {
+        tokens / block
+    }
+}
+
 /// vLLM's scheduler. Owns RUNNING, WAITING, the block pool, the batch queue and every request's
 /// counters.
 pub struct Vllm {
@@ -196,8 +224,12 @@ pub struct Vllm {
     /// The fast-forward's scratch space.
     run: fast_forward::RunScratch,
     /// The block pool with prefix caching (`prefix.rs`): on when `enable_prefix_caching` and
-    /// the workload shares prefixes. Off, blocks are only counted.
+    /// the workload shares prefixes.
     pool: Option<prefix::PrefixPool>,
+    /// The free queue as counts (`own_cache.rs`): on when `enable_prefix_caching` and the
+    /// workload shares no prefix, so that only a preempted request's own blocks can hit. With
+    /// neither, blocks are only counted.
+    own: Option<own_cache::FreeQueue>,
 }
 
 impl Vllm {
@@ -214,6 +246,8 @@ impl Vllm {
         let usable_blocks = engine.kv_capacity_tokens / block;
         let pool = (spec.enable_prefix_caching && shares_prefixes)
             .then(|| prefix::PrefixPool::new(usable_blocks, block));
+        let own = (spec.enable_prefix_caching && !shares_prefixes)
+            .then(|| own_cache::FreeQueue::new(usable_blocks));
         Vllm {
             p: Params {
                 block,
@@ -247,6 +281,7 @@ impl Vllm {
             plan: Vec::new(),
             run: fast_forward::RunScratch::default(),
             pool,
+            own,
         }
     }
 
@@ -342,6 +377,14 @@ impl Vllm {
         }
     }
 
+    /// The own-block cache's free queue holds exactly the free blocks.
+    fn check_queue(&self) {
+        #[cfg(debug_assertions)]
+        if let Some(q) = &self.own {
+            debug_assert_eq!(q.len(), self.free_blocks(), "invariant: the free queue");
+        }
+    }
+
     /// Reuse a processed batch's item buffer.
     fn items_buffer(&mut self) -> Vec<Item> {
         self.spare.pop().unwrap_or_default()
@@ -414,6 +457,7 @@ impl Scheduler for Vllm {
         };
         debug_assert_eq!(batch.end, now, "invariant: a batch ends at its end time");
         self.process(batch, now, reqs, out);
+        self.check_queue();
     }
 
     fn state(&self) -> ServerState {
@@ -427,7 +471,11 @@ impl Scheduler for Vllm {
 
     fn counters(&self) -> SchedulerCounters {
         SchedulerCounters {
-            cache_evicted_tokens: self.pool.as_ref().map_or(0, |p| p.evicted * self.p.block),
+            cache_evicted_tokens: match (&self.pool, &self.own) {
+                (Some(p), _) => p.evicted * self.p.block,
+                (None, Some(q)) => q.evicted * self.p.block,
+                (None, None) => 0,
+            },
             ..self.counters
         }
     }
@@ -463,7 +511,9 @@ impl Scheduler for Vllm {
             // full ones; the fast-forward's runs do not follow the block pool: step by step.
             return None;
         }
-        self.fast_forward(now, limit, reqs, out)
+        let skip = self.fast_forward(now, limit, reqs, out);
+        self.check_queue();
+        skip
     }
 
     fn next_log_at(&self) -> Option<SimTime> {

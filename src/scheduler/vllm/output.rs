@@ -38,11 +38,15 @@ impl Vllm {
             }
             s.output += 1;
             if !stale && s.status == Status::Running && s.placeholders > 0 {
+                // Async: the blocks computed and no longer in flight are cached as the
+                // output arrives (`update_from_output`, `has_output_placeholders`).
                 if let Some(pool) = &mut self.pool {
-                    // Async: the blocks computed and no longer in flight are cached as the
-                    // output arrives (`update_from_output`, `has_output_placeholders`).
-                    let done = u64::from(s.computed - s.in_flight);
-                    pool.cache(i, done.min(s.tokens()));
+                    pool.cache(i, u64::from(s.computed - s.in_flight).min(s.tokens()));
+                } else if self.own.is_some() {
+                    s.cache_to(
+                        self.p.block,
+                        u64::from(s.computed - s.in_flight).min(s.tokens()),
+                    );
                 }
             }
             generated += 1;
@@ -72,6 +76,12 @@ impl Vllm {
                         self.used_blocks = self.p.usable_blocks - pool.free_blocks();
                     }
                     None => self.used_blocks -= u64::from(s.blocks),
+                }
+                if let Some(q) = &mut self.own {
+                    // Its hashed blocks (or, finished in WAITING, its cached ones) stay in the
+                    // free queue, where nothing will look them up.
+                    q.free_finished(u64::from(s.blocks), u64::from(s.hashed));
+                    q.orphan(s.own);
                 }
                 let r = &mut reqs[it.id];
                 r.out_tokens = s.output;

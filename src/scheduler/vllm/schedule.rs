@@ -112,7 +112,13 @@ impl Vllm {
                     Some(pool) => pool.lookup(id.0 as usize, known),
                     None => Vec::new(),
                 };
-                let cached = hit.len() as u64 * self.p.block;
+                // Without shared prefixes: what is left of its own blocks freed at its
+                // preemption, at most `⌊(num_tokens − 1) / block_size⌋` (`own_cache.rs`).
+                let own_hit = match &self.own {
+                    Some(q) if s.own > 0 => q.cached(s.own).min((known - 1) / self.p.block),
+                    _ => 0,
+                };
+                let cached = (hit.len() as u64 + own_hit) * self.p.block;
                 let n = cap(known - cached);
                 if !self.p.chunked && n > budget {
                     break;
@@ -128,10 +134,12 @@ impl Vllm {
                         !(self.p.full_isl && pool.to_allocate(i, known.min(mml), &hit) > free)
                             && pool.to_allocate(i, (cached + n).min(mml), &hit) <= free
                     }
+                    // The hit blocks are free (`ref_cnt` 0): they count among the blocks to
+                    // allocate (`get_num_blocks_to_allocate`), so the sum is the plain one.
                     None => {
                         let full =
                             self.p.full_isl && self.blocks_for(known.min(mml)) > self.free_blocks();
-                        !full && self.blocks_for(n.min(mml)) <= self.free_blocks()
+                        !full && self.blocks_for((cached + n).min(mml)) <= self.free_blocks()
                     }
                 };
                 if !fits {
@@ -167,7 +175,19 @@ impl Vllm {
                     self.seq_mut(id).computed = cached as u32;
                     self.sync_pool(id);
                 } else {
-                    self.take_blocks(id, n);
+                    if let Some(q) = &mut self.own {
+                        // `touch` the hit, then allocate and cache the rest (`allocate_slots`).
+                        let s = &mut self.seqs[id.0 as usize];
+                        if s.own > 0 {
+                            q.take_back(s.own, own_hit);
+                            s.own = 0;
+                        }
+                        s.blocks = own_hit as u32;
+                        s.hashed = own_hit as u32;
+                        s.computed = cached as u32;
+                        self.used_blocks += own_hit;
+                    }
+                    self.take_blocks(id, cached + n);
                 }
                 planned.push(Planned { id, tokens: n });
                 budget -= n;
@@ -248,6 +268,13 @@ impl Vllm {
         let more = want.saturating_sub(u64::from(s.blocks));
         s.blocks += more as u32;
         self.used_blocks += more;
+        if let Some(q) = &mut self.own {
+            if more > 0 {
+                q.take(more);
+            }
+            let known = s.tokens();
+            s.cache_to(self.p.block, tokens.min(known));
+        }
         debug_assert!(
             self.used_blocks <= self.usable_blocks(),
             "invariant: KV blocks within the pool"
@@ -264,6 +291,11 @@ impl Vllm {
                 self.used_blocks = self.p.usable_blocks - pool.free_blocks();
             }
             None => self.used_blocks -= u64::from(s.blocks),
+        }
+        if let Some(q) = &mut self.own {
+            // Its hashed blocks stay cached in the free queue (`own_cache.rs`).
+            s.own = q.free_preempted(u64::from(s.blocks), u64::from(s.hashed));
+            s.hashed = 0;
         }
         s.blocks = 0;
         s.status = Status::Waiting;

@@ -32,7 +32,7 @@ KEYS:
 "engine.max_model_len" [Integer(1, 1 << 31), Derived("model.context_len (without one: no limit)"), VLLM, "tokens"]
     "--max-model-len: the longest request, prompt and output", e.g. "32768";
 "engine.enable_prefix_caching" [Bool, Flag(true), VLLM, ""]
-    "--enable-prefix-caching: reuse the KV of full blocks of shared prefixes", e.g. "false";
+    "--enable-prefix-caching: reuse the KV of full blocks still cached: shared prefixes, and a preempted request's own blocks not yet reused", e.g. "false";
 }
 
 /// vLLM's settings.
