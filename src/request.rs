@@ -64,6 +64,11 @@ pub struct Request {
     /// Set when the request is evicted (retracted or preempted) holding output tokens, at about
     /// the time of its latest one, until its next token: that token's gap counts from here.
     pub evicted_at: Option<SimTime>,
+    /// When its latest token came outside a decode step (its first token, or its first after
+    /// an eviction): the recorder times the next token of such requests from the next decode
+    /// step, and must hear of it if the request is evicted before that step gives it one.
+    /// Left stale once a decode step has followed (the recorder then has nothing waiting).
+    pub outside_token_at: Option<SimTime>,
     /// Output tokens generated so far. While the request is running the scheduler may keep the
     /// count in its own bookkeeping and bring this field up to date only when the request leaves
     /// the batch.

@@ -432,6 +432,7 @@ impl Simulator<'_> {
             self.events.push(self.now + d, EventKind::StepEnd);
             self.busy = true;
         }
+        self.forward_abandoned_awaits();
         self.drain_outbox_logs();
         // A retraction that aborts a request answers it at once.
         self.answer_finished(actions);
@@ -450,11 +451,19 @@ impl Simulator<'_> {
             self.outbox.first_tokens,
             &self.outbox.resumed_gaps,
         );
+        self.forward_abandoned_awaits();
         if self.keep_token_times && self.outbox.decode_rounds > 0 {
             self.recorder.on_decode_round(self.now);
         }
         self.drain_outbox_logs();
         self.answer_finished(actions);
+    }
+
+    /// Requests evicted while the recorder waited for their next token: it stops waiting.
+    fn forward_abandoned_awaits(&mut self) {
+        for &at in &self.outbox.abandoned_awaits {
+            self.recorder.on_abandoned_await(at);
+        }
     }
 
     fn drain_outbox_logs(&mut self) {
@@ -537,6 +546,7 @@ impl Simulator<'_> {
             admitted_at: None,
             first_token_at: None,
             evicted_at: None,
+            outside_token_at: None,
             out_tokens: 0,
             evictions: 0,
             cached_tokens: 0,

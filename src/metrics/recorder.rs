@@ -545,6 +545,18 @@ impl<'a> Recorder<'a> {
         self.generated_tokens += tokens;
     }
 
+    /// A request that got a token at `at` outside a decode step was evicted before a decode step
+    /// gave it the next: stop waiting for that next one (see [`crate::scheduler::Outbox::evicted`]).
+    /// Nothing happens if a decode step has already timed it.
+    pub fn on_abandoned_await(&mut self, at: SimTime) {
+        if let Some(i) = (self.awaiting_next.iter()).position(|w| w.0 == at && w.1 > 0) {
+            self.awaiting_next[i].1 -= 1;
+            if self.awaiting_next[i].1 == 0 {
+                self.awaiting_next.remove(i);
+            }
+        }
+    }
+
     /// A request's full response reached the client at `now`. Its first token reached the
     /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {

@@ -302,6 +302,9 @@ pub struct Outbox {
     /// For the tokens among `generated_tokens` that evicted requests got next: the gap since
     /// their eviction (see [`Outbox::token_after_eviction`]).
     pub resumed_gaps: Vec<SimDuration>,
+    /// For each request evicted before a decode step gave it the token after one it got
+    /// outside a decode step: when it got that one (see [`Outbox::evicted`]).
+    pub abandoned_awaits: Vec<SimTime>,
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
@@ -327,6 +330,7 @@ impl Outbox {
         self.generated_tokens = 0;
         self.first_tokens = 0;
         self.resumed_gaps.clear();
+        self.abandoned_awaits.clear();
         self.step_ends.clear();
         self.decode_run = None;
         self.run_ends.clear();
@@ -340,9 +344,22 @@ impl Outbox {
     pub fn first_token(&mut self, r: &mut Request, now: SimTime) {
         if r.first_token_at.is_none() {
             r.first_token_at = Some(now);
+            r.outside_token_at = Some(now);
             self.first_tokens += 1;
         } else {
             self.token_after_eviction(r, now);
+        }
+    }
+
+    /// Request `r` is evicted at `now`. If its latest token came outside a decode step and no
+    /// decode step has given it a next one, the recorder must stop waiting for that next one
+    /// (another request's token would otherwise be timed from it): SGLang's retraction, which
+    /// takes the request out of the next decode step — under the overlapped loop its token of
+    /// the batch in flight is discarded too (`sglang/overlap.rs`).
+    pub fn evicted(&mut self, r: &mut Request, now: SimTime) {
+        r.evicted(now);
+        if let Some(at) = r.outside_token_at.take() {
+            self.abandoned_awaits.push(at);
         }
     }
 
@@ -351,6 +368,7 @@ impl Outbox {
     pub fn token_after_eviction(&mut self, r: &mut Request, now: SimTime) {
         if let Some(at) = r.evicted_at.take() {
             self.resumed_gaps.push(now - at);
+            r.outside_token_at = Some(now);
         }
     }
 }

@@ -61,6 +61,9 @@ impl Sglang {
             let last = self.running.pop().expect("invariant: one request is kept");
             freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;
+            if let Some(at) = reqs[last].outside_token_at.take() {
+                out.abandoned_awaits.push(at);
+            }
             self.counters.aborted += 1;
             out.finished.push(last);
         }
@@ -77,7 +80,7 @@ impl Sglang {
         self.counters.evictions += retracted.len() as u64;
         for &id in &retracted {
             reqs[id].evictions += 1;
-            reqs[id].evicted(now);
+            out.evicted(&mut reqs[id], now);
             self.push_waiting(id, reqs);
         }
         self.batch_is_full = false;

@@ -106,6 +106,7 @@ fn add(
         admitted_at: None,
         first_token_at: None,
         evicted_at: None,
+        outside_token_at: None,
         out_tokens: 0,
         evictions: 0,
         cached_tokens: 0,
