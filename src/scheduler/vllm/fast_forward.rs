@@ -560,8 +560,11 @@ impl Vllm {
                 prompts += u64::from(s.prompt);
             }
             // Its first token, or its first after a preemption, comes with the run's first
-            // output.
-            out.first_token(&mut reqs[id], plan.first_end);
+            // output (after the first, nothing to report unless it was evicted since).
+            if s.output == 0 || s.resumed {
+                s.resumed = false;
+                out.first_token(&mut reqs[id], plan.first_end);
+            }
             s.computed += steps as u32;
             s.output += steps as u32;
             s.blocks = blocks_of(block, u64::from(s.computed)) as u32;
@@ -596,6 +599,8 @@ impl Vllm {
                     out.first_token(r, plan.first_end);
                 }
             }
+            // Whatever it reported before, it is evicted now.
+            s.resumed = true;
             if s.output == 0 && outputs > 0 {
                 prompts += u64::from(s.prompt);
             }

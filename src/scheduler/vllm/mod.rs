@@ -136,6 +136,10 @@ struct Seq {
     preemption_events: u32,
     /// Skipped by the WAITING scan (vLLM's `deferred_waiting`).
     deferred: bool,
+    /// Evicted since its latest token was reported (set at each `Request::evicted`, cleared
+    /// when a token is reported): unset, reporting a token after the first is a no-op, so the
+    /// hot loops skip the request's record.
+    resumed: bool,
 }
 
 impl Seq {

@@ -57,8 +57,10 @@ impl Vllm {
             events += u64::from(std::mem::take(&mut s.preemption_events));
             if s.output == 1 {
                 prompts += u64::from(s.prompt);
+                s.resumed = false;
                 out.first_token(&mut reqs[it.id], now);
-            } else if !stale {
+            } else if !stale && s.resumed {
+                s.resumed = false;
                 out.token_after_eviction(&mut reqs[it.id], now);
             }
             if s.output >= s.stop_at {

@@ -306,6 +306,7 @@ impl Vllm {
         let r = &mut reqs[id];
         r.evictions += 1;
         r.evicted(now);
+        s.resumed = true;
         r.phase = Phase::Waiting;
         self.waiting.push_front(id);
     }
