@@ -47,7 +47,6 @@ use serde::Serialize;
 
 use super::GIB;
 use crate::catalog::{Attention, Model};
-use crate::scenario::ClientSpec;
 use crate::workload::{CachedPrefixes, WorkloadSpec};
 
 /// Bytes of one BF16 activation element.
@@ -196,13 +195,11 @@ pub struct ClientLoad {
 }
 
 impl ClientLoad {
-    /// The load of workload `w` sent by client `c` (prefixes counted as cached: see
-    /// [`ClientLoad::with_cache`]).
-    pub fn new(w: &WorkloadSpec, c: &ClientSpec) -> Self {
+    /// The load of workload `w` sent by a client that keeps at most `concurrency` requests in
+    /// flight (`None`: no limit; prefixes counted as cached: see [`ClientLoad::with_cache`]).
+    pub fn new(w: &WorkloadSpec, concurrency: Option<u32>) -> Self {
         ClientLoad {
-            max_in_flight: c
-                .concurrency()
-                .map_or(w.requests, |n| w.requests.min(u64::from(n))),
+            max_in_flight: concurrency.map_or(w.requests, |n| w.requests.min(u64::from(n))),
             mean_prompt_tokens: w.mean_lengths().0,
             cached_prefixes: w.cached_prefixes(),
         }

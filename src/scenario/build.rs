@@ -41,7 +41,7 @@ pub(super) fn build(v: &mut dyn Values) -> Result<Scenario, Bad> {
     let overhead = Overhead::read(v);
     let (hardware, model) = (hardware?, model?);
     let load = match (&workload, &client) {
-        (Ok(w), Ok(c)) => Some(ClientLoad::new(w, c)),
+        (Ok(w), Ok(c)) => Some(ClientLoad::new(w, c.concurrency())),
         _ => None,
     };
     let (hw, m) = (hardware.as_ref(), model.as_ref());

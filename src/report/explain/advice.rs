@@ -31,9 +31,13 @@ pub(super) fn binding(d: &mut Doc, s: &Summary, n: usize) {
                 String::new()
             } else {
                 format!(
-                    ", and {} requests were {} when the running ones outgrew it",
-                    thousands(b.retractions),
-                    s.words.evicted
+                    ", and running requests were {} {} when they outgrew it",
+                    s.words.evicted,
+                    if b.retractions == 1 {
+                        "once".to_string()
+                    } else {
+                        format!("{} times", thousands(b.retractions))
+                    }
                 )
             };
             // The engine's rule; a pool used to the brim is not bound "before it is full".

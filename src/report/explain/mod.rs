@@ -457,13 +457,17 @@ fn little(s: &Summary, w: &Window) -> String {
             let _ = write!(
                 out,
                 " That is more than the {} a request spends running ({:.1} running ÷ {}, \
-                 Little's law on the batch): over the run {} requests were {} and waited in the \
-                 queue again.",
+                 Little's law on the batch): over the run {} {} sent a running request back to \
+                 wait in the queue again.",
                 secs(running_s),
                 st.mean_running,
                 rps(st.req_per_s),
                 thousands(retractions),
-                s.words.evicted
+                if retractions == 1 {
+                    s.words.eviction
+                } else {
+                    s.words.evictions
+                }
             );
         }
         if lat.itl_ms.count > 0 {

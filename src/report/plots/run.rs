@@ -367,14 +367,16 @@ impl Figure for Cache<'_> {
         let (x, x_desc) = time_axis(r, &r.timeline());
         let on_axis = |p: &[(f64, f64)]| p.iter().copied().filter(|p| x.shows(p.0)).collect();
         let y_desc = "share of prompt tokens found cached";
-        let mut p = Panel(y_desc, Some(1.1), &BOTTOM_FIRST, vec![]);
+        // A share: the axis ends at 1. The window's thin line is drawn over the wide one, which
+        // it follows closely once the cache is warm.
+        let mut p = Panel(y_desc, Some(1.0), &BOTTOM_FIRST, vec![]);
+        let text = "since the start: cached \u{f7} prompt tokens of the requests completed";
+        p.add(text, Draw::Line(on_axis(&self.1.lifetime), VERMILLION, 4));
         let text = format!(
             "the same of the requests completed in the last {}",
             dur(r.window_s)
         );
-        p.add(text, Draw::Line(on_axis(&self.1.window), LIGHT_BLUE, 1));
-        let text = "since the start: cached \u{f7} prompt tokens of the requests completed";
-        p.add(text, Draw::Line(on_axis(&self.1.lifetime), VERMILLION, 4));
+        p.add(text, Draw::Line(on_axis(&self.1.window), BLUE, 2));
         p.draw(&body, &x, Some(&x_desc), raster)
     }
 }
