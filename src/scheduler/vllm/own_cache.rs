@@ -67,7 +67,7 @@ impl FreeQueue {
     }
 
     /// Free blocks in the queue.
-    #[cfg(debug_assertions)]
+    #[cfg(any(test, debug_assertions))]
     pub fn len(&self) -> u64 {
         self.head + self.segs.iter().map(|s| s.len()).sum::<u64>()
     }
