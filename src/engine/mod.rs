@@ -16,7 +16,7 @@ use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
-use crate::scheduler::{self, LogRecord, Outbox, Scheduler};
+use crate::scheduler::{self, LogRecord, Outbox, Scheduler, ServerState};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
@@ -373,30 +373,36 @@ impl Simulator<'_> {
     }
 
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, time-series point, observation or `max_sim_s`; the scheduler prints the lines on
-    /// its own clock that fall inside the run.
+    /// event, `max_sim_s`, and — unless the scheduler lists the run's turns — time-series point
+    /// or observation; the scheduler prints the lines on its own clock that fall inside the run.
     fn fast_forward(&mut self) {
-        let limit = self
+        let mut limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
-            .min(self.recorder.next_snapshot_at())
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
+        if !self.scheduler.runs_pass_points() {
+            limit = limit.min(self.recorder.next_snapshot_at());
+        }
         self.sync_state();
         self.outbox.clear();
         if let Some(skip) =
             self.scheduler
                 .skip_decode(self.now, limit, &mut self.requests, &mut self.outbox)
         {
-            self.recorder.integrate_run(
-                skip.end,
-                skip.running,
-                skip.queued,
-                skip.varying,
-                skip.kv_integral,
-                skip.kv_last,
-            );
-            self.recorder.on_generated(self.outbox.generated_tokens);
+            if self.outbox.turns.is_empty() {
+                self.recorder.integrate_run(
+                    skip.end,
+                    skip.running,
+                    skip.queued,
+                    skip.varying,
+                    skip.kv_integral,
+                    skip.kv_last,
+                );
+                self.recorder.on_generated(self.outbox.generated_tokens);
+            } else {
+                self.take_turns(skip.end);
+            }
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
             let (first, resumed) = (self.outbox.first_tokens, &self.outbox.resumed_gaps);
             match self.outbox.decode_run {
@@ -415,6 +421,41 @@ impl Simulator<'_> {
             self.drain_outbox_logs();
             self.now = skip.end;
         }
+    }
+
+    /// A run listed turn by turn (`Outbox::turns`), ending at `end`: the recorder sees each
+    /// turn as the step-by-step path shows it — the state set when the turn starts, the
+    /// engine's lines on its own clock and the time-series points and observations before the
+    /// turn's end in time order (a line before a point of the same instant), then the turn's
+    /// tokens.
+    fn take_turns(&mut self, end: SimTime) {
+        let capacity = self.scheduler.state().kv_capacity_tokens;
+        let in_flight = self.client.in_flight();
+        let log = std::mem::take(&mut self.outbox.log);
+        let mut lines = log.iter().peekable();
+        let mut start = self.now;
+        for turn in &self.outbox.turns {
+            let state = ServerState {
+                running: turn.running,
+                queued: turn.queued,
+                kv_used_tokens: turn.kv_used_tokens,
+                kv_capacity_tokens: capacity,
+            };
+            self.recorder.set_state(start, state, in_flight);
+            while let Some(rec) = lines.next_if(|r| r.at() < turn.end) {
+                self.recorder.advance_to(rec.at());
+                self.recorder.on_log(rec);
+            }
+            self.recorder.advance_to(turn.end);
+            self.recorder.on_generated(turn.tokens);
+            start = turn.end;
+        }
+        debug_assert_eq!(start, end, "invariant: the turns make up the run");
+        for rec in lines {
+            self.recorder.on_log(rec);
+        }
+        self.outbox.log = log;
+        self.outbox.log.clear();
     }
 
     fn sync_state(&mut self) {

@@ -308,6 +308,11 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
+    /// A fast-forward's turns, when the scheduler's runs pass time-series points and
+    /// observations ([`Scheduler::runs_pass_points`]): the server's state during each and the
+    /// tokens its end delivered, in order, so that the simulator can take the points inside
+    /// the run as the step-by-step path would.
+    pub turns: Vec<Turn>,
     /// A fast-forward's decode steps of a constant batch, described instead of listed in
     /// `step_ends`: the engine reads their gaps from the step-time model
     /// ([`Scheduler::step_time`]).
@@ -332,6 +337,7 @@ impl Outbox {
         self.resumed_gaps.clear();
         self.abandoned_awaits.clear();
         self.step_ends.clear();
+        self.turns.clear();
         self.decode_run = None;
         self.run_ends.clear();
         self.decode_rounds = 0;
@@ -371,6 +377,24 @@ impl Outbox {
             r.outside_token_at = Some(now);
         }
     }
+}
+
+/// One turn of a fast-forward run (a step, or under vLLM's async scheduling one turn of its
+/// batch queue): from the previous turn's end (the run's start for the first) to `end`, the
+/// server in `state` — as the step-by-step path sets it when it starts the turn's batch — and
+/// `tokens` output tokens delivered at `end`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Turn {
+    /// When it ended.
+    pub end: SimTime,
+    /// Requests running during it.
+    pub running: u64,
+    /// Requests queued during it.
+    pub queued: u64,
+    /// KV slots in use during it.
+    pub kv_used_tokens: u64,
+    /// Output tokens delivered at its end.
+    pub tokens: u64,
 }
 
 /// Decode steps of a constant batch taken at once: step `j` (from 0) attends
@@ -491,7 +515,8 @@ pub trait Scheduler {
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
     /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
-    /// that all end before `limit` (the next event, observation or time-series point). Their
+    /// that all end before `limit` (the next event, observation or time-series point; only the
+    /// next event when [`runs_pass_points`](Scheduler::runs_pass_points)). Their
     /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
     /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
@@ -507,6 +532,14 @@ pub trait Scheduler {
         _out: &mut Outbox,
     ) -> Option<Skip> {
         None
+    }
+
+    /// Whether [`skip_decode`](Scheduler::skip_decode)'s runs may pass time-series points and
+    /// observations, listing their turns in [`Outbox::turns`] for the simulator to take the
+    /// points inside them (then its `limit` is the next event only); otherwise a run ends
+    /// before the next point too.
+    fn runs_pass_points(&self) -> bool {
+        false
     }
 
     /// When the engine next prints a line on its own clock rather than at a step (vLLM's stats

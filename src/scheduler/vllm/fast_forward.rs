@@ -24,7 +24,7 @@ use super::own_cache::View;
 use super::{blocks_of, full_blocks, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
-use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals};
+use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals, Turn};
 use crate::time::{SimDuration, SimTime};
 
 /// A request's `num_cached_block` after `turns` turns of a run from `c0` computed tokens and
@@ -63,6 +63,8 @@ pub(super) struct RunScratch {
     preempted_at: Vec<(u64, SimTime)>,
     /// Each turn's end and the tokens its output gave.
     ends: Vec<(SimTime, u64)>,
+    /// Each turn's server state: running, queued, KV slots in use.
+    states: Vec<(u64, u64, u64)>,
     /// Preemptions of each request not yet reported (they go with its next output).
     old_events: Vec<u32>,
     /// The stats lines due inside the run.
@@ -199,6 +201,7 @@ impl Vllm {
         sc.class.clear();
         sc.preempted_at.clear();
         sc.ends.clear();
+        sc.states.clear();
         sc.old_events.clear();
         sc.logs.clear();
         sc.h0.clear();
@@ -470,6 +473,7 @@ impl Vllm {
             let tokens = if asynchronous { prev_len } else { l as u64 };
             plan.generated += tokens;
             sc.ends.push((t, tokens));
+            sc.states.push((l as u64, queued, (usable - f) * block));
             prev_len = l as u64;
             seen = Some((l as u64, queued, (usable - f) * block));
             next_dur = if asynchronous {
@@ -675,6 +679,15 @@ impl Vllm {
         );
         out.generated_tokens += plan.generated;
         out.step_ends.extend_from_slice(&sc.ends);
+        out.turns.extend(sc.ends.iter().zip(&sc.states).map(
+            |(&(end, tokens), &(running, queued, kv_used_tokens))| Turn {
+                end,
+                running,
+                queued,
+                kv_used_tokens,
+                tokens,
+            },
+        ));
         out.decode_rounds += steps - u64::from(!decoded);
         self.counters.decode_steps += steps;
         self.counters.fast_forwarded_steps += steps;
