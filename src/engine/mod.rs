@@ -16,7 +16,7 @@ use crate::request::{Phase, ReqId, Request, Requests};
 use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
-use crate::scheduler::{self, LogRecord, Outbox, Scheduler, ServerState};
+use crate::scheduler::{self, LogRecord, Outbox, RunState, Scheduler, ServerState};
 use crate::time::SimTime;
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
@@ -390,18 +390,18 @@ impl Simulator<'_> {
             self.scheduler
                 .skip_decode(self.now, limit, &mut self.requests, &mut self.outbox)
         {
-            if self.outbox.turns.is_empty() {
-                self.recorder.integrate_run(
-                    skip.end,
-                    skip.running,
-                    skip.queued,
-                    skip.varying,
-                    skip.kv_integral,
-                    skip.kv_last,
-                );
-                self.recorder.on_generated(self.outbox.generated_tokens);
-            } else {
-                self.take_turns(skip.end);
+            match skip.state {
+                RunState::Constant {
+                    running,
+                    queued,
+                    kv_integral,
+                    kv_last,
+                } => {
+                    let r = &mut self.recorder;
+                    r.integrate_run(skip.end, running, queued, kv_integral, kv_last);
+                    r.on_generated(self.outbox.generated_tokens);
+                }
+                RunState::Turns => self.take_turns(skip.end),
             }
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
             let (first, resumed) = (self.outbox.first_tokens, &self.outbox.resumed_gaps);

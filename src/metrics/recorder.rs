@@ -23,7 +23,7 @@ use super::{
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{
-    IntervalStats, LogRecord, SchedulerCounters, ServerState, StateIntegrals, Words,
+    IntervalStats, LogRecord, SchedulerCounters, ServerState, Words,
 };
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 use crate::workload::overhead::Overhead;
@@ -368,16 +368,14 @@ impl<'a> Recorder<'a> {
     }
 
     /// A run of steps taken at once (fast-forward) from the last `set_state` to `end`, during
-    /// which the requests in flight were constant, `running` and `queued` too unless `varying`
-    /// gives their integrals, and the KV use integrated to `kv_integral` (ns × tokens);
-    /// `running`, `queued` and `kv_last` are the state at `end`. No point may fall inside the
-    /// run.
+    /// which the requests in flight, `running` and `queued` were constant and the KV use
+    /// integrated to `kv_integral` (ns × tokens); `kv_last` is the KV use at `end`. No point
+    /// may fall inside the run.
     pub fn integrate_run(
         &mut self,
         end: SimTime,
         running: u64,
         queued: u64,
-        varying: Option<StateIntegrals>,
         kv_integral: u128,
         kv_last: u64,
     ) {
@@ -386,19 +384,10 @@ impl<'a> Recorder<'a> {
             "invariant: no time-series point falls inside a fast-forward run"
         );
         let dt = u128::from((end - self.last_t).as_ns());
-        match varying {
-            Some(v) => {
-                self.int_running += v.running;
-                self.int_queued += v.queued;
-                self.int_queue_busy += v.queue_busy_ns;
-            }
-            None => {
-                self.int_running += dt * u128::from(running);
-                self.int_queued += dt * u128::from(queued);
-                if queued > 0 {
-                    self.int_queue_busy += dt;
-                }
-            }
+        self.int_running += dt * u128::from(running);
+        self.int_queued += dt * u128::from(queued);
+        if queued > 0 {
+            self.int_queue_busy += dt;
         }
         self.int_kv += kv_integral;
         self.int_in_flight += dt * u128::from(self.in_flight);

@@ -453,28 +453,26 @@ pub struct Skip {
     pub steps: u64,
     /// When the last of them ended.
     pub end: SimTime,
-    /// Requests running at the end of the run (through all of it unless `varying`).
-    pub running: u64,
-    /// Requests queued at the end of the run (through all of it unless `varying`).
-    pub queued: u64,
-    /// The running and queued counts integrated over the run, when they changed inside it
-    /// (vLLM's preemptions); `None` when they were `running` and `queued` throughout.
-    pub varying: Option<StateIntegrals>,
-    /// `Σ kv_used × step duration` over the run, ns × tokens.
-    pub kv_integral: u128,
-    /// KV slots in use during the last step.
-    pub kv_last: u64,
+    /// The server's state through the run.
+    pub state: RunState,
 }
 
-/// Time integrals of the server state over a fast-forward run in which it changed.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct StateIntegrals {
-    /// `Σ running × segment duration`, ns × requests.
-    pub running: u128,
-    /// `Σ queued × segment duration`, ns × requests.
-    pub queued: u128,
-    /// The time with at least one request queued, ns.
-    pub queue_busy_ns: u128,
+/// The server's state through a fast-forward run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunState {
+    /// The same requests ran and waited throughout; only the KV grew.
+    Constant {
+        /// Requests running.
+        running: u64,
+        /// Requests queued.
+        queued: u64,
+        /// `Σ kv_used × step duration` over the run, ns × tokens.
+        kv_integral: u128,
+        /// KV slots in use during the last step.
+        kv_last: u64,
+    },
+    /// It changed inside the run (vLLM's preemptions): [`Outbox::turns`] lists it turn by turn.
+    Turns,
 }
 
 /// A serving engine's scheduling policy.

@@ -12,7 +12,7 @@ use std::cmp::Reverse;
 
 use super::Sglang;
 use crate::cost::DecodeSteps;
-use crate::scheduler::{DecodeRun, Outbox, Skip};
+use crate::scheduler::{DecodeRun, Outbox, RunState, Skip};
 use crate::time::{SimDuration, SimTime};
 
 /// A planned fast-forward: `steps` decode steps of `batch` requests.
@@ -161,11 +161,12 @@ impl Sglang {
         Skip {
             steps: n,
             end: now + total,
-            running: b + self.prefilling,
-            queued: self.waiting.len() as u64,
-            varying: None,
-            kv_integral,
-            kv_last: s.used_first + b * (n - 1),
+            state: RunState::Constant {
+                running: b + self.prefilling,
+                queued: self.waiting.len() as u64,
+                kv_integral,
+                kv_last: s.used_first + b * (n - 1),
+            },
         }
     }
 }

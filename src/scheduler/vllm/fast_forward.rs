@@ -24,7 +24,7 @@ use super::own_cache::View;
 use super::{blocks_of, full_blocks, Entry, Item, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, Requests};
-use crate::scheduler::{LogRecord, Outbox, Skip, StateIntegrals, Turn};
+use crate::scheduler::{LogRecord, Outbox, RunState, Skip, Turn};
 use crate::time::{SimDuration, SimTime};
 
 /// A request's `num_cached_block` after `turns` turns of a run from `c0` computed tokens and
@@ -244,7 +244,7 @@ impl Vllm {
             let start = (most, first_dur, kv_first, head_known, prompts);
             self.plan_run(&mut sc, now, limit, start)
         };
-        let Some((plan, integrals, kv_integral)) = plan else {
+        let Some(plan) = plan else {
             self.run = sc;
             return None;
         };
@@ -253,15 +253,10 @@ impl Vllm {
         }
         self.take_run(&plan, &sc, reqs, out);
         self.run = sc;
-        let varying = (plan.len < r).then_some(integrals);
         Some(Skip {
             steps: plan.steps,
             end: plan.end,
-            running: plan.len as u64,
-            queued: self.waiting.len() as u64,
-            varying,
-            kv_integral,
-            kv_last: self.used_blocks * block,
+            state: RunState::Turns,
         })
     }
 
@@ -276,7 +271,7 @@ impl Vllm {
         now: SimTime,
         limit: SimTime,
         start: (u64, Option<SimDuration>, u64, Head, u64),
-    ) -> Option<(RunPlan, StateIntegrals, u128)> {
+    ) -> Option<RunPlan> {
         let (most, first_dur, kv_first, head_known, prompts) = start;
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
@@ -294,8 +289,6 @@ impl Vllm {
         let mut next_dur = SimDuration::ZERO;
         // The batch the next turn processes (async): the one on the GPU.
         let mut prev_len = r as u64;
-        let mut integrals = StateIntegrals::default();
-        let mut kv_integral = 0u128;
         let mut next_log = self.stats.next_at();
         let mut seen = None;
         let mut known_outcome: Option<(WaitingOutcome, u64)> = None;
@@ -461,14 +454,7 @@ impl Vllm {
                 plan.first_end = t + seg;
             }
             t += seg;
-            let ns = u128::from(seg.as_ns());
             let queued = waiting0 + (r - l) as u64;
-            integrals.running += ns * l as u128;
-            integrals.queued += ns * u128::from(queued);
-            if queued > 0 {
-                integrals.queue_busy_ns += ns;
-            }
-            kv_integral += u128::from((usable - f) * block) * ns;
             // The batch processed this turn: the one before (async) or this one (sync).
             let tokens = if asynchronous { prev_len } else { l as u64 };
             plan.generated += tokens;
@@ -497,7 +483,7 @@ impl Vllm {
         plan.free = free;
         plan.next_dur = next_dur;
         plan.view = view;
-        Some((plan, integrals, kv_integral))
+        Some(plan)
     }
 
     /// The blocks WAITING's head would hit with the queue as `view` leaves it: what is left of

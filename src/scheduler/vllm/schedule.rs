@@ -255,6 +255,7 @@ impl Vllm {
     }
 
     /// Blocks for `tokens` tokens of a request (`allocate_slots` after its checks).
+    #[inline]
     fn take_blocks(&mut self, id: ReqId, tokens: u64) {
         if let Some(pool) = &mut self.pool {
             let known = self.seqs[id.0 as usize].tokens();
