@@ -17,7 +17,7 @@ use crate::rng::{Seeds, StreamName};
 pub use crate::run::{RunOptions, Stepping};
 use crate::scenario::Scenario;
 use crate::scheduler::{self, LogRecord, Outbox, RunState, Scheduler, ServerState};
-use crate::time::SimTime;
+use crate::time::{SimDuration, SimTime};
 use crate::workload::client::{Client, ClientAction, ClientSpec};
 use crate::workload::overhead::Overhead;
 use crate::workload::prefix::PrefixSampler;
@@ -373,17 +373,15 @@ impl Simulator<'_> {
     }
 
     /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event, `max_sim_s`, and — unless the scheduler lists the run's turns — time-series point
-    /// or observation; the scheduler prints the lines on its own clock that fall inside the run.
+    /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
+    /// the run. Time-series points and observations inside the run are taken as the
+    /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
     fn fast_forward(&mut self) {
-        let mut limit = self
+        let limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
-        if !self.scheduler.runs_pass_points() {
-            limit = limit.min(self.recorder.next_snapshot_at());
-        }
         self.sync_state();
         self.outbox.clear();
         if let Some(skip) =
@@ -396,11 +394,7 @@ impl Simulator<'_> {
                     queued,
                     kv_integral,
                     kv_last,
-                } => {
-                    let r = &mut self.recorder;
-                    r.integrate_run(skip.end, running, queued, kv_integral, kv_last);
-                    r.on_generated(self.outbox.generated_tokens);
-                }
+                } => self.constant_run(skip.end, running, queued, kv_integral, kv_last),
                 RunState::Turns => self.take_turns(skip.end),
             }
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
@@ -421,6 +415,80 @@ impl Simulator<'_> {
             self.drain_outbox_logs();
             self.now = skip.end;
         }
+    }
+
+    /// A run of a constant batch ending at `end` ([`RunState::Constant`], described by
+    /// `Outbox::decode_run`). With no time-series point or observation inside it, one lump.
+    /// Otherwise the recorder takes each point as the step-by-step path does: the steps ended
+    /// by then lumped (their KV integral in closed form), the state of the step the point falls
+    /// in, the lines printed before it (at or before the point), then the rest of the run.
+    fn constant_run(
+        &mut self,
+        end: SimTime,
+        running: u64,
+        queued: u64,
+        kv_integral: u128,
+        kv_last: u64,
+    ) {
+        if self.recorder.next_snapshot_at() >= end {
+            self.recorder
+                .integrate_run(end, running, queued, kv_integral, kv_last);
+            self.recorder.on_generated(self.outbox.generated_tokens);
+            return;
+        }
+        let r = (self.outbox.decode_run).expect("invariant: a constant run is described");
+        let model = self.scheduler.step_time();
+        let ends = &self.outbox.run_ends;
+        let run = cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
+            .with_total((r.end - r.start).as_ns());
+        let b = r.batch;
+        // The KV in use during step j (from 1) is used_first + b·(j − 1).
+        let used_first = kv_last - b * (r.steps - 1);
+        // Σ used × duration over the first k steps.
+        let kv_before = |k: u64| -> u128 {
+            match (k, ends.as_slice()) {
+                (0, _) => 0,
+                (k, []) => model.decode_run_weighted(b, r.kv_first, k, used_first, b).1,
+                // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
+                (k, ends) => {
+                    let e = u128::from(ends[k as usize - 1]);
+                    let before: u128 = ends[..k as usize - 1].iter().map(|&x| u128::from(x)).sum();
+                    u128::from(used_first) * e + u128::from(b) * (u128::from(k - 1) * e - before)
+                }
+            }
+        };
+        let log = std::mem::take(&mut self.outbox.log);
+        let mut lines = log.iter().peekable();
+        let (mut done, mut done_kv) = (0u64, 0u128);
+        loop {
+            let point = self.recorder.next_snapshot_at();
+            if point >= end {
+                break;
+            }
+            // Steps ended by the point, lumped; the point falls in step k + 1.
+            let k = run.ended_by((point - r.start).as_ns());
+            let kv_k = kv_before(k);
+            let at_k = r.start + SimDuration::from_ns(run.elapsed(k));
+            let used = used_first + b * k;
+            self.recorder
+                .integrate_run(at_k, running, queued, kv_k - done_kv, used);
+            self.recorder.on_generated(b * (k - done));
+            while let Some(rec) = lines.next_if(|rec| rec.at() <= point) {
+                self.recorder.on_log(rec);
+            }
+            let at_next = r.start + SimDuration::from_ns(run.elapsed(k + 1));
+            self.recorder.advance_to(at_next);
+            (done, done_kv) = (k, kv_k);
+        }
+        let left = kv_integral - done_kv;
+        self.recorder
+            .integrate_run(end, running, queued, left, kv_last);
+        self.recorder.on_generated(b * (r.steps - done));
+        for rec in lines {
+            self.recorder.on_log(rec);
+        }
+        self.outbox.log = log;
+        self.outbox.log.clear();
     }
 
     /// A run listed turn by turn (`Outbox::turns`), ending at `end`: the recorder sees each

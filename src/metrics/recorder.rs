@@ -22,9 +22,7 @@ use super::{
 };
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{
-    IntervalStats, LogRecord, SchedulerCounters, ServerState, Words,
-};
+use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 use crate::workload::overhead::Overhead;
 

@@ -308,10 +308,9 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
-    /// A fast-forward's turns, when the scheduler's runs pass time-series points and
-    /// observations ([`Scheduler::runs_pass_points`]): the server's state during each and the
-    /// tokens its end delivered, in order, so that the simulator can take the points inside
-    /// the run as the step-by-step path would.
+    /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
+    /// server's state during each and the tokens its end delivered, in order, so that the
+    /// simulator can take the time-series points inside the run as the step-by-step path would.
     pub turns: Vec<Turn>,
     /// A fast-forward's decode steps of a constant batch, described instead of listed in
     /// `step_ends`: the engine reads their gaps from the step-time model
@@ -513,8 +512,8 @@ pub trait Scheduler {
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
     /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
-    /// that all end before `limit` (the next event, observation or time-series point; only the
-    /// next event when [`runs_pass_points`](Scheduler::runs_pass_points)). Their
+    /// that all end before `limit` (the next event; time-series points and observations
+    /// inside the run the simulator takes itself, from [`RunState`]). Their
     /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
     /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
@@ -530,14 +529,6 @@ pub trait Scheduler {
         _out: &mut Outbox,
     ) -> Option<Skip> {
         None
-    }
-
-    /// Whether [`skip_decode`](Scheduler::skip_decode)'s runs may pass time-series points and
-    /// observations, listing their turns in [`Outbox::turns`] for the simulator to take the
-    /// points inside them (then its `limit` is the next event only); otherwise a run ends
-    /// before the next point too.
-    fn runs_pass_points(&self) -> bool {
-        false
     }
 
     /// When the engine next prints a line on its own clock rather than at a step (vLLM's stats

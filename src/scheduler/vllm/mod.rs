@@ -530,10 +530,6 @@ impl Scheduler for Vllm {
         skip
     }
 
-    fn runs_pass_points(&self) -> bool {
-        true
-    }
-
     fn next_log_at(&self) -> Option<SimTime> {
         Some(self.stats.next_at())
     }
