@@ -59,8 +59,9 @@ impl Vllm {
                 v.blocks_for((c + n).min(v.p.max_model_len))
                     .saturating_sub(held)
             };
+            let mut needed = need(self);
             let fits = loop {
-                if need(self) <= self.free_blocks() {
+                if needed <= self.free_blocks() {
                     break true;
                 }
                 // Preempt the lowest-priority request: under FCFS, the last of RUNNING.
@@ -73,11 +74,22 @@ impl Vllm {
                 if victim == id {
                     break false;
                 }
+                needed = need(self);
             };
             if !fits {
                 break;
             }
-            self.take_blocks(id, c + n);
+            if needed == 0 && self.pool.is_none() {
+                // No block to add (15 steps in 16 for a decode): only the blocks its computed
+                // tokens fill are registered, as `take_blocks` would.
+                if self.own.is_some() {
+                    let block = self.p.block;
+                    let s = &mut self.seqs[id.0 as usize];
+                    s.cache_to(block, (c + n).min(s.tokens()));
+                }
+            } else {
+                self.take_blocks(id, c + n);
+            }
             planned.push(Planned { id, tokens: n });
             budget -= n;
             i += 1;
