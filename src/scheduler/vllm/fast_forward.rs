@@ -1,8 +1,10 @@
 //! Fast-forward: a run of steps in which every running request decodes one token, nothing in
 //! WAITING is admitted and nothing finishes changes only counters, the tail of RUNNING and the
-//! head of WAITING, so it is taken at once — with exactly the state, counters, log totals and
-//! time integrals the step-by-step path leaves. Under async scheduling each step of the run is
-//! one turn of the batch queue: schedule the next batch, then process the one on the GPU.
+//! head of WAITING, so it is taken at once — with exactly the state, counters and log totals the
+//! step-by-step path leaves, and each turn's server state listed (`Outbox::turns`) for the
+//! simulator to integrate and to take the time-series points inside the run. Under async
+//! scheduling each step of the run is one turn of the batch queue: schedule the next batch,
+//! then process the one on the GPU.
 //!
 //! A step whose block requests outrun the free blocks preempts inside the run, as
 //! `v1/core/sched/scheduler.py: Scheduler.schedule` does: the requests needing a block take one
