@@ -261,6 +261,8 @@ impl Simulator<'_> {
                 if self.stepping == Stepping::FastForward {
                     self.fast_forward();
                     self.check_time(self.now)?;
+                    // The run may have used up `run.max_events`.
+                    self.check_limits()?;
                 }
                 self.start_batch(&mut actions);
             }
@@ -382,12 +384,16 @@ impl Simulator<'_> {
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
+        // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
+        // no more than are left, so that it stops where step by step would.
+        let c = self.scheduler.counters();
+        let left = self
+            .max_batches
+            .saturating_sub(c.decode_steps + c.prefill_batches);
         self.sync_state();
         self.outbox.clear();
-        if let Some(skip) =
-            self.scheduler
-                .skip_decode(self.now, limit, &mut self.requests, &mut self.outbox)
-        {
+        let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
+        if let Some(skip) = self.scheduler.skip_decode(now, limit, left, reqs, out) {
             match skip.state {
                 RunState::Constant {
                     running,

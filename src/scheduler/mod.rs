@@ -513,7 +513,8 @@ pub trait Scheduler {
     /// one by one with nothing changing but the KV growing — no admission possible, no
     /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
     /// that all end before `limit` (the next event; time-series points and observations
-    /// inside the run the simulator takes itself, from [`RunState`]). Their
+    /// inside the run the simulator takes itself, from [`RunState`]), at most `max_steps` of
+    /// them (the batches `run.max_events` leaves, so that a run stops where step by step would). Their
     /// log lines go to `out`, those on the engine's clock ([`next_log_at`]) due before the end
     /// included, each with the state it would see step by step. The state afterwards must be exactly
     /// what the step-by-step path leaves. `None` when no step can be skipped; the default never
@@ -525,6 +526,7 @@ pub trait Scheduler {
         &mut self,
         _now: SimTime,
         _limit: SimTime,
+        _max_steps: u64,
         _reqs: &mut Requests,
         _out: &mut Outbox,
     ) -> Option<Skip> {

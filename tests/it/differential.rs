@@ -104,6 +104,36 @@ fn every_scenario_runs_identically_with_both_engines() {
     assert!(vllm.1 > 0.8, "{skipped:?}");
 }
 
+/// A run stopped by `run.max_events` stops at the same batch, instant and count both ways, for
+/// either engine and either loop (a fast-forward run takes no more steps than the bound
+/// leaves, and the bound is checked again after it).
+#[test]
+fn a_bound_on_batches_stops_both_engines_at_the_same_batch() {
+    for (file, loops) in [
+        ("case-study-b2.toml", "engine.disable_overlap_schedule"),
+        ("case-study-b2-vllm.toml", "engine.async_scheduling"),
+    ] {
+        let src = Source::read(&root().join("scenarios").join(file)).unwrap();
+        for flag in [false, true] {
+            for bound in [400, 1000] {
+                let sets = [format!("run.max_events={bound}"), format!("{loops}={flag}")];
+                let sc = sc_mod::load(&src, &sets).unwrap();
+                let stop = |stepping| {
+                    let opts = RunOptions {
+                        stepping,
+                        ..RunOptions::default()
+                    };
+                    let e = engine::run(&sc, &opts).expect_err("the bound stops the run");
+                    assert!(matches!(e, engine::SimError::TooManyBatches { .. }), "{e}");
+                    e.to_string()
+                };
+                let (fast, slow) = (stop(Stepping::FastForward), stop(Stepping::StepByStep));
+                assert_eq!(fast, slow, "{file} with {loops} = {flag}, {bound} batches");
+            }
+        }
+    }
+}
+
 /// The golden cases with shared prefixes (trace-driven, the radix cache on), both ways.
 #[test]
 fn golden_prefix_cases_run_identically_with_both_engines() {

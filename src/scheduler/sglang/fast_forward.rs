@@ -28,12 +28,14 @@ pub(super) struct SkipPlan {
 
 impl Sglang {
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
-    /// once: until the step before the next completion, while memory lasts, and while they end
-    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
+    /// once: until the step before the next completion, while memory lasts, at most
+    /// `max_steps`, and while they end before `limit`. Page size 1 only (with larger pages the
+    /// pool grows unevenly).
     pub(super) fn plan_skip(
         &mut self,
         now: SimTime,
         limit: SimTime,
+        max_steps: u64,
         ends: &mut Vec<u64>,
     ) -> Option<SkipPlan> {
         if self.p.page != 1
@@ -70,7 +72,7 @@ impl Sglang {
         };
         let by_completion = next_finish.saturating_sub(self.decode_step + 1);
         let by_memory = self.free_tokens() / batch;
-        let most = by_completion.min(by_memory);
+        let most = by_completion.min(by_memory).min(max_steps);
         if most == 0 {
             return None;
         }

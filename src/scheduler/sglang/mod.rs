@@ -806,10 +806,11 @@ impl Scheduler for Sglang {
         &mut self,
         now: SimTime,
         limit: SimTime,
+        max_steps: u64,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        let s = self.plan_skip(now, limit, &mut out.run_ends)?;
+        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
         let skip = self.take_skip(now, s, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);

@@ -131,11 +131,13 @@ struct RunPlan {
 }
 
 impl Vllm {
-    /// Take the steps from `now` on that admit nothing, finish nothing and end before `limit`.
+    /// Take the steps from `now` on that admit nothing, finish nothing and end before `limit`,
+    /// at most `max_steps`.
     pub(super) fn fast_forward(
         &mut self,
         now: SimTime,
         limit: SimTime,
+        max_steps: u64,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
@@ -240,6 +242,7 @@ impl Vllm {
             sc.class.push(class);
             sc.classes[class as usize] += 1;
         }
+        let most = most.min(max_steps);
         let plan = if most == 0 {
             None
         } else {

@@ -517,6 +517,7 @@ impl Scheduler for Vllm {
         &mut self,
         now: SimTime,
         limit: SimTime,
+        max_steps: u64,
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
@@ -525,7 +526,7 @@ impl Scheduler for Vllm {
             // full ones; the fast-forward's runs do not follow the block pool: step by step.
             return None;
         }
-        let skip = self.fast_forward(now, limit, reqs, out);
+        let skip = self.fast_forward(now, limit, max_steps, reqs, out);
         self.check_queue();
         skip
     }
