@@ -634,37 +634,61 @@ impl Sglang {
                 step, self.decode_step,
                 "invariant: completions are never skipped"
             );
-            done.push(id);
+            done.push((id, stay));
         }
         if self.cache.is_some() && done.len() > 1 {
             // Released in batch order (`process_batch_result_decode`): the cache's access
             // times follow it.
-            let at = |id: &ReqId| self.running.iter().position(|x| x == id);
+            let at = |&(id, _): &(ReqId, u64)| self.running.iter().position(|x| *x == id);
             done.sort_by_key(at);
         }
-        for id in done {
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass). A few are found where
+        // they are (while they are still running), many by their phase.
+        let few = done.len() <= 4;
+        let mut at = [0usize; 4];
+        if few {
+            for (i, &(id, stay)) in done.iter().enumerate() {
+                at[i] = self.running_index(id, stay);
+            }
+        }
+        for &(id, _) in &done {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
         }
-        let finished = &out.finished[first..];
-        if finished.is_empty() {
+        if out.finished.len() == first {
             return false;
         }
-        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-        // which reopens admission at once (0.5.23 filters on every pass). A few are found by
-        // their ids (a scan of the ids alone); many, by their phase.
-        if finished.len() <= 4 {
-            for id in finished {
-                let at = self.running.iter().position(|x| x == id);
-                self.running
-                    .remove(at.expect("invariant: a finished request was running"));
+        if few {
+            let at = &mut at[..done.len()];
+            at.sort_unstable();
+            for &i in at.iter().rev() {
+                self.running.remove(i);
             }
         } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
         }
         self.batch_is_full = false;
         true
+    }
+
+    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
+    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
+    /// binary search by stay finds it, checked; else a scan.
+    fn running_index(&self, id: ReqId, stay: u64) -> usize {
+        let stay_of = |x: &ReqId| match self.place(*x) {
+            Place::Running { stay, .. } => stay,
+            _ => u64::MAX,
+        };
+        if self.running.len() > 64 {
+            let i = self.running.partition_point(|x| stay_of(x) < stay);
+            if self.running.get(i) == Some(&id) {
+                return i;
+            }
+        }
+        (self.running.iter().position(|x| *x == id))
+            .expect("invariant: a finished request was running")
     }
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
