@@ -183,7 +183,10 @@ impl StepTimeModel for Linear {
         SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64)
     }
 
-    /// A binary search over the closed form: O(log² steps).
+    /// A search over the closed form, which starts where the run's real-valued time (within
+    /// `n` ns of the floors' sum) meets the budget: the answer is there or a step away, found
+    /// with two or three closed forms; a binary search between what those probes proved
+    /// otherwise. O(log steps) closed forms at worst.
     fn decode_run_within(
         &self,
         batch: u64,
@@ -192,19 +195,50 @@ impl StepTimeModel for Linear {
         budget: SimDuration,
     ) -> (u64, SimDuration) {
         let all = self.decode_run(batch, kv_first, most);
-        if all < budget {
+        if all < budget || most == 0 {
             return (most, all);
         }
-        let (mut lo, mut hi) = (0u64, most);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if self.decode_run(batch, kv_first, mid) < budget {
-                lo = mid;
-            } else {
-                hi = mid - 1;
+        // `lo` steps fit (their total `at_lo`); more than `hi` do not.
+        let (mut lo, mut at_lo, mut hi) = (0u64, SimDuration::ZERO, most - 1);
+        let probe = |n: u64, lo: &mut u64, at_lo: &mut SimDuration, hi: &mut u64| {
+            let t = self.decode_run(batch, kv_first, n);
+            match t < budget {
+                true => (*lo, *at_lo) = (n, t),
+                false => *hi = n - 1,
+            }
+        };
+        // d_j ≈ first + slope·j ns (the floor taking half a ns on average): Σ_{j<n} meets the
+        // budget at the root of slope/2·n² + (first − slope/2)·n − budget.
+        let p = &self.p;
+        let kv_ps = p.decode_per_kv_token_ps as f64;
+        let first = p.decode_base_ns as f64
+            + p.decode_per_seq_ns as f64 * batch as f64
+            + kv_ps * kv_first as f64 / 1000.0
+            - 0.5;
+        let half = kv_ps * batch as f64 / 2000.0;
+        let linear = first - half;
+        let b = budget.as_ns() as f64;
+        let root = match half > 0.0 {
+            true => (-linear + (linear * linear + 4.0 * half * b).sqrt()) / (2.0 * half),
+            false => b / first,
+        };
+        let guess = match root.is_finite() && root >= 1.0 {
+            true => (root as u64).min(hi),
+            false => 0,
+        };
+        if guess > lo {
+            probe(guess, &mut lo, &mut at_lo, &mut hi);
+            match lo == guess {
+                true if guess < hi => probe(guess + 1, &mut lo, &mut at_lo, &mut hi),
+                false if guess > lo + 1 => probe(guess - 1, &mut lo, &mut at_lo, &mut hi),
+                _ => {}
             }
         }
-        (lo, self.decode_run(batch, kv_first, lo))
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            probe(mid, &mut lo, &mut at_lo, &mut hi);
+        }
+        (lo, at_lo)
     }
 
     fn decode_run_weighted(

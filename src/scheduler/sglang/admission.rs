@@ -29,11 +29,13 @@ enum AddResult {
     Other,
 }
 
-/// The running requests' reservations an admission pass starts from.
+/// The running requests' reservations an admission pass starts from: their float sum as
+/// SGLang adds it, or bounds `lo ≤ sum ≤ hi` of it.
 #[derive(Clone, Copy, Debug)]
 struct Reservations {
-    tokens: f64,
-    /// An upper bound rather than the exact sum.
+    lo: f64,
+    hi: f64,
+    /// Bounds rather than the exact sum.
     bounded: bool,
 }
 
@@ -41,8 +43,11 @@ struct Reservations {
 struct Pass {
     /// `available_size() + evictable_size()` when the pass began.
     available: f64,
-    /// `PrefillBudget.total_offset`: reservations, the running requests' future tokens included.
+    /// `PrefillBudget.total_offset`: reservations, the running requests' future tokens included
+    /// (in a bounded pass, from the upper bound of the running requests').
     total_offset: f64,
+    /// In a bounded pass, `total_offset` from the lower bound (else equal to it).
+    total_offset_lo: f64,
     /// `PrefillBudget.current_offset`: this pass's immediate allocations.
     current_offset: f64,
     /// `rem_input_tokens`.
@@ -59,11 +64,11 @@ struct Pass {
     /// `PrefillAdder.req_states` of the `ignore_eos` rule: `(tokens left, tokens held)`, sorted
     /// by tokens left; built at its first use in the pass.
     req_states: Option<Vec<(f64, u64)>>,
-    /// Whether `total_offset` started from an upper bound of the running requests'
-    /// reservations rather than their exact sum (see [`Sglang::try_prefill`]).
+    /// Whether the offsets started from bounds of the running requests' reservations rather
+    /// than their exact sum (see [`Sglang::try_prefill`]).
     bounded: bool,
-    /// Set when a bounded pass met a decision that the exact sum could turn the other way: the
-    /// pass must be run again with the exact sum.
+    /// Set when a bounded pass met a decision that the two bounds take differently (the exact
+    /// sum could go either way): the pass must be run again with the exact sum.
     unsure: bool,
 }
 
@@ -82,24 +87,27 @@ impl Pass {
         let extend = self.ceil_page(extend);
         let immediate = (extend + self.page) as f64;
         self.total_offset += immediate + max_new as f64;
+        self.total_offset_lo += immediate + max_new as f64;
         self.current_offset += immediate;
         self.rem_input -= extend as i64;
         if let Some(c) = self.rem_chunk.as_mut() {
             *c -= extend as i64;
         }
     }
-    /// A decision on `remaining_total()` went the way a smaller remainder goes: in a bounded
-    /// pass, whose `remaining_total` is at most the exact one (float addition and subtraction
-    /// are monotone), the exact sum might have gone the other way.
-    fn short(&mut self) {
-        self.unsure |= self.bounded;
+    /// `decide(remaining_total())`, for a `decide` monotone in the remainder. In a bounded pass
+    /// the exact remainder lies between those of the two bounds (float addition and
+    /// subtraction are monotone, and both offsets took the same additions), so where the two
+    /// decide alike the exact sum does too; where they differ the pass is unsure.
+    fn on_remaining<T: PartialEq>(&mut self, decide: impl Fn(f64) -> T) -> T {
+        let d = decide(self.remaining_total());
+        if self.bounded && !self.unsure {
+            self.unsure = decide(self.available - self.total_offset_lo) != d;
+        }
+        d
     }
     /// `PrefillAdder.budget_state`.
     fn state(&mut self) -> AddResult {
-        if !(self.remaining_total() > 0.0 && self.remaining_current() > 0.0) {
-            if self.remaining_current() > 0.0 {
-                self.short();
-            }
+        if !(self.remaining_current() > 0.0 && self.on_remaining(|r| r > 0.0)) {
             return AddResult::NoToken;
         }
         if self.rem_input <= 0 || self.rem_chunk.is_some_and(|c| c <= 0) {
@@ -124,7 +132,7 @@ impl Pass {
 
 impl Sglang {
     /// Σ over the decode batch of `min(max_new − generated, clip) × ratio` (1.0 for
-    /// `ignore_eos`): `PrefillAdder._get_running_request_total_token_offset`.
+    /// `ignore_eos`): `PrefillAdder._get_running_request_total_token_offset`, in batch order.
     fn running_reservations(&self, reqs: &Requests) -> Reservations {
         let tokens = self
             .running
@@ -138,36 +146,53 @@ impl Sglang {
             })
             .sum();
         Reservations {
-            tokens,
+            lo: tokens,
+            hi: tokens,
             bounded: false,
         }
     }
 
-    /// An upper bound of [`running_reservations`](Self::running_reservations) in O(1): each
-    /// running request's `min(max_new − generated, clip)` only falls while it runs, so its value
-    /// when it joined bounds it; the sum of those bounds (kept as requests join and leave) times
-    /// the ratio, widened by more than the float sum's rounding can reach.
-    fn reservation_bound(&self) -> Reservations {
-        let (at_ratio, at_one) = self.reservation_bounds;
-        let real = at_ratio as f64 * self.ratio.max(0.0) + at_one as f64;
-        let n = self.running.len() as f64;
-        Reservations {
-            tokens: real * (1.0 + (n + 4.0) * f64::EPSILON) + 1.0,
+    /// [`running_reservations`](Self::running_reservations) in O(log batch), from the exact
+    /// integer sums of `reserved.rs`: the float sum itself when every term is an integer (ratio
+    /// 1, or nothing at the ratio), else bounds of it. Its `n` terms are non-negative and each
+    /// product and addition rounds by at most half an epsilon, so the float sum is within
+    /// `n·ε/2` (to first order) of `S_ratio × ratio + S_one`; the bounds leave more than twice
+    /// that, and the rounding of their own computation. `None` for a ratio so small that the
+    /// products could be subnormal (their rounding is not relative).
+    fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
+        let [at_ratio, at_one] = self.reserved_tokens();
+        debug_assert_eq!(
+            [at_ratio, at_one],
+            self.running.iter().fold([0, 0], |mut sums, &id| {
+                let r = &reqs[id];
+                let left = u64::from(r.max_new_tokens)
+                    .saturating_sub(u64::from(self.output_tokens(id, r)))
+                    .min(self.p.clip);
+                sums[usize::from(r.ignore_eos)] += left;
+                sums
+            }),
+            "invariant: the kept reservation sums are the batch's"
+        );
+        let ratio = self.ratio;
+        if at_ratio == 0 || ratio == 1.0 {
+            // Integers below 2⁵³: every term, partial sum and the total are exact.
+            let exact = (at_ratio + at_one) as f64;
+            return Some(Reservations {
+                lo: exact,
+                hi: exact,
+                bounded: false,
+            });
+        }
+        if !(1e-200..=1.0).contains(&ratio) {
+            return None;
+        }
+        let t = at_ratio as f64 * ratio + at_one as f64;
+        let c = (self.running.len() as f64 + 8.0) * f64::EPSILON;
+        Some(Reservations {
+            lo: t * (1.0 - c),
+            hi: t * (1.0 + c),
             bounded: true,
-        }
-    }
-
-    /// Keep [`reservation_bound`](Self::reservation_bound)'s sums as a request with this bound
-    /// joins (`join`) or leaves the running batch.
-    pub(super) fn add_reservation_bound(&mut self, bound: u32, ignore_eos: bool, join: bool) {
-        let sum = match ignore_eos {
-            true => &mut self.reservation_bounds.1,
-            false => &mut self.reservation_bounds.0,
-        };
-        match join {
-            true => *sum += u64::from(bound),
-            false => *sum -= u64::from(bound),
-        }
+        })
     }
 
     fn sort_waiting(&mut self, reqs: &Requests) {
@@ -190,10 +215,7 @@ impl Sglang {
         };
         let chunk = pass.rem_chunk.expect("invariant: chunking is enabled");
         // `available_chunk_tokens`: a continuation must make progress to release its KV.
-        if (pass.remaining_total() as i64) < chunk {
-            pass.short();
-        }
-        let mut rem = chunk.min(pass.remaining_total() as i64);
+        let mut rem = chunk.min(pass.on_remaining(|r| r as i64));
         if rem <= 0 {
             rem = chunk;
         }
@@ -221,8 +243,8 @@ impl Sglang {
             .saturating_sub(generated)
             .min(self.p.clip);
         // `PrefillBudget.check_prefill`: strictly below what remains.
-        if ((extend + max_new_left + self.p.page) as f64) >= pass.remaining_total() {
-            pass.short();
+        let need = (extend + max_new_left + self.p.page) as f64;
+        if pass.on_remaining(|r| need >= r) {
             return AddResult::NoToken;
         }
         let input_tokens = pass.ceil_page(extend);
@@ -256,10 +278,8 @@ impl Sglang {
         let extend = u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
         let paged_input = (pass.ceil_page(extend) + self.p.page) as f64;
         // `PrefillBudget.can_allocate_prefill`.
-        if pass.remaining_total() < pass.remaining_current() {
-            pass.short();
-        }
-        if paged_input > pass.remaining_current().min(pass.remaining_total()) {
+        let current = pass.remaining_current();
+        if pass.on_remaining(|r| paged_input > current.min(r)) {
             return AddResult::NoToken;
         }
         let state = |rid: ReqId| -> Option<(f64, u64)> {
@@ -336,17 +356,18 @@ impl Sglang {
         // With mixed chunks the running requests' decode tokens come out of the pass's budgets
         // (`num_mixed_decode_tokens`).
         let mixed = if self.p.mixed_chunk { running_bs } else { 0 };
-        // The running requests' reservations are a sum over the batch; a bound kept as requests
-        // join and leave decides most passes alone (a pool with room to spare), and the exact
-        // sum is taken only when a decision could turn on it. With the radix cache the pass
-        // matches and locks as it goes (what is free changes): one exact pass.
+        // The running requests' reservations are a float sum over the batch; tight bounds of
+        // it, from integer sums kept as requests join and leave, decide nearly every pass alone,
+        // and the sum is taken only when a decision could turn on it. With the radix cache the
+        // pass matches and locks as it goes (what is free changes): one exact pass.
         let (pass, stop) = if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
             self.cached_pass(reqs, mixed, allocatable)
         } else {
-            self.bounded_pass(reqs, mixed, allocatable)
+            let bounds = self.reservation_interval(reqs);
+            self.bounded_pass(reqs, mixed, allocatable, bounds)
         };
         match stop {
             // The slot limit closes the latch.
@@ -366,15 +387,19 @@ impl Sglang {
         self.start_prefill(now, pass, running_bs, reqs)
     }
 
-    /// The admission pass without the radix cache: with the bound on the reservations, and
-    /// exact only if the bound left a decision unsure.
+    /// The admission pass without the radix cache: with `bounds` of the reservations, and
+    /// exact only if the bounds left a decision unsure (or there are none).
     fn bounded_pass(
         &self,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
+        bounds: Option<Reservations>,
     ) -> (Pass, Option<AddResult>) {
-        let bound = self.pass(reqs, mixed, allocatable, self.reservation_bound());
+        let Some(bounds) = bounds else {
+            return self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+        };
+        let bound = self.pass(reqs, mixed, allocatable, bounds);
         if bound.0.unsure {
             return self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
         }
@@ -447,7 +472,8 @@ impl Sglang {
     ) -> Pass {
         let mut pass = Pass {
             available: available as f64,
-            total_offset: mixed as f64 + reservations.tokens,
+            total_offset: mixed as f64 + reservations.hi,
+            total_offset_lo: mixed as f64 + reservations.lo,
             current_offset: mixed as f64,
             rem_input: self.p.max_prefill as i64 - mixed as i64,
             rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),

@@ -70,6 +70,7 @@ mod fast_forward;
 mod log;
 mod overlap;
 mod radix;
+mod reserved;
 mod retract;
 pub mod settings;
 #[cfg(test)]
@@ -190,9 +191,8 @@ enum Place {
         kv_then: u64,
         /// Unique number of this stay in the batch (guards stale completion-heap entries).
         stay: u64,
-        /// `min(max_new − generated, clip)` when it joined: a bound on its admission
-        /// reservation ever after (see [`Sglang::reservation_bounds`]).
-        reserve_bound: u32,
+        /// Its `max_new_tokens`: its admission reservation follows (see `reserved.rs`).
+        max_new: u32,
         /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
         ignore_eos: bool,
     },
@@ -227,9 +227,8 @@ pub struct Sglang {
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
-    /// Σ `reserve_bound` of the running requests that reserve at `new_token_ratio`, and of
-    /// those that reserve at 1 (`ignore_eos`).
-    reservation_bounds: (u64, u64),
+    /// The running requests' admission reservations, as exact sums (`reserved.rs`).
+    reserved: reserved::Reserved,
     /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
     /// stay, id)` of each running request — a filter that lets
     /// [`set_aside_finishing`](Self::set_aside_finishing) skip its scan of the batch when no
@@ -316,7 +315,7 @@ impl Sglang {
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
             length_due: BinaryHeap::new(),
-            reservation_bounds: (0, 0),
+            reserved: reserved::Reserved::default(),
             running_kv_tokens: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
@@ -432,9 +431,8 @@ impl Sglang {
         let kv_then =
             u64::from(r.prompt_tokens) + u64::from(out) + u64::from(first_token_pending) - 1;
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
-        let reserve_bound = u64::from(r.max_new_tokens.saturating_sub(out)).min(self.p.clip) as u32;
+        let max_new = r.max_new_tokens;
         let ignore_eos = r.ignore_eos;
-        self.add_reservation_bound(reserve_bound, ignore_eos, true);
         self.set_place(
             id,
             Place::Running {
@@ -443,10 +441,11 @@ impl Sglang {
                 alloc_since: self.alloc_step,
                 kv_then,
                 stay,
-                reserve_bound,
+                max_new,
                 ignore_eos,
             },
         );
+        self.count_reserved(id, Some(reqs[id].target_output_tokens));
         self.running_kv_tokens += kv_then;
         let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
@@ -468,14 +467,12 @@ impl Sglang {
         let Place::Running {
             alloc_since,
             kv_then,
-            reserve_bound,
-            ignore_eos,
             ..
         } = self.place(id)
         else {
             panic!("invariant: forget_running on a request that is not running");
         };
-        self.add_reservation_bound(reserve_bound, ignore_eos, false);
+        self.count_reserved(id, None);
         self.set_place(id, Place::Absent);
         let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
@@ -637,37 +634,61 @@ impl Sglang {
                 step, self.decode_step,
                 "invariant: completions are never skipped"
             );
-            done.push(id);
+            done.push((id, stay));
         }
         if self.cache.is_some() && done.len() > 1 {
             // Released in batch order (`process_batch_result_decode`): the cache's access
             // times follow it.
-            let at = |id: &ReqId| self.running.iter().position(|x| x == id);
+            let at = |&(id, _): &(ReqId, u64)| self.running.iter().position(|x| *x == id);
             done.sort_by_key(at);
         }
-        for id in done {
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass). A few are found where
+        // they are (while they are still running), many by their phase.
+        let few = done.len() <= 4;
+        let mut at = [0usize; 4];
+        if few {
+            for (i, &(id, stay)) in done.iter().enumerate() {
+                at[i] = self.running_index(id, stay);
+            }
+        }
+        for &(id, _) in &done {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
         }
-        let finished = &out.finished[first..];
-        if finished.is_empty() {
+        if out.finished.len() == first {
             return false;
         }
-        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-        // which reopens admission at once (0.5.23 filters on every pass). A few are found by
-        // their ids (a scan of the ids alone); many, by their phase.
-        if finished.len() <= 4 {
-            for id in finished {
-                let at = self.running.iter().position(|x| x == id);
-                self.running
-                    .remove(at.expect("invariant: a finished request was running"));
+        if few {
+            let at = &mut at[..done.len()];
+            at.sort_unstable();
+            for &i in at.iter().rev() {
+                self.running.remove(i);
             }
         } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
         }
         self.batch_is_full = false;
         true
+    }
+
+    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
+    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
+    /// binary search by stay finds it, checked; else a scan.
+    fn running_index(&self, id: ReqId, stay: u64) -> usize {
+        let stay_of = |x: &ReqId| match self.place(*x) {
+            Place::Running { stay, .. } => stay,
+            _ => u64::MAX,
+        };
+        if self.running.len() > 64 {
+            let i = self.running.partition_point(|x| stay_of(x) < stay);
+            if self.running.get(i) == Some(&id) {
+                return i;
+            }
+        }
+        (self.running.iter().position(|x| *x == id))
+            .expect("invariant: a finished request was running")
     }
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {

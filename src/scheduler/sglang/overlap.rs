@@ -223,7 +223,7 @@ impl Sglang {
             alloc_since,
             kv_then,
             stay,
-            reserve_bound,
+            max_new,
             ignore_eos,
         } = self.place(it.id)
         else {
@@ -247,6 +247,12 @@ impl Sglang {
         }
         out.generated_tokens += 1;
         let out_then = out_then + 1;
+        // Its reservation is counted anew from its new output count — unless it is `clip`
+        // before and after, with no change to come (the usual case).
+        let recount = !self.stays_clipped(since_step, out_then, max_new, target);
+        if recount {
+            self.count_reserved(it.id, None);
+        }
         self.set_place(
             it.id,
             Place::Running {
@@ -255,10 +261,13 @@ impl Sglang {
                 alloc_since,
                 kv_then,
                 stay,
-                reserve_bound,
+                max_new,
                 ignore_eos,
             },
         );
+        if recount {
+            self.count_reserved(it.id, Some(target));
+        }
         if out_then >= target {
             self.leave_running(it.id, reqs);
             self.running.retain(|&x| x != it.id);
