@@ -79,6 +79,52 @@ impl Distribution {
         self.sum += x;
     }
 
+    /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
+    /// `v as f64`, whose rounding is then the identity.
+    pub fn add_int(&mut self, v: u64) {
+        let x = v as f64;
+        // `x` is integral, so it is its own rounding (`add` would record `x.round() as u64`).
+        let r = x as u64;
+        if self.hist.record(r).is_err() {
+            self.hist.saturating_record(r);
+        }
+        self.count += 1;
+        self.sum += x;
+    }
+
+    /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
+    /// the histogram: its histogram count is in another distribution's, merged in at the end
+    /// with [`Distribution::merge_histogram`]. (Its share of the mean is added in the same
+    /// order as `add_int` would.)
+    pub fn count_int(&mut self, v: u64) {
+        self.count += 1;
+        self.sum += v as f64;
+    }
+
+    /// Count the value `x` once, as [`Distribution::add`] does, but leave it out of the
+    /// histogram (see [`Distribution::count_int`]).
+    pub fn count_f64(&mut self, x: f64) {
+        self.count += 1;
+        self.sum += x.max(0.0);
+    }
+
+    /// Count `n` values whose exact sum is `sum`, as [`Distribution::add_n`] or
+    /// [`Distribution::add_groups`] would, but leave them out of the histogram (see
+    /// [`Distribution::count_int`]).
+    pub fn count_exact(&mut self, n: u64, sum: u128) {
+        self.count += n;
+        self.sum_exact += sum;
+    }
+
+    /// Add `other`'s histogram counts to this one's (its count and mean are not touched): for
+    /// values counted here with the `count_*` methods and recorded in `other`. The per-bucket
+    /// counts are exact, so the percentiles are those of recording each value here.
+    pub fn merge_histogram(&mut self, other: &Distribution) {
+        self.hist
+            .add(&other.hist)
+            .expect("invariant: a histogram of the same precision can take another's counts");
+    }
+
     /// Add the integer value `v` (base units) `n` times. Its share of the mean is summed in
     /// integers, so the result does not depend on how the same values are grouped.
     pub fn add_n(&mut self, v: u64, n: u64) {

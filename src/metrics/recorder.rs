@@ -565,8 +565,8 @@ impl<'a> Recorder<'a> {
         self.output_tokens += u64::from(r.out_tokens);
         self.prompt_tokens += u64::from(r.prompt_tokens);
         self.cached_tokens += u64::from(r.cached_tokens);
-        self.output_dist.add(f64::from(r.out_tokens));
-        self.prompt_dist.add(f64::from(r.prompt_tokens));
+        self.output_dist.add_int(u64::from(r.out_tokens));
+        self.prompt_dist.add_int(u64::from(r.prompt_tokens));
         let e2e_ns = u128::from(e2e.as_ns());
         self.sum_e2e_sq_ns2 += e2e_ns * e2e_ns;
         let first = r
@@ -574,8 +574,8 @@ impl<'a> Recorder<'a> {
             .expect("invariant: a completed request has a first token");
         if let Some(engine) = self.engine_latency.as_mut() {
             let done = now.as_ns() - self.overhead.to_client(r.out_tokens).as_ns();
-            engine.ttft_ms.add((first - r.arrived_at).as_ns() as f64);
-            engine.e2e_ms.add((done - r.arrived_at.as_ns()) as f64);
+            engine.ttft_ms.add_int((first - r.arrived_at).as_ns());
+            engine.e2e_ms.add_int(done - r.arrived_at.as_ns());
         }
         // The client sees the first token one token's way after the engine produced it.
         let first = self.overhead.seen_at(first, 1);
@@ -583,15 +583,11 @@ impl<'a> Recorder<'a> {
             .admitted_at
             .expect("invariant: a completed request was admitted");
         let steady = self.steady_start.is_some_and(|s| r.sent_at >= s);
-        for lat in [
-            Some(&mut self.latency),
+        let (whole, steady) = (
+            &mut self.latency,
             steady.then_some(&mut self.steady_latency),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            record_latencies(lat, r, first, admitted, e2e);
-        }
+        );
+        record_latencies(whole, steady, r, first, admitted, e2e);
     }
 
     /// The server refused or aborted a request.
@@ -657,6 +653,9 @@ impl<'a> Recorder<'a> {
                 x as f64 / end.as_ns() as f64
             }
         };
+        // Values of the steady window were counted in the whole run's distributions but
+        // recorded in the steady window's histograms only.
+        self.latency.merge_histograms(&self.steady_latency);
         let cap = self.state.kv_capacity_tokens as f64;
         let lines_until_s = self.last_decode_line_at.as_secs_f64();
         RunResult {
@@ -730,21 +729,56 @@ impl<'a> Recorder<'a> {
 /// Record a completed request's latencies as the client sees them (`first`: when its first
 /// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
 /// received); its queueing time counts from reaching the engine's queue to admission.
+///
+/// Each value goes into one histogram: the steady window's if the request is in it (`steady`),
+/// else the whole run's, which takes the steady window's counts at the end
+/// ([`Recorder::finish`]). The whole run's count and mean take every value, in order.
 fn record_latencies(
-    lat: &mut Latencies,
+    whole: &mut Latencies,
+    steady: Option<&mut Latencies>,
     r: &Request,
     first: SimTime,
     admitted: SimTime,
     e2e: SimDuration,
 ) {
     let ttft = first - r.sent_at;
-    lat.ttft_ms.add(ttft.as_ns() as f64);
-    lat.e2e_ms.add(e2e.as_ns() as f64);
-    if r.out_tokens > 1 {
-        lat.tpot_ms
-            .add((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
+    let tpot = (r.out_tokens > 1)
+        .then(|| (e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
+    let queue = (admitted - r.arrived_at).as_ns();
+    let client_wait = (r.sent_at - r.ready_at).as_ns();
+    let Some(lat) = steady else {
+        whole.ttft_ms.add_int(ttft.as_ns());
+        whole.e2e_ms.add_int(e2e.as_ns());
+        if let Some(tpot) = tpot {
+            whole.tpot_ms.add(tpot);
+        }
+        whole.queue_ms.add_int(queue);
+        whole.client_wait_ms.add_int(client_wait);
+        return;
+    };
+    whole.ttft_ms.count_int(ttft.as_ns());
+    whole.e2e_ms.count_int(e2e.as_ns());
+    lat.ttft_ms.add_int(ttft.as_ns());
+    lat.e2e_ms.add_int(e2e.as_ns());
+    if let Some(tpot) = tpot {
+        whole.tpot_ms.count_f64(tpot);
+        lat.tpot_ms.add(tpot);
     }
-    lat.queue_ms.add((admitted - r.arrived_at).as_ns() as f64);
-    lat.client_wait_ms
-        .add((r.sent_at - r.ready_at).as_ns() as f64);
+    whole.queue_ms.count_int(queue);
+    whole.client_wait_ms.count_int(client_wait);
+    lat.queue_ms.add_int(queue);
+    lat.client_wait_ms.add_int(client_wait);
+}
+
+impl Latencies {
+    /// Take the histogram counts of `steady`, whose values were counted here but recorded
+    /// there (see [`record_latencies`]).
+    fn merge_histograms(&mut self, steady: &Latencies) {
+        self.ttft_ms.merge_histogram(&steady.ttft_ms);
+        self.tpot_ms.merge_histogram(&steady.tpot_ms);
+        self.e2e_ms.merge_histogram(&steady.e2e_ms);
+        self.queue_ms.merge_histogram(&steady.queue_ms);
+        self.client_wait_ms.merge_histogram(&steady.client_wait_ms);
+        self.itl_ms.merge_histogram(&steady.itl_ms);
+    }
 }

@@ -21,10 +21,17 @@ impl Recorder<'_> {
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
         let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
         let per_token = self.overhead.per_token.as_ns();
+        // A steady gap goes into the steady window's histogram only (the whole run's takes its
+        // counts at the end).
         let mut gaps = |gap: SimDuration, n: u64| {
-            self.latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+            let v = gap.as_ns() + per_token;
             if steady {
-                self.steady_latency.itl_ms.add_n(gap.as_ns() + per_token, n);
+                self.latency
+                    .itl_ms
+                    .count_exact(n, u128::from(v) * u128::from(n));
+                self.steady_latency.itl_ms.add_n(v, n);
+            } else {
+                self.latency.itl_ms.add_n(v, n);
             }
         };
         for &gap in resumed {
@@ -74,10 +81,24 @@ impl Recorder<'_> {
         let rest = &ends[k - 1..];
         let per_token = self.overhead.per_token.as_ns();
         let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
-        self.latency.itl_ms.add_grouped(rest.windows(2).map(gap));
-        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
-            let gaps = rest.windows(2).filter(|w| w[1].0 > s).map(gap);
-            self.steady_latency.itl_ms.add_grouped(gaps);
+        // The steady window's gaps (a suffix: the ends increase) go into its histogram only.
+        let split = match self.steady_start.filter(|_| !self.draining) {
+            Some(s) => rest.windows(2).position(|w| w[1].0 > s),
+            None => None,
+        }
+        .unwrap_or(rest.len() - 1);
+        let (before, steady) = (&rest[..split + 1], &rest[split..]);
+        self.latency.itl_ms.add_grouped(before.windows(2).map(gap));
+        if steady.len() > 1 {
+            let (mut n, mut sum) = (0, 0);
+            for (v, m) in steady.windows(2).map(gap) {
+                n += m;
+                sum += u128::from(v) * u128::from(m);
+            }
+            self.latency.itl_ms.count_exact(n, sum);
+            self.steady_latency
+                .itl_ms
+                .add_grouped(steady.windows(2).map(gap));
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
     }
@@ -124,35 +145,45 @@ impl Recorder<'_> {
         let sum = |from: u64, elapsed: u64| {
             u128::from(total - elapsed) + u128::from(per_token) * u128::from(n - from)
         };
-        // Steps `from..n` as runs of gaps the histograms cannot tell apart.
-        let groups = |d: &Distribution, from: u64, out: &mut Vec<(u64, u64)>| {
+        // Steps `from..to` as runs of gaps the histograms cannot tell apart.
+        let groups = |d: &Distribution, from: u64, to: u64, out: &mut Vec<(u64, u64)>| {
             let value = |i: u64| gap(from + i);
             let up_to = |i: u64, hi: u64| run.up_to(from + i, hi.saturating_sub(per_token));
-            d.sorted_groups(n - from, value, up_to, out);
+            d.sorted_groups(to - from, value, up_to, out);
         };
         let elapsed_k = (at - start).as_ns();
+        // The steps from `from` on end after the steady window's start: their gaps go into its
+        // histogram only (the whole run's takes its counts at the end), the others into the
+        // whole run's.
+        let from = match self.steady_start.filter(|_| !self.draining) {
+            Some(s) if s > start => run.ended_by((s - start).as_ns()).clamp(k, n),
+            Some(_) => k,
+            None => n,
+        };
+        let sum_k = sum(k, elapsed_k);
+        let sum_from = match from {
+            _ if from == k => sum_k,
+            _ if from == n => 0,
+            _ => sum(from, run.elapsed(from)),
+        };
         let mut g = std::mem::take(&mut self.gap_groups);
-        if sorted {
-            groups(&self.latency.itl_ms, k, &mut g);
-            (self.latency.itl_ms).add_groups(&g, b, sum(k, elapsed_k));
-        } else {
-            (self.latency.itl_ms).add_grouped((k..n).map(|j| (gap(j), b)));
+        let whole = &mut self.latency.itl_ms;
+        if from > k {
+            if sorted {
+                groups(whole, k, from, &mut g);
+                whole.add_groups(&g, b, sum_k - sum_from);
+            } else {
+                whole.add_grouped((k..from).map(|j| (gap(j), b)));
+            }
         }
-        if let Some(s) = self.steady_start.filter(|_| !self.draining) {
-            // The steps that end after the steady window's start.
-            let from = match s > start {
-                true => run.ended_by((s - start).as_ns()).max(k),
-                false => k,
-            };
+        if from < n {
             let steady = &mut self.steady_latency.itl_ms;
-            if !sorted {
+            whole.count_exact((n - from) * b, sum_from * u128::from(b));
+            if sorted {
+                groups(steady, from, n, &mut g);
+                steady.add_groups(&g, b, sum_from);
+            } else {
                 steady.add_grouped((from..n).map(|j| (gap(j), b)));
-            } else if from == k {
-                // The same steps: the same runs.
-                steady.add_groups(&g, b, sum(k, elapsed_k));
-            } else if from < n {
-                groups(steady, from, &mut g);
-                steady.add_groups(&g, b, sum(from, run.elapsed(from)));
             }
         }
         self.gap_groups = g;
