@@ -61,8 +61,9 @@ pub struct Request {
     pub admitted_at: Option<SimTime>,
     /// First output token.
     pub first_token_at: Option<SimTime>,
-    /// Set when the request is evicted (retracted or preempted) holding output tokens, at about
-    /// the time of its latest one, until its next token: that token's gap counts from here.
+    /// Set when the request is evicted (retracted or preempted) holding output tokens, to the
+    /// time of its latest one (SGLang; vLLM: the preemption, which under async scheduling may
+    /// precede it), until its next token: that token's gap counts from here.
     pub evicted_at: Option<SimTime>,
     /// When its latest token came outside a decode step (its first token, or its first after
     /// an eviction): the recorder times the next token of such requests from the next decode
@@ -91,12 +92,13 @@ pub struct Requests {
 }
 
 impl Request {
-    /// Evicted (retracted or preempted) at `now`: if it holds output tokens, its next one's
-    /// gap counts from here — or from an earlier eviction, when it was evicted again before it
-    /// got that token (re-admitted, then evicted before its recomputation gave one).
-    pub fn evicted(&mut self, now: SimTime) {
+    /// Evicted (retracted or preempted); `latest` is when its latest token came, as the
+    /// scheduler knows it: if it holds output tokens, its next one's gap counts from there —
+    /// or from an earlier eviction's, when it was evicted again before it got that token
+    /// (re-admitted, then evicted before its recomputation gave one).
+    pub fn evicted(&mut self, latest: SimTime) {
         if self.first_token_at.is_some() {
-            self.evicted_at.get_or_insert(now);
+            self.evicted_at.get_or_insert(latest);
         }
     }
 }

@@ -356,14 +356,18 @@ impl Outbox {
         }
     }
 
-    /// Request `r` is evicted at `now`. If its latest token came outside a decode step and no
-    /// decode step has given it a next one, the recorder must stop waiting for that next one
-    /// (another request's token would otherwise be timed from it): SGLang's retraction, which
-    /// takes the request out of the next decode step — under the overlapped loop its token of
-    /// the batch in flight is discarded too (`sglang/overlap.rs`).
-    pub fn evicted(&mut self, r: &mut Request, now: SimTime) {
-        r.evicted(now);
-        if let Some(at) = r.outside_token_at.take() {
+    /// Request `r` is evicted from a running batch whose latest decode round's tokens came at
+    /// `last_round`: its latest token came then, or — if it joined the batch since — outside a
+    /// decode round, when it notes (`outside_token_at`); its next token's gap counts from that
+    /// one, not from the eviction, which may come later (after a prefill batch). If that
+    /// outside token is still awaiting a decode step's next one, the recorder must stop waiting
+    /// for it (another request's token would otherwise be timed from it): SGLang's retraction,
+    /// which takes the request out of the next decode step — under the overlapped loop its
+    /// token of the batch in flight is discarded too (`sglang/overlap.rs`).
+    pub fn evicted(&mut self, r: &mut Request, last_round: SimTime) {
+        let outside = r.outside_token_at.take();
+        r.evicted(outside.map_or(last_round, |at| at.max(last_round)));
+        if let Some(at) = outside {
             self.abandoned_awaits.push(at);
         }
     }

@@ -6,6 +6,9 @@
 
 use proptest::prelude::*;
 
+use servesim::engine;
+use servesim::run::{RunOptions, Stepping};
+
 use crate::{run, scenario};
 
 #[derive(Debug, Clone)]
@@ -122,27 +125,85 @@ proptest! {
     }
 }
 
+/// The inter-token gaps of a run without aborted requests add up to each request's time from
+/// its first token to its last (up to the f64 rounding of the mean), under either stepping.
+fn assert_gaps_add_up(text: &str, retractions: u64) {
+    let sc = scenario(text);
+    for stepping in [Stepping::FastForward, Stepping::StepByStep] {
+        let r = engine::run(
+            &sc,
+            &RunOptions {
+                keep_requests: true,
+                stepping,
+                ..RunOptions::default()
+            },
+        )
+        .expect("the run finishes");
+        assert_eq!(r.totals.retractions, retractions, "{stepping:?}");
+        assert_eq!(r.totals.requests_rejected, 0);
+        let span_ns: u64 = r
+            .requests
+            .iter()
+            .map(|q| q.done_ns - q.first_token_ns.unwrap())
+            .sum();
+        let itl = &r.latency.itl_ms;
+        let itl_ns = itl.mean() * 1e6 * itl.count() as f64;
+        assert!(
+            (itl_ns - span_ns as f64).abs() <= 1e-9 * span_ns as f64,
+            "{stepping:?}: {itl_ns} vs {span_ns}"
+        );
+    }
+}
+
 /// Found by the property above (seed 9398832056413915618): under SGLang's overlapped loop a
 /// request got its first token from a prefill and was retracted at the same instant; the next
 /// decode step timed another request's token from that first token instead of from the
 /// previous decode step, and the gaps added up 9.7 ms short of the first-to-last token times.
 /// The retraction now tells the recorder to stop waiting for it (`Outbox::evicted`).
 #[test]
-fn gaps_after_retractions_under_the_overlapped_loop() {
-    let r = run(&scenario(KNOWN_SHORT_GAP));
-    assert_eq!(r.totals.retractions, 3);
-    let span_ns: u64 = r
-        .requests
-        .iter()
-        .map(|q| q.done_ns - q.first_token_ns.unwrap())
-        .sum();
-    let itl = &r.latency.itl_ms;
-    let itl_ns = itl.mean() * 1e6 * itl.count() as f64;
-    assert!(
-        (itl_ns - span_ns as f64).abs() <= 1e-9 * span_ns as f64,
-        "{itl_ns} vs {span_ns}"
-    );
+fn gaps_after_a_retraction_at_a_first_token() {
+    assert_gaps_add_up(KNOWN_SHORT_GAP, 3);
 }
+
+/// Found by the property above in CI (seed 8753476905614587381): a request was retracted
+/// after a prefill batch that followed its latest decode round, and its next token was timed
+/// from the retraction instead of from that round: the gaps added up 12.9 ms short. A
+/// retraction now times the next token from the request's latest one (`Outbox::evicted`).
+#[test]
+fn gaps_after_a_retraction_that_follows_a_prefill() {
+    assert_gaps_add_up(KNOWN_LATE_RETRACTION, 14);
+}
+
+const KNOWN_LATE_RETRACTION: &str = r#"
+name = "prop"
+seed = 8753476905614587381
+[run]
+observe_at_s = [0.5, 2.0]
+window_s = 1.0
+timeseries_interval_s = 0.01
+[engine]
+kv_capacity_tokens = 6304
+page_size = 16
+chunked_prefill_size = -1
+max_running_requests = 15
+schedule_policy = "fcfs"
+clip_max_new_tokens = 8
+decode_log_interval = 3
+[engine.step_time]
+decode_base_ms = 13.303021636108369
+decode_per_seq_ms = 0.05646752639648765
+decode_per_kv_token_ns = 97.26703261140659
+prefill_base_ms = 1.3988375307903926
+prefill_per_token_us = 23.25495134487567
+[workload]
+requests = 50
+prompt_tokens = { dist = "uniform", min = 1, max = 639 }
+output_tokens = { dist = "uniform", min = 1, max = 389 }
+ignore_eos = false
+[client]
+mode = "poisson"
+rate_per_s = 16.987770477554456
+"#;
 
 const KNOWN_SHORT_GAP: &str = r#"
 name = "prop"

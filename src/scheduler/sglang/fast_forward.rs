@@ -154,6 +154,7 @@ impl Sglang {
             self.planned = Some((super::InFlight::Decode { batch: b }, next));
         }
         self.decode_step += n;
+        self.last_round_end = now + total;
         self.alloc_step += n;
         self.decode_batches += n;
         self.counters.decode_steps += n;

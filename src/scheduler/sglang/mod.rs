@@ -219,6 +219,10 @@ pub struct Sglang {
     /// Decode tokens given to the running batch so far (by processed decode and mixed
     /// batches): a running request's output count derives from it.
     decode_step: u64,
+    /// When the latest decode round's tokens came (the end of the batch that gave them): a
+    /// running request's latest token came then, or later outside a decode round if it joined
+    /// the batch since (see [`Outbox::evicted`]).
+    last_round_end: SimTime,
     /// Decode slots allocated to the running batch so far (when decode and mixed batches are
     /// scheduled): a running request's KV derives from it.
     alloc_step: u64,
@@ -330,6 +334,7 @@ impl Sglang {
             decode_tokens_since_log: 0,
             last_decode_log_at: SimTime::ZERO,
             last_prefill_log_at: SimTime::ZERO,
+            last_round_end: SimTime::ZERO,
         }
     }
 
@@ -558,7 +563,7 @@ impl Sglang {
         // A mixed batch gives its decode rows their token first; they stay behind the prefilled
         // requests in batch order (`mix_with_running` appends the running batch).
         let earlier: Vec<ReqId> = if decode_rows > 0 {
-            self.advance_decode(reqs, out);
+            self.advance_decode(now, reqs, out);
             // The running batch was handed to the mixed batch: what comes back is new.
             self.batch_is_full = false;
             std::mem::take(&mut self.running)
@@ -614,10 +619,11 @@ impl Sglang {
         self.running.extend(earlier);
     }
 
-    /// Every running request gets one token: the decode counter advances, and those reaching
-    /// their length finish (their KV is released). Returns whether any finished.
-    fn advance_decode(&mut self, reqs: &mut Requests, out: &mut Outbox) -> bool {
+    /// Every running request gets one token at `now`: the decode counter advances, and those
+    /// reaching their length finish (their KV is released). Returns whether any finished.
+    fn advance_decode(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) -> bool {
         self.decode_step += 1;
+        self.last_round_end = now;
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
         let first = out.finished.len();
@@ -693,7 +699,7 @@ impl Sglang {
 
     fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
         self.decode_tokens_since_log += batch;
-        self.advance_decode(reqs, out);
+        self.advance_decode(now, reqs, out);
         // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
         self.decode_batches += 1;
         if self.decode_batches % self.p.log_interval == 0 {

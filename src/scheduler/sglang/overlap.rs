@@ -176,7 +176,7 @@ impl Sglang {
                 // is the batch size); the outputs count the tokens requests receive.
                 self.decode_tokens_since_log += batch;
                 self.finish_leaving(now, reqs, out);
-                self.advance_decode(reqs, out);
+                self.advance_decode(now, reqs, out);
                 self.decode_batches += 1;
                 if self.decode_batches % self.p.log_interval == 0 {
                     let token = self.usage_tokens();
@@ -190,7 +190,7 @@ impl Sglang {
             } => {
                 self.finish_leaving(now, reqs, out);
                 if decode_rows > 0 {
-                    self.advance_decode(reqs, out);
+                    self.advance_decode(now, reqs, out);
                 }
                 let mut stash = None;
                 for it in items {

@@ -80,7 +80,7 @@ impl Sglang {
         self.counters.evictions += retracted.len() as u64;
         for &id in &retracted {
             reqs[id].evictions += 1;
-            out.evicted(&mut reqs[id], now);
+            out.evicted(&mut reqs[id], self.last_round_end);
             self.push_waiting(id, reqs);
         }
         self.batch_is_full = false;
