@@ -101,6 +101,9 @@ struct Simulator<'s> {
     returning: BTreeMap<u64, Request>,
     /// Note when each decode round ends (for per-token times).
     keep_token_times: bool,
+    /// With [`SteadyFrom::StartUpClearedUntil`]: the end of the part of the steady window the
+    /// run records (no fast-forward crosses it; the run stops once the part is recorded).
+    part_until: Option<SimTime>,
 }
 
 /// Simulate a scenario.
@@ -121,8 +124,11 @@ pub fn run_analysed(
 }
 
 /// The steady-window latencies of `r` are recorded from the moment the start-up cleared; when
-/// the analysis `a` starts the window later (MSER cut a further transient), the run is repeated
-/// — it is deterministic — to record them from the window's start instead.
+/// the analysis `a` starts the window later (MSER cut a further transient), the latencies of
+/// what falls between the two — the requests sent in between, the token gaps that end in
+/// between — are taken away. The run is deterministic, so they are recorded by running it
+/// again only as far as they go ([`SteadyFrom::StartUpClearedUntil`]: until the window's start
+/// and the answers of the requests sent before it), usually a small part of the run.
 pub fn record_steady_latencies(
     scenario: &Scenario,
     opts: &RunOptions,
@@ -137,18 +143,18 @@ pub fn record_steady_latencies(
     };
     let from = SimTime::from_secs_f64(w.span.start_s)
         .expect("invariant: a window starts at a time of the run");
-    let again = run(
+    let part = run(
         scenario,
         &RunOptions {
             keep_log: false,
             keep_requests: false,
             keep_token_times: false,
-            steady_from: SteadyFrom::At(from),
+            steady_from: SteadyFrom::StartUpClearedUntil(from),
             ..opts.clone()
         },
     )?;
-    r.steady_latency = again.steady_latency;
-    r.steady_from_s = again.steady_from_s;
+    r.steady_latency.subtract(&part.steady_latency);
+    r.steady_from_s = Some(from.as_secs_f64());
     Ok(())
 }
 
@@ -245,6 +251,10 @@ pub fn run_with_sinks<'s>(
         in_transit: VecDeque::new(),
         returning: BTreeMap::new(),
         keep_token_times: opts.keep_token_times,
+        part_until: match opts.steady_from {
+            SteadyFrom::StartUpCleared => None,
+            SteadyFrom::StartUpClearedUntil(t) => Some(t),
+        },
     };
     sim.run_loop()
 }
@@ -270,6 +280,15 @@ impl Simulator<'_> {
             let Some(next) = self.events.peek_time() else {
                 break StopReason::AllAnswered;
             };
+            if self.part_until.is_some_and(|u| next > u) && self.recorder.past_steady_until() {
+                // The part of the steady window asked for is recorded: nothing else is read.
+                return Ok(self.recorder.finish(
+                    self.now,
+                    StopReason::AllAnswered,
+                    self.scheduler.counters(),
+                    scheduler::words(self.scenario.engine.kind()),
+                ));
+            }
             self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
             if let Some(limit) = max_sim {
                 if next > limit {
@@ -379,11 +398,15 @@ impl Simulator<'_> {
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
     fn fast_forward(&mut self) {
-        let limit = self
+        let mut limit = self
             .events
             .peek_time()
             .unwrap_or(SimTime::LIMIT)
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
+        // A part of the steady window ends at its end: the steps up to it, then the others.
+        if let Some(u) = self.part_until.filter(|&u| self.now <= u) {
+            limit = limit.min(u + SimDuration::from_ns(1));
+        }
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
         let c = self.scheduler.counters();

@@ -19,9 +19,22 @@ pub struct Distribution {
     /// Base units per display unit (1e6 for nanoseconds shown as milliseconds).
     divisor: f64,
     count: u64,
-    sum: f64,
-    /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
+    /// Σ of the integer values, exact.
     sum_exact: u128,
+    /// Σ of the values added as floats ([`Distribution::add`]), each exactly in units of
+    /// 2^−[`FRACTION_BITS`] of a base unit (a nanosecond's four-billionth): exact, so the mean
+    /// does not depend on the order the values come in, and a distribution of some of the
+    /// values can be taken away ([`Distribution::subtract`]).
+    sum_fraction: u128,
+}
+
+/// The binary places kept of a value added as a float (see `Distribution::sum_fraction`).
+const FRACTION_BITS: i32 = 32;
+
+/// `x` (finite, ≥ 0) in units of 2^−[`FRACTION_BITS`]: `x · 2^32` is exact in binary floating
+/// point, and so is its rounding to an integer.
+fn in_fraction_units(x: f64) -> u128 {
+    (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128
 }
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
@@ -61,13 +74,13 @@ impl Distribution {
             hist: Histogram::new(SIGFIG).expect("invariant: 3 significant figures is valid"),
             divisor,
             count: 0,
-            sum: 0.0,
             sum_exact: 0,
+            sum_fraction: 0,
         }
     }
 
     /// Add one value in base units (rounded to an integer for the percentiles; the mean uses it
-    /// as given). Negative values count as 0.
+    /// to 2^−32 of a unit). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
         let x = x.max(0.0);
         let v = x.round() as u64;
@@ -76,36 +89,32 @@ impl Distribution {
             self.hist.saturating_record(v);
         }
         self.count += 1;
-        self.sum += x;
+        self.sum_fraction += in_fraction_units(x);
     }
 
     /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
     /// `v as f64`, whose rounding is then the identity.
     pub fn add_int(&mut self, v: u64) {
-        let x = v as f64;
-        // `x` is integral, so it is its own rounding (`add` would record `x.round() as u64`).
-        let r = x as u64;
-        if self.hist.record(r).is_err() {
-            self.hist.saturating_record(r);
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
         }
         self.count += 1;
-        self.sum += x;
+        self.sum_exact += u128::from(v);
     }
 
     /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
     /// the histogram: its histogram count is in another distribution's, merged in at the end
-    /// with [`Distribution::merge_histogram`]. (Its share of the mean is added in the same
-    /// order as `add_int` would.)
+    /// with [`Distribution::merge_histogram`].
     pub fn count_int(&mut self, v: u64) {
         self.count += 1;
-        self.sum += v as f64;
+        self.sum_exact += u128::from(v);
     }
 
     /// Count the value `x` once, as [`Distribution::add`] does, but leave it out of the
     /// histogram (see [`Distribution::count_int`]).
     pub fn count_f64(&mut self, x: f64) {
         self.count += 1;
-        self.sum += x.max(0.0);
+        self.sum_fraction += in_fraction_units(x.max(0.0));
     }
 
     /// Count `n` values whose exact sum is `sum`, as [`Distribution::add_n`] or
@@ -123,6 +132,18 @@ impl Distribution {
         self.hist
             .add(&other.hist)
             .expect("invariant: a histogram of the same precision can take another's counts");
+    }
+
+    /// Take away `part`, a distribution of some of the values added here (the same values, each
+    /// added the same way): what is left is exactly the distribution of the others — counts per
+    /// bucket, count and sums are all exact.
+    pub fn subtract(&mut self, part: &Distribution) {
+        self.hist
+            .subtract(&part.hist)
+            .expect("invariant: a part's values were all added here");
+        self.count -= part.count;
+        self.sum_exact -= part.sum_exact;
+        self.sum_fraction -= part.sum_fraction;
     }
 
     /// Add the integer value `v` (base units) `n` times. Its share of the mean is summed in
@@ -221,13 +242,22 @@ impl Distribution {
         self.count
     }
 
-    /// The mean in display units (0 when empty).
+    /// The mean in display units (0 when empty): the exact sum, rounded once, over the count.
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
-            0.0
-        } else {
-            (self.sum + self.sum_exact as f64) / self.count as f64 / self.divisor
+            return 0.0;
         }
+        let scale = f64::from(2u32).powi(FRACTION_BITS);
+        let exact_units = (self.sum_exact.checked_mul(1 << FRACTION_BITS))
+            .and_then(|units| units.checked_add(self.sum_fraction));
+        let sum = match exact_units {
+            // Integers only, or the whole sum in 2^−32 units: rounded once.
+            _ if self.sum_fraction == 0 => self.sum_exact as f64,
+            Some(units) => units as f64 / scale,
+            // Past 2^128 units (never in a run: 2^96 base units), two roundings.
+            None => self.sum_exact as f64 + self.sum_fraction as f64 / scale,
+        };
+        sum / self.count as f64 / self.divisor
     }
 
     /// The value at quantile `q` in display units: the smallest value with at least `q` of the
@@ -351,6 +381,50 @@ mod tests {
         for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
             assert_eq!(runs.quantile(q), each.quantile(q));
         }
+    }
+
+    #[test]
+    fn the_mean_is_the_exact_sum_whatever_the_order_and_a_part_can_be_taken_away() {
+        // Fractions and integers past 2^53 (where adding floats in order rounds).
+        let values: Vec<f64> = (0..3_000u64)
+            .map(|i| (i * 7_919 % 3_001) as f64 / 7.0 + if i % 3 == 0 { 3.3e15 } else { 0.0 })
+            .collect();
+        let add = |d: &mut Distribution, v: &[f64]| v.iter().for_each(|&x| d.add(x));
+        let (mut forward, mut backward) =
+            (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        add(&mut forward, &values);
+        let reversed: Vec<f64> = values.iter().rev().copied().collect();
+        add(&mut backward, &reversed);
+        assert_eq!(forward.mean(), backward.mean());
+        assert_eq!(forward.stats(), backward.stats());
+        // The whole, less its first part, is its second part.
+        let (part, rest) = values.split_at(1_234);
+        let (mut first, mut second) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        add(&mut first, part);
+        add(&mut second, rest);
+        forward.subtract(&first);
+        assert_eq!(forward.stats(), second.stats());
+        for q in [0.0, 0.01, 0.5, 0.999, 1.0] {
+            assert_eq!(forward.quantile(q), second.quantile(q));
+        }
+        // Integers, counted and grouped, the same way.
+        let mut whole = Distribution::plain();
+        let mut part = Distribution::plain();
+        for v in 1..=500u64 {
+            whole.add_int(v * 1_000_003);
+            whole.add_n(v, 3);
+            if v % 2 == 0 {
+                part.add_int(v * 1_000_003);
+                part.add_n(v, 3);
+            }
+        }
+        let mut odd = Distribution::plain();
+        for v in (1..=500u64).filter(|v| v % 2 == 1) {
+            odd.add_n(v, 3);
+            odd.add_int(v * 1_000_003);
+        }
+        whole.subtract(&part);
+        assert_eq!(whole.stats(), odd.stats());
     }
 
     #[test]

@@ -127,6 +127,19 @@ pub struct Latencies {
     pub itl_ms: Distribution,
 }
 
+impl Latencies {
+    /// Take away `part`, the latencies of some of the requests and token gaps recorded here
+    /// (see [`SteadyFrom::StartUpClearedUntil`]): what is left is exactly the others'.
+    pub fn subtract(&mut self, part: &Latencies) {
+        self.ttft_ms.subtract(&part.ttft_ms);
+        self.tpot_ms.subtract(&part.tpot_ms);
+        self.e2e_ms.subtract(&part.e2e_ms);
+        self.queue_ms.subtract(&part.queue_ms);
+        self.client_wait_ms.subtract(&part.client_wait_ms);
+        self.itl_ms.subtract(&part.itl_ms);
+    }
+}
+
 impl Default for Latencies {
     fn default() -> Self {
         Latencies {
@@ -234,8 +247,12 @@ pub enum SteadyFrom {
     /// From the moment the start-up clears (known during the run).
     #[default]
     StartUpCleared,
-    /// From this time (a window found after the run, recorded by running it again).
-    At(SimTime),
+    /// From the moment the start-up clears until this time only: the requests sent before it
+    /// and the token gaps that end at or before it. The run stops as soon as they are all
+    /// recorded, so only its `steady_latency` is meant to be read. A window found after a run
+    /// to start at this time (MSER cut a further transient) has the run's steady latencies
+    /// less these ([`Latencies::subtract`], `engine::record_steady_latencies`).
+    StartUpClearedUntil(SimTime),
 }
 
 /// Everything a run measured. Plain data: analysis and reports are pure functions of it.

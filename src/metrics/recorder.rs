@@ -9,8 +9,8 @@
 //! resolution.
 //!
 //! Latencies are kept twice: for the whole run, and for the steady window — the requests sent
-//! from the moment the start-up clears (or from a time given by [`SteadyFrom::At`]) and the
-//! token gaps after it and before the client's last send.
+//! from the moment the start-up clears and the token gaps after it and before the client's last
+//! send (or, with [`SteadyFrom::StartUpClearedUntil`], only those before a given time).
 
 mod gaps;
 
@@ -134,9 +134,18 @@ pub struct Recorder<'a> {
     cohort: Cohort,
 
     // The steady window's latencies.
-    steady_from: SteadyFrom,
     steady_start: Option<SimTime>,
+    /// With [`SteadyFrom::StartUpClearedUntil`]: the end of the part of the steady window
+    /// recorded.
+    steady_until: Option<SimTime>,
+    /// The client has sent its last request, or the time is past `steady_until`: no further
+    /// token gap is the steady window's.
     draining: bool,
+    /// With `steady_until`: requests of the part (sent from the start-up's clearing to
+    /// `steady_until`) not answered yet.
+    part_open: u64,
+    /// With `steady_until`: the latest instant a request was sent at, and how many were.
+    sends_now: (SimTime, u64),
     startup_sample: Option<Sample>,
     /// The end of the latest batch that gave tokens to requests holding one already (for the
     /// inter-token latencies).
@@ -223,12 +232,14 @@ impl<'a> Recorder<'a> {
             first_completion: None,
             last_send: None,
             cohort: Cohort::default(),
-            steady_from,
-            steady_start: match steady_from {
-                SteadyFrom::At(t) => Some(t),
+            steady_start: None,
+            steady_until: match steady_from {
                 SteadyFrom::StartUpCleared => None,
+                SteadyFrom::StartUpClearedUntil(t) => Some(t),
             },
             draining: false,
+            part_open: 0,
+            sends_now: (SimTime::ZERO, 0),
             startup_sample: None,
             last_decode_end: None,
             awaiting_next: Vec::new(),
@@ -492,6 +503,37 @@ impl<'a> Recorder<'a> {
         self.sent += 1;
         self.last_send = Some(now);
         self.draining |= last;
+        if let Some(until) = self.steady_until {
+            self.sends_now = match self.sends_now {
+                (t, n) if t == now => (t, n + 1),
+                _ => (now, 1),
+            };
+            if now < until && self.steady_start.is_some() {
+                self.part_open += 1;
+            }
+        }
+    }
+
+    /// Whether a request sent at `sent_at` is the steady window's.
+    fn in_steady(&self, sent_at: SimTime) -> bool {
+        self.steady_start.is_some_and(|s| sent_at >= s)
+            && self.steady_until.is_none_or(|u| sent_at < u)
+    }
+
+    /// A request sent at `sent_at` was answered: one fewer of the part left
+    /// ([`SteadyFrom::StartUpClearedUntil`]).
+    fn answered(&mut self, sent_at: SimTime) {
+        if self.steady_until.is_some() && self.in_steady(sent_at) {
+            self.part_open -= 1;
+        }
+    }
+
+    /// With [`SteadyFrom::StartUpClearedUntil`], the time is now past its end: no later token
+    /// gap is the part's. Returns whether every request of the part has been answered (the run
+    /// can stop).
+    pub fn past_steady_until(&mut self) -> bool {
+        self.draining = true;
+        self.part_open == 0
     }
 
     /// An open-loop request arrived at the client (it is sent at once, or waits for a slot).
@@ -516,8 +558,10 @@ impl<'a> Recorder<'a> {
         let stragglers = (size as f64 * STARTUP_STRAGGLERS).floor() as u64;
         if self.cohort.answered + stragglers >= size {
             self.cohort.cleared_at = Some(now);
-            if self.steady_from == SteadyFrom::StartUpCleared {
-                self.steady_start = Some(now);
+            self.steady_start = Some(now);
+            // The requests sent at this instant before it are the part's too.
+            if self.steady_until.is_some_and(|u| now < u) && self.sends_now.0 == now {
+                self.part_open += self.sends_now.1;
             }
             // Snapshot the views at exactly this instant, after every event at it.
             let i = self.next_obs
@@ -582,7 +626,8 @@ impl<'a> Recorder<'a> {
         let admitted = r
             .admitted_at
             .expect("invariant: a completed request was admitted");
-        let steady = self.steady_start.is_some_and(|s| r.sent_at >= s);
+        let steady = self.in_steady(r.sent_at);
+        self.answered(r.sent_at);
         let (whole, steady) = (
             &mut self.latency,
             steady.then_some(&mut self.steady_latency),
@@ -593,6 +638,7 @@ impl<'a> Recorder<'a> {
     /// The server refused or aborted a request.
     pub fn on_rejection(&mut self, now: SimTime, r: &Request) {
         self.record(now, r, false);
+        self.answered(r.sent_at);
         if self.first_completion.is_some() {
             self.count_startup(now, r.seq);
         }

@@ -286,6 +286,97 @@ fn steady_window_latencies_count_the_requests_sent_in_the_window() {
     );
 }
 
+/// The latencies of a window from `from_ns`, computed from every request's record and every
+/// decode round's end (a run without retractions and without off-GPU time: a request's `k`-th
+/// token comes `k − 1` decode rounds after its first), each value added once.
+fn window_latencies_by_hand(r: &servesim::metrics::RunResult, from_ns: u64) -> [Stats; 6] {
+    use servesim::metrics::Distribution;
+    let mut d: [Distribution; 6] = std::array::from_fn(|_| Distribution::nanos_as_ms());
+    let last_send_ns = r.requests.iter().map(|q| q.sent_ns).max().unwrap();
+    let rounds = &r.decode_round_ns;
+    for q in r.requests.iter().filter(|q| q.completed) {
+        assert_eq!(
+            q.retractions, 0,
+            "the reference needs a run without retractions"
+        );
+        let first = q.first_token_ns.unwrap();
+        if q.sent_ns >= from_ns {
+            let (ttft, e2e) = (first - q.sent_ns, q.done_ns - q.sent_ns);
+            d[0].add_int(ttft);
+            if q.output_tokens > 1 {
+                d[1].add((e2e - ttft) as f64 / f64::from(q.output_tokens - 1));
+            }
+            d[2].add_int(e2e);
+            d[3].add_int(q.admitted_ns.unwrap() - q.arrived_ns);
+            d[4].add_int(q.sent_ns - q.ready_ns);
+        }
+        // The token gaps that end after the window's start, up to the client's last send.
+        let at = rounds.partition_point(|&t| t <= first);
+        let later = &rounds[at..at + q.output_tokens as usize - 1];
+        let mut prev = first;
+        for &t in later {
+            if t > from_ns && t <= last_send_ns {
+                d[5].add_int(t - prev);
+            }
+            prev = t;
+        }
+    }
+    d.map(|x| x.stats())
+}
+
+type Stats = servesim::metrics::latency::Stats;
+
+fn stats(l: &servesim::metrics::Latencies) -> [Stats; 6] {
+    [
+        &l.ttft_ms,
+        &l.tpot_ms,
+        &l.e2e_ms,
+        &l.queue_ms,
+        &l.client_wait_ms,
+        &l.itl_ms,
+    ]
+    .map(|x| x.stats())
+}
+
+#[test]
+fn a_window_cut_after_the_start_up_takes_away_exactly_the_latencies_before_its_start() {
+    // MSER cuts a transient after the start-up here; the run records the latencies from the
+    // start-up's clearing, and those of what comes before the window's start are taken away.
+    let src = servesim::scenario::Source::read(
+        &crate::root().join("scenarios/teaching/lifetime-vs-steady.toml"),
+    )
+    .unwrap();
+    let sc = servesim::scenario::load(&src, &["workload.requests=2500".to_string()]).unwrap();
+    let reference = engine::run(
+        &sc,
+        &RunOptions {
+            keep_requests: true,
+            keep_token_times: true,
+            ..RunOptions::default()
+        },
+    )
+    .unwrap();
+    let a = analysis::analyse(&reference);
+    let w = a.steady().expect("a steady window");
+    assert!(w.mser_cut && w.span.start_s > w.startup_cleared_at_s.unwrap() + 100.0);
+    let from = servesim::time::SimTime::from_secs_f64(w.span.start_s).unwrap();
+    let expected = window_latencies_by_hand(&reference, from.as_ns());
+    assert!(expected[5].count > 1_000_000 && expected[0].count > 1_000);
+    for stepping in [engine::Stepping::FastForward, engine::Stepping::StepByStep] {
+        let opts = RunOptions {
+            stepping,
+            ..RunOptions::default()
+        };
+        let mut r = engine::run(&sc, &opts).unwrap();
+        assert_eq!(r.steady_from_s, w.startup_cleared_at_s);
+        let before = stats(&r.steady_latency);
+        engine::record_steady_latencies(&sc, &opts, &mut r, &a).unwrap();
+        assert_eq!(r.steady_from_s, Some(w.span.start_s));
+        assert_eq!(stats(&r.steady_latency), expected, "{stepping:?}");
+        assert!(before[0].count > expected[0].count && before[5].count > expected[5].count);
+    }
+}
+
 #[test]
 fn replications_run_the_seeds_after_the_scenarios_and_give_a_t_interval_across_them() {
     let text = COVERAGE.replace("requests = 5000", "requests = 2000");
