@@ -4,6 +4,7 @@
 //! attended) or of a prefill batch (given the tokens computed). Models are behind one small
 //! trait so that the roofline model can join the linear one.
 
+pub mod floors;
 pub mod linear;
 pub mod roofline;
 pub mod table;

@@ -24,7 +24,7 @@
 
 pub mod read;
 
-use super::linear::floor_sums;
+use super::floors::floor_sums;
 use super::{MixedStep, StepTimeModel};
 use crate::time::SimDuration;
 

@@ -1,0 +1,301 @@
+//! Sums of the floors of a line, `Σ_{i=0}^{n} ⌊(a·i + b)/c⌋` and its weighted companions,
+//! exactly: the closed forms behind the runs of the linear and the table models, whose step
+//! times are such floors.
+//!
+//! [`floor_sums`] works in 128-bit integers for any inputs a run can produce.
+//! [`floor_sums_small`] and [`floor_sum_small`] are the same reduction in 64-bit integers (no
+//! 128-bit division, which costs a library call), for a line already reduced below its divisor
+//! (`a, b < c`) with `c ≤ 2⁴⁰` and `n < 2²⁰`; the models reduce their lines to that form once per
+//! run and keep the 128-bit path for anything larger.
+
+/// The largest divisor [`floor_sums_small`] takes.
+pub const SMALL_DIVISOR: u64 = 1 << 40;
+/// [`floor_sums_small`] takes `n` below this.
+pub const SMALL_TERMS: u64 = 1 << 20;
+
+/// `Σ_{i=0}^{n} ⌊(a·i + b)/c⌋` alone (the first component of [`floor_sums`], cheaper).
+pub fn floor_sum(a: u128, b: u128, c: u128, n: u128) -> u128 {
+    let mut ans = 0u128;
+    let (mut a, mut b) = (a, b);
+    if a >= c {
+        ans += n * (n + 1) / 2 * (a / c);
+        a %= c;
+    }
+    if b >= c {
+        ans += (n + 1) * (b / c);
+        b %= c;
+    }
+    if a == 0 {
+        return ans;
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return ans;
+    }
+    // Counting lattice points the other way: Σ = n·m − Σ_{j=0}^{m−1} ⌊(c·j + c − b − 1)/a⌋.
+    ans + n * m - floor_sum(c, c - b - 1, a, m - 1)
+}
+
+/// `(Σ_{i=0}^{n} ⌊(a·i + b)/c⌋, Σ i·⌊…⌋, Σ ⌊…⌋²)`, exactly, by the Euclid-like reduction
+/// (each level swaps the roles of `a` and `c`, so the depth is O(log c)).
+pub fn floor_sums(a: u128, b: u128, c: u128, n: u128) -> (u128, u128, u128) {
+    let s1 = n * (n + 1) / 2;
+    if a == 0 {
+        let q = b / c;
+        return ((n + 1) * q, q * s1, (n + 1) * q * q);
+    }
+    if a >= c || b >= c {
+        let (qa, qb) = (a / c, b / c);
+        let (f, g, h) = floor_sums(a % c, b % c, c, n);
+        let s2 = n * (n + 1) * (2 * n + 1) / 6;
+        return (
+            f + qa * s1 + qb * (n + 1),
+            g + qa * s2 + qb * s1,
+            h + qa * qa * s2 + qb * qb * (n + 1) + 2 * qa * qb * s1 + 2 * qb * f + 2 * qa * g,
+        );
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return (0, 0, 0);
+    }
+    let (f, g, h) = floor_sums(c, c - b - 1, a, m - 1);
+    let f2 = n * m - f;
+    let g2 = (m * n * (n + 1) - h - f) / 2;
+    let h2 = n * m * (m + 1) - 2 * g - 2 * f - f2;
+    (f2, g2, h2)
+}
+
+/// Whether [`floor_sums_small`] takes `(a, b, c, n)`.
+pub fn small(a: u64, b: u64, c: u64, n: u64) -> bool {
+    a < c && b < c && c <= SMALL_DIVISOR && n < SMALL_TERMS
+}
+
+/// [`floor_sum`] in 64-bit integers, for `a, b < c ≤ 2⁴⁰` and `n < 2²⁰` ([`small`]).
+///
+/// Why nothing overflows: every level of the reduction counts at most 2²⁰ terms, each below
+/// 2²⁰ (at the top `⌊(a·i + b)/c⌋ ≤ i` since `a, b < c`; a swapped level has `m ≤ n + 1` terms
+/// below `n`), so every partial sum is below 2⁴⁰, and `a·n + b < c·(n + 1) ≤ 2⁶⁰` at each level
+/// (the divisors only shrink).
+pub fn floor_sum_small(a: u64, b: u64, c: u64, n: u64) -> u64 {
+    debug_assert!(small(a, b, c, n));
+    let m = (a * n + b) / c;
+    if a == 0 || m == 0 {
+        return 0;
+    }
+    n * m - floor_sum_small_any(c, c - b - 1, a, m - 1)
+}
+
+/// [`floor_sum_small`]'s levels below the top, whose `a` and `b` may exceed `c`.
+fn floor_sum_small_any(a: u64, b: u64, c: u64, n: u64) -> u64 {
+    let mut ans = 0u64;
+    let (mut a, mut b) = (a, b);
+    if a >= c {
+        // n·(n + 1)/2 first: when it is 0, a/c may be large.
+        ans += n * (n + 1) / 2 * (a / c);
+        a %= c;
+    }
+    if b >= c {
+        ans += (n + 1) * (b / c);
+        b %= c;
+    }
+    if a == 0 {
+        return ans;
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return ans;
+    }
+    ans + n * m - floor_sum_small_any(c, c - b - 1, a, m - 1)
+}
+
+/// [`floor_sums`] in 64-bit integers, for `a, b < c ≤ 2⁴⁰` and `n < 2²⁰` ([`small`]).
+///
+/// Why nothing overflows: as for [`floor_sum_small`] every level has at most 2²⁰ terms below
+/// 2²⁰, so its three sums are below 2⁶⁰; every product below is one part of its level's sums
+/// (multiplied in an order whose partial products are parts too: `qa·(qa·s2)`, not
+/// `qa·qa·s2`, whose `qa²` may be large when the level has one term and `s2 = 0`).
+pub fn floor_sums_small(a: u64, b: u64, c: u64, n: u64) -> (u64, u64, u64) {
+    debug_assert!(small(a, b, c, n));
+    floor_sums_small_any(a, b, c, n)
+}
+
+fn floor_sums_small_any(a: u64, b: u64, c: u64, n: u64) -> (u64, u64, u64) {
+    let s1 = n * (n + 1) / 2;
+    if a == 0 {
+        let q = b / c;
+        return ((n + 1) * q, q * s1, (n + 1) * q * q);
+    }
+    if a >= c || b >= c {
+        let (qa, qb) = (a / c, b / c);
+        let (f, g, h) = floor_sums_small_any(a % c, b % c, c, n);
+        let s2 = n * (n + 1) * (2 * n + 1) / 6;
+        let qa_s1 = qa * s1;
+        return (
+            f + qa_s1 + qb * (n + 1),
+            g + qa * s2 + qb * s1,
+            h + qa * (qa * s2) + qb * qb * (n + 1) + 2 * (qb * qa_s1) + 2 * (qb * f) + 2 * (qa * g),
+        );
+    }
+    let m = (a * n + b) / c;
+    if m == 0 {
+        return (0, 0, 0);
+    }
+    let (f, g, h) = floor_sums_small_any(c, c - b - 1, a, m - 1);
+    let f2 = n * m - f;
+    let g2 = (m * n * (n + 1) - h - f) / 2;
+    let h2 = n * m * (m + 1) - 2 * g - 2 * f - f2;
+    (f2, g2, h2)
+}
+
+/// `Σ_{j<n} j = n(n − 1)/2` and `Σ_{j<n} j² = (n − 1)n(2n − 1)/6`, for `n < 2³²`, without a
+/// 128-bit division: each division is of a factor that it divides.
+pub fn power_sums(n: u64) -> (u128, u128) {
+    debug_assert!(n < 1 << 32);
+    if n == 0 {
+        return (0, 0);
+    }
+    let (x, y, z) = (n - 1, n, 2 * n - 1);
+    let t1 = match x % 2 {
+        0 => (x / 2) * y,
+        _ => x * (y / 2),
+    };
+    // One of x, y, z is a multiple of 3 (they are n − 1, n and n − 1 + n); when x or y is,
+    // so is t1 = x·y/2.
+    let t2 = match x % 3 == 0 || y % 3 == 0 {
+        true => u128::from(t1 / 3) * u128::from(z),
+        false => u128::from(t1) * u128::from(z / 3),
+    };
+    (u128::from(t1), t2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The loops the sums stand for.
+    fn by_loop(a: u128, b: u128, c: u128, n: u128) -> (u128, u128, u128) {
+        let fl = |i: u128| (a * i + b) / c;
+        (
+            (0..=n).map(fl).sum(),
+            (0..=n).map(|i| i * fl(i)).sum(),
+            (0..=n).map(|i| fl(i) * fl(i)).sum(),
+        )
+    }
+
+    fn wide(x: (u64, u64, u64)) -> (u128, u128, u128) {
+        (u128::from(x.0), u128::from(x.1), u128::from(x.2))
+    }
+
+    #[test]
+    fn power_sums_by_hand_and_by_loop() {
+        assert_eq!(power_sums(0), (0, 0));
+        assert_eq!(power_sums(1), (0, 0));
+        assert_eq!(power_sums(4), (6, 14));
+        for n in 0..500u64 {
+            let t1: u128 = (0..n).map(u128::from).sum();
+            let t2: u128 = (0..n).map(|j| u128::from(j) * u128::from(j)).sum();
+            assert_eq!(power_sums(n), (t1, t2), "n = {n}");
+        }
+        // Near the bound: against the 128-bit formula.
+        for n in [
+            (1u64 << 32) - 1,
+            (1 << 32) - 2,
+            (1 << 32) - 3,
+            3_000_000_001,
+        ] {
+            let m = u128::from(n);
+            let expect = (m * (m - 1) / 2, (m - 1) * m * (2 * m - 1) / 6);
+            assert_eq!(power_sums(n), expect, "n = {n}");
+        }
+    }
+
+    #[test]
+    fn the_small_sums_at_their_bounds() {
+        let c = SMALL_DIVISOR;
+        let n = SMALL_TERMS - 1;
+        for (a, b) in [
+            (c - 1, c - 1),
+            (c - 1, 0),
+            (1, c - 1),
+            (0, c - 1),
+            (c / 2, c / 3),
+            (1, 0),
+            (999_983, 12_345),
+        ] {
+            let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
+            assert_eq!(
+                wide(floor_sums_small(a, b, c, n)),
+                expect,
+                "a = {a}, b = {b}"
+            );
+            assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
+            // One term: the level below may have a quotient near 2⁴⁰ and no sum of squares.
+            assert_eq!(
+                wide(floor_sums_small(a, b, c, 0)),
+                floor_sums(a.into(), b.into(), c.into(), 0)
+            );
+            assert_eq!(
+                wide(floor_sums_small(a, b, c, 1)),
+                floor_sums(a.into(), b.into(), c.into(), 1)
+            );
+        }
+        // A tiny slope against the largest divisor: one swap to a divisor of 1.
+        assert_eq!(
+            wide(floor_sums_small(1, c - 1, c, n)),
+            floor_sums(1, u128::from(c - 1), u128::from(c), u128::from(n))
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn floor_sums_match_the_loops(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
+            prop_assert_eq!(floor_sums(a, b, c, n), by_loop(a, b, c, n));
+        }
+
+        #[test]
+        fn floor_sum_is_the_first_floor_sum(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
+            prop_assert_eq!(floor_sum(a, b, c, n), floor_sums(a, b, c, n).0);
+        }
+
+        #[test]
+        fn the_small_sums_match_the_loops(c in 1u64..3000, a in 0u64..3000, b in 0u64..3000, n in 0u64..200) {
+            let (a, b) = (a % c, b % c);
+            let expect = by_loop(a.into(), b.into(), c.into(), n.into());
+            prop_assert_eq!(wide(floor_sums_small(a, b, c, n)), expect);
+            prop_assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
+        }
+
+        #[test]
+        fn the_small_sums_match_the_wide_ones_up_to_their_bounds(
+            c in 1u64..=SMALL_DIVISOR, a in any::<u64>(), b in any::<u64>(), n in 0u64..SMALL_TERMS,
+        ) {
+            let (a, b) = (a % c, b % c);
+            let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
+            prop_assert_eq!(wide(floor_sums_small(a, b, c, n)), expect);
+            prop_assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
+        }
+
+        #[test]
+        fn the_small_sums_near_their_bounds(
+            dc in 0u64..1000, da in 0u64..1000, db in 0u64..1000, dn in 0u64..1000,
+        ) {
+            let c = SMALL_DIVISOR - dc;
+            let (a, b) = ((c - 1).saturating_sub(da * da * da), (c - 1).saturating_sub(db));
+            let n = SMALL_TERMS - 1 - dn;
+            let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
+            prop_assert_eq!(wide(floor_sums_small(a, b, c, n)), expect);
+            prop_assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
+        }
+
+        #[test]
+        fn power_sums_match_the_formula(n in 0u64..(1 << 32)) {
+            let m = u128::from(n);
+            let expect = match n {
+                0 => (0, 0),
+                _ => (m * (m - 1) / 2, (m - 1) * m * (2 * m - 1) / 6),
+            };
+            prop_assert_eq!(power_sums(n), expect);
+        }
+    }
+}
