@@ -5,11 +5,11 @@
 //! [`floor_sums`] works in 128-bit integers for any inputs a run can produce.
 //! [`floor_sums_small`] and [`floor_sum_small`] are the same reduction in 64-bit integers (no
 //! 128-bit division, which costs a library call), for a line already reduced below its divisor
-//! (`a, b < c`) with `c ≤ 2⁴⁰` and `n < 2²⁰`; the models reduce their lines to that form once per
-//! run and keep the 128-bit path for anything larger.
+//! (`a, b < c`) with `n < 2²⁰` and `c·(n + 1) ≤ 2⁶²` ([`small`]); the models reduce their lines
+//! to that form once per run and keep the 128-bit path for anything larger.
 
-/// The largest divisor [`floor_sums_small`] takes.
-pub const SMALL_DIVISOR: u64 = 1 << 40;
+/// [`floor_sums_small`] takes `c·(n + 1)` up to this.
+pub const SMALL_SPAN: u64 = 1 << 62;
 /// [`floor_sums_small`] takes `n` below this.
 pub const SMALL_TERMS: u64 = 1 << 20;
 
@@ -65,17 +65,19 @@ pub fn floor_sums(a: u128, b: u128, c: u128, n: u128) -> (u128, u128, u128) {
     (f2, g2, h2)
 }
 
-/// Whether [`floor_sums_small`] takes `(a, b, c, n)`.
+/// Whether [`floor_sums_small`] takes `(a, b, c, n)`: `a, b < c`, `n < 2²⁰` and
+/// `c·(n + 1) ≤ 2⁶²`.
 pub fn small(a: u64, b: u64, c: u64, n: u64) -> bool {
-    a < c && b < c && c <= SMALL_DIVISOR && n < SMALL_TERMS
+    a < c && b < c && n < SMALL_TERMS && c.checked_mul(n + 1).is_some_and(|x| x <= SMALL_SPAN)
 }
 
-/// [`floor_sum`] in 64-bit integers, for `a, b < c ≤ 2⁴⁰` and `n < 2²⁰` ([`small`]).
+/// [`floor_sum`] in 64-bit integers, for the inputs [`small`] takes.
 ///
-/// Why nothing overflows: every level of the reduction counts at most 2²⁰ terms, each below
+/// Why nothing overflows: every level of the reduction counts at most 2²⁰ terms, each at most
 /// 2²⁰ (at the top `⌊(a·i + b)/c⌋ ≤ i` since `a, b < c`; a swapped level has `m ≤ n + 1` terms
-/// below `n`), so every partial sum is below 2⁴⁰, and `a·n + b < c·(n + 1) ≤ 2⁶⁰` at each level
-/// (the divisors only shrink).
+/// below `n`), so every partial sum is below 2⁴⁰; and `a·n + b < c·(n + 1) ≤ 2⁶²` at each level
+/// (the divisors only shrink, and so do the counts: a level of `n + 1` terms below `N` has a
+/// swapped level of at most `N` terms).
 pub fn floor_sum_small(a: u64, b: u64, c: u64, n: u64) -> u64 {
     debug_assert!(small(a, b, c, n));
     let m = (a * n + b) / c;
@@ -108,10 +110,10 @@ fn floor_sum_small_any(a: u64, b: u64, c: u64, n: u64) -> u64 {
     ans + n * m - floor_sum_small_any(c, c - b - 1, a, m - 1)
 }
 
-/// [`floor_sums`] in 64-bit integers, for `a, b < c ≤ 2⁴⁰` and `n < 2²⁰` ([`small`]).
+/// [`floor_sums`] in 64-bit integers, for the inputs [`small`] takes.
 ///
-/// Why nothing overflows: as for [`floor_sum_small`] every level has at most 2²⁰ terms below
-/// 2²⁰, so its three sums are below 2⁶⁰; every product below is one part of its level's sums
+/// Why nothing overflows: as for [`floor_sum_small`] every level has at most 2²⁰ terms of at
+/// most 2²⁰, so its three sums are at most 2⁶⁰; every product below is one part of its level's sums
 /// (multiplied in an order whose partial products are parts too: `qa·(qa·s2)`, not
 /// `qa·qa·s2`, whose `qa²` may be large when the level has one term and `s2 = 0`).
 pub fn floor_sums_small(a: u64, b: u64, c: u64, n: u64) -> (u64, u64, u64) {
@@ -212,8 +214,11 @@ mod tests {
 
     #[test]
     fn the_small_sums_at_their_bounds() {
-        let c = SMALL_DIVISOR;
         let n = SMALL_TERMS - 1;
+        let c = SMALL_SPAN / SMALL_TERMS;
+        assert!(small(c - 1, c - 1, c, n) && !small(c - 1, c - 1, c + 1, n));
+        assert!(!small(0, 0, c, n + 1) && !small(c, 0, c, 0) && !small(0, c, c, 0));
+        assert!(small(0, 0, SMALL_SPAN, 0) && !small(0, 0, SMALL_SPAN + 1, 0));
         for (a, b) in [
             (c - 1, c - 1),
             (c - 1, 0),
@@ -245,6 +250,18 @@ mod tests {
             wide(floor_sums_small(1, c - 1, c, n)),
             floor_sums(1, u128::from(c - 1), u128::from(c), u128::from(n))
         );
+        // The largest divisor, for one or two terms.
+        for (c, n) in [(SMALL_SPAN, 0), (SMALL_SPAN / 2, 1), (SMALL_SPAN / 3, 2)] {
+            for (a, b) in [(c - 1, c - 1), (1, c - 1), (c - 1, 0), (c / 7, c / 5)] {
+                let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
+                assert_eq!(
+                    wide(floor_sums_small(a, b, c, n)),
+                    expect,
+                    "{a} {b} {c} {n}"
+                );
+                assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
+            }
+        }
     }
 
     proptest! {
@@ -268,9 +285,12 @@ mod tests {
 
         #[test]
         fn the_small_sums_match_the_wide_ones_up_to_their_bounds(
-            c in 1u64..=SMALL_DIVISOR, a in any::<u64>(), b in any::<u64>(), n in 0u64..SMALL_TERMS,
+            c in any::<u64>(), a in any::<u64>(), b in any::<u64>(), n in 0u64..SMALL_TERMS,
         ) {
+            // Any divisor the number of terms allows.
+            let c = 1 + c % (SMALL_SPAN / (n + 1));
             let (a, b) = (a % c, b % c);
+            prop_assert!(small(a, b, c, n));
             let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
             prop_assert_eq!(wide(floor_sums_small(a, b, c, n)), expect);
             prop_assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);
@@ -280,9 +300,10 @@ mod tests {
         fn the_small_sums_near_their_bounds(
             dc in 0u64..1000, da in 0u64..1000, db in 0u64..1000, dn in 0u64..1000,
         ) {
-            let c = SMALL_DIVISOR - dc;
-            let (a, b) = ((c - 1).saturating_sub(da * da * da), (c - 1).saturating_sub(db));
             let n = SMALL_TERMS - 1 - dn;
+            let c = SMALL_SPAN / (n + 1) - dc;
+            let (a, b) = ((c - 1).saturating_sub(da * da * da), (c - 1).saturating_sub(db));
+            prop_assert!(small(a, b, c, n));
             let expect = floor_sums(a.into(), b.into(), c.into(), n.into());
             prop_assert_eq!(wide(floor_sums_small(a, b, c, n)), expect);
             prop_assert_eq!(u128::from(floor_sum_small(a, b, c, n)), expect.0);

@@ -440,6 +440,6 @@ pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
             Box::new(linear::Linear::new(l.clone()))
         }
         StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
-        StepTimeSpec::Table(t) => Box::new((**t).clone()),
+        StepTimeSpec::Table(t) => Box::new(table::PricedTable::new((**t).clone())),
     }
 }

@@ -197,6 +197,22 @@ fn the_run_lengths_at_the_fast_paths_bounds() {
 
 proptest! {
     #[test]
+    fn the_steps_at_most_each_steps_duration_are_counted_exactly(
+        kv_ps in prop_oneof![0u64..200_000, (0u64..200).prop_map(|x| x * 1000)],
+        batch in 1u64..500, kv0 in 0u64..1_000_000, steps in 0u64..40,
+    ) {
+        // Limits at, just below and just above each step: the boundaries of the closed form
+        // (with a whole-ns KV coefficient, steps land exactly on them).
+        let m = model(kv_ps);
+        let d = |i: u64| m.decode(batch, kv0 + batch * i).as_ns();
+        for limit in (0..steps).flat_map(|i| [d(i) - 1, d(i), d(i) + 1]) {
+            let counted = (0..steps).take_while(|&i| d(i) <= limit).count() as u64;
+            prop_assert_eq!(m.decode_steps_at_most(batch, kv0, steps, limit), counted);
+            prop_assert_eq!(m.steps_at_most_wide(batch, kv0, steps, limit), counted);
+        }
+    }
+
+    #[test]
     fn the_64_bit_paths_equal_the_128_bit_ones(
         base in coef(), per_seq in coef(), kv_ps in coef(), batch in coef(), kv0 in coef(),
         steps in bits(36), w0 in bits(48), ws in bits(32), limit in edgy(),

@@ -22,7 +22,10 @@
 //! KV grows by the batch each step — has an exact closed form per KV segment
 //! ([`StepTimeModel::decode_run`]): sums of floors, as in the linear model.
 
+mod priced;
 pub mod read;
+
+pub use priced::PricedTable;
 
 use super::floors::floor_sums;
 use super::{MixedStep, StepTimeModel};
