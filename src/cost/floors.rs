@@ -170,6 +170,150 @@ pub fn power_sums(n: u64) -> (u128, u128) {
     (u128::from(t1), t2)
 }
 
+/// A run of steps that is one line of floors, exactly as a model prices it: step `j` (from 0)
+/// lasts `q0 + q1·j + ⌊(r0 + r1·j)/den⌋` ns for `j < steps`, with `r0, r1 < den`,
+/// [`small`]`(r1, r0, den, steps − 1)` and every step between 1 ns and `u64::MAX` ns (so a
+/// model's 1 ns floor and clamp change none of them). The linear model's runs are such lines,
+/// and so are the table's within a KV segment; [`crate::cost::DecodeSteps`] answers its
+/// questions about a run from one without calling the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FloorLine {
+    q0: i128,
+    q1: i128,
+    r0: u64,
+    r1: u64,
+    den: u64,
+    steps: u64,
+    /// The numerator of step 0, `den·q0 + r0`, and its growth per step, `den·q1 + r1`: step `j`
+    /// lasts `⌊(n0 + c1·j)/den⌋` ns. Below `den·2⁶⁴ ≤ 2¹²⁶` at every step of the run.
+    n0: i128,
+    c1: i128,
+}
+
+impl FloorLine {
+    /// The line, if it meets the conditions above.
+    pub fn new(q0: i128, q1: i128, r0: u64, r1: u64, den: u64, steps: u64) -> Option<Self> {
+        let within = |x: i128| (1..=i128::from(u64::MAX)).contains(&x);
+        if steps == 0 || !small(r1, r0, den, steps - 1) || !within(q0) {
+            return None;
+        }
+        let mut line = FloorLine {
+            q0,
+            q1,
+            r0,
+            r1,
+            den,
+            steps,
+            n0: 0,
+            c1: 0,
+        };
+        // The steps are monotone in j: the first and the last bound them all. Then
+        // |q1| < 2⁶⁴ + 2 (unless one step: q1 is not used) and den < 2⁶², so the numerators fit.
+        if !within(line.step(steps - 1)) {
+            return None;
+        }
+        let d = i128::from(den);
+        line.n0 = d * q0 + i128::from(r0);
+        line.c1 = match steps {
+            1 => 0,
+            _ => d * q1 + i128::from(r1),
+        };
+        Some(line)
+    }
+
+    /// Steps in the run.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Step `j`'s duration (`j < steps`), ns.
+    pub fn step(&self, j: u64) -> i128 {
+        let whole = self.q0 + self.q1 * i128::from(j);
+        match self.r1 {
+            0 => whole, // ⌊r0/den⌋ = 0
+            // r0 + r1·j < den·(j + 1) ≤ 2⁶² ([`small`]).
+            r1 => whole + i128::from((self.r0 + r1 * j) / self.den),
+        }
+    }
+
+    /// Step `j`'s duration (`j < steps`), ns.
+    pub fn duration(&self, j: u64) -> u64 {
+        self.step(j) as u64
+    }
+
+    /// `Σ_{j<m} d_j` for `m ≤ steps`. Exact: `m·q0 < 2⁸⁵`, and `|q1| ≤ 2⁶⁵` unless the run has
+    /// one step (then `Σ j = 0`).
+    pub fn sum(&self, m: u64) -> u128 {
+        if m == 0 {
+            return 0;
+        }
+        let t1 = i128::from(m * (m - 1) / 2); // m ≤ 2²⁰
+        let f = match self.r1 {
+            0 => 0, // ⌊r0/den⌋ = 0
+            _ => floor_sum_small(self.r1, self.r0, self.den, m - 1),
+        };
+        (i128::from(m) * self.q0 + self.q1 * t1 + i128::from(f)) as u128
+    }
+
+    /// `(Σ_{j<m} d_j, Σ_{j<m} j·d_j)` for `m ≤ steps` (`|q1·Σ j²| < 2¹²⁵`).
+    pub fn sums(&self, m: u64) -> (u128, u128) {
+        if m == 0 {
+            return (0, 0);
+        }
+        let (t1, t2) = power_sums(m);
+        let (t1, t2, mi) = (t1 as i128, t2 as i128, i128::from(m));
+        let (f, g, _) = floor_sums_small(self.r1, self.r0, self.den, m - 1);
+        let sum = mi * self.q0 + self.q1 * t1 + i128::from(f);
+        let moment = self.q0 * t1 + self.q1 * t2 + i128::from(g);
+        (sum as u128, moment as u128)
+    }
+
+    /// The time to the end of the first `m ≤ steps` steps, ns, saturated at `u64::MAX` (as a
+    /// model's `decode_run` is).
+    pub fn elapsed(&self, m: u64) -> u64 {
+        self.sum(m).min(u128::from(u64::MAX)) as u64
+    }
+
+    /// The most steps whose saturated total stays below `budget` ns (what a model's
+    /// `decode_run_within` finds): a galloping search from where the mean step puts it.
+    pub fn within(&self, budget: u64) -> u64 {
+        if budget == 0 {
+            return 0;
+        }
+        // Σ_{j<m} d_j ≈ m·(q0 + s·(m − 1)/2) with s the mean growth per step: one step of a
+        // fixed-point iteration from m = budget/q0.
+        let (b, q0) = (budget as f64, self.q0 as f64);
+        let s = self.q1 as f64 + self.r1 as f64 / self.den as f64;
+        let m0 = b / q0;
+        let guess = b / (q0 + s * (m0 - 1.0).max(0.0) / 2.0).max(1.0);
+        crate::cost::last_true(self.steps, guess as u64, |m| self.elapsed(m) < budget)
+    }
+
+    /// How many of the steps from step `from` on last at most `limit_ns`, when the steps never
+    /// get shorter (`None` when they may): `⌊(n0 + c1·j)/den⌋ ≤ limit` while
+    /// `n0 + c1·j < (limit + 1)·den`.
+    pub fn up_to(&self, from: u64, limit_ns: u64) -> Option<u64> {
+        let left = self.steps.saturating_sub(from);
+        if left == 0 || self.c1 < 0 {
+            return (left == 0).then_some(0);
+        }
+        let c0 = self.n0 + self.c1 * i128::from(from);
+        let room = (i128::from(limit_ns) + 1) * i128::from(self.den);
+        if c0 >= room {
+            return Some(0);
+        }
+        if self.c1 == 0 {
+            return Some(left);
+        }
+        let span = room - 1 - c0;
+        let n = match (u64::try_from(span), u64::try_from(self.c1)) {
+            (Ok(x), Ok(y)) => u128::from(x / y),
+            _ => (span / self.c1) as u128,
+        } + 1;
+        Some(n.min(u128::from(left)) as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,7 +408,91 @@ mod tests {
         }
     }
 
+    /// A line's answers by brute force: each step from the formula, the sums and searches by
+    /// scanning them.
+    fn check_line(q0: i128, q1: i128, r0: u64, r1: u64, den: u64, steps: u64) {
+        let direct = |j: u64| q0 + q1 * i128::from(j) + i128::from((r0 + r1 * j) / den);
+        let Some(line) = FloorLine::new(q0, q1, r0, r1, den, steps) else {
+            // Refused only outside its conditions.
+            let outside = (0..steps).any(|j| !(1..=i128::from(u64::MAX)).contains(&direct(j)));
+            assert!(steps == 0 || !small(r1, r0, den, steps - 1) || outside);
+            return;
+        };
+        let d: Vec<i128> = (0..steps).map(direct).collect();
+        let (mut sum, mut moment) = (0i128, 0i128);
+        for m in 0..=steps {
+            assert_eq!(line.sum(m), sum as u128, "sum of {m}");
+            assert_eq!(line.sums(m), (sum as u128, moment as u128), "sums of {m}");
+            assert_eq!(line.elapsed(m), sum.min(i128::from(u64::MAX)) as u64);
+            if m < steps {
+                assert_eq!(line.step(m), d[m as usize]);
+                assert_eq!(line.duration(m), d[m as usize] as u64);
+                sum += d[m as usize];
+                moment += i128::from(m) * d[m as usize];
+            }
+        }
+        let ends: Vec<u64> = (1..=steps).map(|m| line.elapsed(m)).collect();
+        for &e in ends.iter().chain(&[0, u64::MAX]) {
+            for budget in [e.saturating_sub(1), e, e.saturating_add(1)] {
+                let fit = ends.iter().take_while(|&&x| x < budget).count() as u64;
+                assert_eq!(line.within(budget), fit, "budget {budget}");
+            }
+        }
+        for from in [0, steps / 3, steps.saturating_sub(1), steps] {
+            for &x in d.iter().chain(&[1, i128::from(u64::MAX)]) {
+                for limit in [x - 1, x, x + 1] {
+                    let limit = limit.clamp(0, i128::from(u64::MAX)) as u64;
+                    let counted = d[from.min(steps) as usize..]
+                        .iter()
+                        .take_while(|&&x| x <= i128::from(limit))
+                        .count() as u64;
+                    match line.up_to(from, limit) {
+                        Some(n) => assert_eq!(n, counted, "from {from}, limit {limit}"),
+                        None => assert!(line.c1 < 0 && from < steps),
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lines_by_hand_and_at_their_bounds() {
+        // 3 + 2j + ⌊(1 + 3j)/4⌋: 3, 6, 8, 11.
+        let line = FloorLine::new(3, 2, 1, 3, 4, 4).unwrap();
+        assert_eq!(
+            (0..4).map(|j| line.duration(j)).collect::<Vec<_>>(),
+            [3, 6, 8, 11]
+        );
+        assert_eq!(
+            (line.sum(4), line.within(17), line.up_to(1, 8)),
+            (28, 2, Some(2))
+        );
+        check_line(3, 2, 1, 3, 4, 4);
+        let max = i128::from(u64::MAX);
+        // Steps at the largest duration, a falling line, one step, the floor of 1 ns.
+        check_line(max - 10, 3, 0, 0, 1000, 4);
+        check_line(max - 10, 3, 0, 0, 1000, 5);
+        check_line(max, -(1 << 60), 17, 5, 1 << 30, 12);
+        check_line(5, -(1 << 100), 0, 0, 7, 1);
+        check_line(3, -1, 0, 0, 1000, 3);
+        check_line(3, -1, 0, 0, 1000, 4);
+        // The largest divisor for a run of this length.
+        let den = SMALL_SPAN / 64;
+        check_line(1 << 40, 1 << 20, den - 1, den - 1, den, 64);
+        check_line(1 << 40, 1 << 20, den - 1, den - 1, den + 1, 64);
+    }
+
     proptest! {
+        #[test]
+        fn lines_match_their_steps(
+            q0 in prop_oneof![1i128..1 << 40, Just(i128::from(u64::MAX)), (1i128 << 62)..1 << 64],
+            q1 in prop_oneof![-1000i128..1000, -(1i128 << 50)..1 << 50, Just(0)],
+            den in prop_oneof![1u64..2000, 1u64..1 << 40, (SMALL_SPAN / 300)..SMALL_SPAN / 200],
+            r0 in any::<u64>(), r1 in any::<u64>(), steps in 0u64..200,
+        ) {
+            check_line(q0, q1, r0 % den, r1 % den, den, steps);
+        }
+
         #[test]
         fn floor_sums_match_the_loops(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
             prop_assert_eq!(floor_sums(a, b, c, n), by_loop(a, b, c, n));

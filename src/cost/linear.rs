@@ -14,7 +14,7 @@
 use super::floors::{
     floor_sum, floor_sum_small, floor_sums, floor_sums_small, power_sums, SMALL_TERMS,
 };
-use super::{MixedStep, StepTimeModel};
+use super::{FloorLine, MixedStep, StepTimeModel};
 use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
 
@@ -471,6 +471,12 @@ impl StepTimeModel for Linear {
             Some((total, weighted)) => (saturated(total), weighted),
             None => self.decode_run_weighted_wide(batch, kv_first, steps, w_first, w_slope),
         }
+    }
+
+    /// [`Run`] as a [`FloorLine`], for runs of up to 2²⁰ steps that fit it.
+    fn decode_floor_line(&self, batch: u64, kv_first: u64, steps: u64) -> Option<FloorLine> {
+        let r = self.run(batch, kv_first)?;
+        FloorLine::new(r.base.into(), r.slope.into(), r.rest, r.part, 1000, steps)
     }
 
     fn describe(&self) -> String {

@@ -14,8 +14,7 @@
 //! is bit for bit the table's.
 
 use super::{at_least_one_ns, segment, StepTable};
-use crate::cost::floors::{floor_sum_small, floor_sums_small, power_sums, small};
-use crate::cost::{MixedStep, StepTimeModel};
+use crate::cost::{last_true, FloorLine, MixedStep, StepTimeModel};
 use crate::time::SimDuration;
 
 /// Batches below this are priced in split form (their products stay far inside i128).
@@ -120,7 +119,7 @@ impl Cell {
 
     /// The run of `n ≥ 1` steps of `batch` from `kv` on this cell in split form, when it fits
     /// and no step falls to the 1 ns floor: step `l` lasts `q0 + q1·l + ⌊(r0 + r1·l)/den⌋` ns.
-    fn run(&self, batch: u64, kv: u64, n: u64) -> Option<SplitRun> {
+    fn run(&self, batch: u64, kv: u64, n: u64) -> Option<FloorLine> {
         let s = self.split.as_ref()?;
         let last_kv = batch.checked_mul(n - 1)?.checked_add(kv)?;
         if batch >= SPLIT_BATCH || last_kv >= SPLIT_KV {
@@ -136,56 +135,8 @@ impl Cell {
         // The run's numerator: (α + β·kv) + β·batch·l.
         let (c0, r0) = divmod(wide(ra) + wide(rb) * wide(kv), s.den);
         let (c1, r1) = divmod(wide(rb) * wide(batch), s.den);
-        let run = SplitRun {
-            q0: qa + qb * ki + c0 as i128,
-            q1: qb * bi + c1 as i128,
-            r0,
-            r1,
-            den: s.den,
-        };
-        if !small(r1, r0, s.den, n - 1) {
-            return None;
-        }
-        // Monotone in l: the first and the last step bound them all.
-        let first = run.q0;
-        let last = run.step(n - 1);
-        let within = |x: i128| (1..=i128::from(u64::MAX)).contains(&x);
-        (within(first) && within(last)).then_some(run)
-    }
-}
-
-/// A run of `n` steps on one cell: step `l` lasts `q0 + q1·l + ⌊(r0 + r1·l)/den⌋` ns, with
-/// `r0, r1 < den` and [`small`]`(r1, r0, den, n − 1)`; every step is between 1 ns and
-/// `u64::MAX` (so the table's floor and clamp change nothing).
-#[derive(Clone, Copy, Debug)]
-struct SplitRun {
-    q0: i128,
-    q1: i128,
-    r0: u64,
-    r1: u64,
-    den: u64,
-}
-
-impl SplitRun {
-    /// Step `l`'s duration, ns.
-    fn step(&self, l: u64) -> i128 {
-        // r0 + r1·l < den·(n) ≤ 2⁶².
-        self.q0 + self.q1 * i128::from(l) + i128::from((self.r0 + self.r1 * l) / self.den)
-    }
-
-    /// `(Σ_{l<m} d_l, Σ l·d_l)`, the second only if `weighted`, for `1 ≤ m ≤ n`.
-    fn sums(&self, m: u64, weighted: bool) -> (u128, u128) {
-        let (t1, t2) = power_sums(m);
-        let (t1, mi) = (t1 as i128, i128::from(m));
-        if !weighted {
-            let f = floor_sum_small(self.r1, self.r0, self.den, m - 1);
-            let sum = mi * self.q0 + self.q1 * t1 + i128::from(f);
-            return (sum as u128, 0);
-        }
-        let (f, g, _) = floor_sums_small(self.r1, self.r0, self.den, m - 1);
-        let sum = mi * self.q0 + self.q1 * t1 + i128::from(f);
-        let moment = self.q0 * t1 + self.q1 * t2 as i128 + i128::from(g);
-        (sum as u128, moment as u128)
+        let q0 = qa + qb * ki + c0 as i128;
+        FloorLine::new(q0, qb * bi + c1 as i128, r0, r1, s.den, n)
     }
 }
 
@@ -258,7 +209,8 @@ impl PricedTable {
     /// split form, else the table's own.
     fn stretch_sums(&self, row: &[Cell], batch: u64, s: Stretch, weighted: bool) -> (u128, u128) {
         match row[s.segment].run(batch, s.kv, s.steps) {
-            Some(run) => run.sums(s.steps, weighted),
+            Some(run) if weighted => run.sums(s.steps),
+            Some(run) => (run.sum(s.steps), 0),
             None => {
                 let line = self.table.decode_line(batch, s.segment);
                 self.table.line_run(line, batch, s.kv, s.steps)
@@ -267,55 +219,26 @@ impl PricedTable {
     }
 
     /// The longest prefix of a stretch, fewer than its steps, whose total stays below `left`
-    /// (which the whole stretch reaches): its length and total. A galloping search from where
-    /// the stretch's mean step puts it, in split form; else a binary search over the table's
-    /// sums.
+    /// (which the whole stretch reaches): its length and total. In split form a galloping
+    /// search from where the stretch's mean step puts it ([`FloorLine::within`]), else a
+    /// binary search over the table's sums.
     fn stretch_within(&self, row: &[Cell], batch: u64, s: Stretch, left: u128) -> (u64, u128) {
-        let split = row[s.segment].run(batch, s.kv, s.steps);
-        let price = |m: u64| match (m, split) {
-            (0, _) => 0,
-            (m, Some(run)) => run.sums(m, false).0,
-            (m, None) => {
+        if let (Some(line), Ok(budget)) = (
+            row[s.segment].run(batch, s.kv, s.steps),
+            u64::try_from(left),
+        ) {
+            let m = line.within(budget);
+            return (m, line.sum(m));
+        }
+        let price = |m: u64| match m {
+            0 => 0,
+            m => {
                 self.stretch_sums(row, batch, Stretch { steps: m, ..s }, false)
                     .0
             }
         };
-        // `lo` steps fit, `hi + 1` do not (the whole stretch reaches `left`).
-        let (mut lo, mut hi) = (0u64, s.steps - 1);
-        let guess = match split {
-            Some(run) if run.q0 > 0 => {
-                let mean = (run.q0 + run.step(s.steps - 1)) as f64 / 2.0;
-                ((left as f64 / mean) as u64).min(hi)
-            }
-            _ => 0,
-        };
-        // Gallop from the guess towards the answer, then bisect.
-        let mut step = 1u64;
-        let mut probe = guess;
-        while lo < hi {
-            let fits = price(probe) < left;
-            match fits {
-                true => lo = lo.max(probe),
-                false => hi = hi.min(probe.saturating_sub(1)),
-            }
-            let next = match fits {
-                true => probe.saturating_add(step),
-                false => probe.saturating_sub(step),
-            };
-            if !(lo..=hi).contains(&next) || next == probe {
-                break;
-            }
-            probe = next;
-            step = step.saturating_mul(2);
-        }
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            match price(mid) < left {
-                true => lo = mid,
-                false => hi = mid - 1,
-            }
-        }
-        (lo, price(lo))
+        let m = last_true(s.steps - 1, 0, |m| price(m) < left);
+        (m, price(m))
     }
 
     /// How many of a stretch's first steps last at most `limit_ns` (≥ 1), for a batch whose
@@ -448,6 +371,15 @@ impl StepTimeModel for PricedTable {
             }
         }
         steps
+    }
+
+    /// The run's line on its KV segment, when it stays on one and fits the split form.
+    fn decode_floor_line(&self, batch: u64, kv_first: u64, steps: u64) -> Option<FloorLine> {
+        let s = self.stretches(batch, kv_first, steps).next()?;
+        match s.steps == steps {
+            true => self.row(batch)[s.segment].run(batch, s.kv, steps),
+            false => None,
+        }
     }
 
     fn describe(&self) -> String {
