@@ -527,7 +527,7 @@ pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
         StepTimeSpec::Linear(l) | StepTimeSpec::LinearDefaults(l) => {
             Box::new(linear::Linear::new(l.clone()))
         }
-        StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
+        StepTimeSpec::Roofline(r) => Box::new(roofline::PricedRoofline::new((**r).clone())),
         StepTimeSpec::Table(t) => Box::new(table::PricedTable::new((**t).clone())),
     }
 }
