@@ -11,7 +11,10 @@
 //! integer, the time of a run of decode steps has an exact closed form
 //! ([`StepTimeModel::decode_run`]): an arithmetic series plus a sum of floors.
 
-use super::{MixedStep, StepTimeModel};
+use super::floors::{
+    floor_sum, floor_sum_small, floor_sums, floor_sums_small, power_sums, SMALL_TERMS,
+};
+use super::{FloorLine, MixedStep, StepTimeModel};
 use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
 
@@ -76,30 +79,132 @@ impl LinearStepTime {
 #[derive(Clone, Debug)]
 pub struct Linear {
     p: LinearStepTime,
+    /// The KV coefficient `c` ps split as `1000·kv_whole + kv_part` (`kv_part < 1000`), so that
+    /// `⌊c·x/1000⌋ = kv_whole·x + ⌊kv_part·x/1000⌋` ns in 64 bits.
+    kv_whole: u64,
+    kv_part: u64,
 }
 
 impl Linear {
     /// A model with these (already quantised) coefficients.
     pub fn new(p: LinearStepTime) -> Self {
-        Linear { p }
+        Linear {
+            kv_whole: p.decode_per_kv_token_ps / 1000,
+            kv_part: p.decode_per_kv_token_ps % 1000,
+            p,
+        }
     }
-}
 
-/// `⌊ps × n / 1000⌋` ns, in 64 bits when the product fits (the usual case: no 128-bit division
-/// per step), else in 128.
-fn ps_times(ps: u64, n: u128) -> u128 {
-    match u64::try_from(n).ok().and_then(|n| ps.checked_mul(n)) {
-        Some(x) => u128::from(x / 1000),
-        None => u128::from(ps) * n / 1000,
+    /// A decode step's fixed and per-request terms, `base + per_seq·batch` ns, if it fits in 64
+    /// bits.
+    fn fixed(&self, batch: u64) -> Option<u64> {
+        (self.p.decode_per_seq_ns.checked_mul(batch)?).checked_add(self.p.decode_base_ns)
     }
-}
 
-fn at_least_one(ns: u128) -> SimDuration {
-    SimDuration::from_ns(ns.clamp(1, u128::from(u64::MAX)) as u64)
-}
+    /// `c·x` ps as whole nanoseconds and the picoseconds left over (below 1000), if they fit in
+    /// 64 bits.
+    fn split(&self, x: u64) -> Option<(u64, u64)> {
+        let part = self.kv_part.checked_mul(x)?;
+        let whole = (self.kv_whole.checked_mul(x)?).checked_add(part / 1000)?;
+        Some((whole, part % 1000))
+    }
 
-impl StepTimeModel for Linear {
-    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
+    /// The run of `batch` from `kv_first` in its 64-bit form, when its terms fit and no step can
+    /// fall to the 1 ns floor (a fixed cost).
+    fn run(&self, batch: u64, kv_first: u64) -> Option<Run> {
+        let fixed = self.fixed(batch).filter(|&f| f > 0)?;
+        let (whole, rest) = self.split(kv_first)?;
+        let (slope, part) = self.split(batch)?;
+        Some(Run {
+            base: fixed.checked_add(whole)?,
+            slope,
+            rest,
+            part,
+        })
+    }
+
+    /// [`StepTimeModel::decode_run`] in 128 bits (or step by step when a step may fall to the
+    /// 1 ns floor): what [`Run::total`] computes when its terms fit in 64.
+    pub(super) fn decode_run_wide(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
+        let p = &self.p;
+        let fixed =
+            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
+        if steps == 0 || fixed == 0 {
+            return self
+                .decode_run_weighted_wide(batch, kv_first, steps, 0, 0)
+                .0;
+        }
+        let n = u128::from(steps);
+        let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
+        let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
+        let total = fixed * n + floor_sum(a, b, 1000, n - 1);
+        saturated(total)
+    }
+
+    /// [`StepTimeModel::decode_run_weighted`] in 128 bits: what [`Run::weighted`] computes when
+    /// its terms fit in 64.
+    pub(super) fn decode_run_weighted_wide(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        w_first: u64,
+        w_slope: u64,
+    ) -> (SimDuration, u128) {
+        let p = &self.p;
+        let fixed =
+            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
+        if steps == 0 || fixed == 0 {
+            // No steps, or steps that may hit the 1 ns floor: add them one by one.
+            let mut total = SimDuration::ZERO;
+            let mut weighted = 0u128;
+            for i in 0..steps {
+                let d = self.decode(batch, kv_first + batch * i);
+                weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
+                total = total + d;
+            }
+            return (total, weighted);
+        }
+        // d_j = fixed + ⌊(a·j + b) / 1000⌋ with a = c·batch, b = c·kv_first.
+        let n = u128::from(steps);
+        let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
+        let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
+        let (f, g, _) = floor_sums(a, b, 1000, n - 1);
+        let (w0, ws) = (u128::from(w_first), u128::from(w_slope));
+        let total = fixed * n + f;
+        // Σ (w0 + ws·j)(fixed + ⌊…⌋) = fixed·(n·w0 + ws·n(n−1)/2) + w0·Σ⌊…⌋ + ws·Σ j⌊…⌋.
+        let weighted = fixed * (n * w0 + ws * n * (n - 1) / 2) + w0 * f + ws * g;
+        (saturated(total), weighted)
+    }
+
+    /// [`StepTimeModel::decode_steps_at_most`] in 64 bits, when its terms fit and the steps
+    /// have a fixed cost.
+    fn steps_at_most_narrow(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        limit_ns: u64,
+    ) -> Option<u64> {
+        let fixed = self.fixed(batch).filter(|&f| f > 0)?;
+        if limit_ns < fixed {
+            return Some(0);
+        }
+        let c = self.p.decode_per_kv_token_ps;
+        let room = ((limit_ns - fixed).checked_add(1)?).checked_mul(1000)?;
+        let first = c.checked_mul(kv_first)?;
+        if first >= room {
+            return Some(0);
+        }
+        let slope = c.checked_mul(batch)?;
+        if slope == 0 {
+            return Some(steps);
+        }
+        Some(((room - 1 - first) / slope + 1).min(steps))
+    }
+
+    /// [`StepTimeModel::decode`] in 128 bits.
+    pub(super) fn decode_wide(&self, batch: u64, kv_tokens: u64) -> SimDuration {
         let p = &self.p;
         let ns = u128::from(p.decode_base_ns)
             + u128::from(p.decode_per_seq_ns) * u128::from(batch)
@@ -107,19 +212,14 @@ impl StepTimeModel for Linear {
         at_least_one(ns)
     }
 
-    /// Closed forms, unless a step can fall to the 1 ns floor (no fixed cost at all).
-    fn closed_form_runs(&self) -> bool {
-        self.p.decode_base_ns > 0 || self.p.decode_per_seq_ns > 0
-    }
-
-    /// Every coefficient is non-negative.
-    fn decode_non_decreasing(&self, _batch: u64) -> bool {
-        true
-    }
-
-    /// In closed form: `fixed + ⌊c·(kv_first + batch·j)/1000⌋ ≤ limit` while
-    /// `c·(kv_first + batch·j) < 1000·(limit − fixed + 1)`.
-    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
+    /// [`StepTimeModel::decode_steps_at_most`] in 128 bits.
+    pub(super) fn steps_at_most_wide(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        steps: u64,
+        limit_ns: u64,
+    ) -> u64 {
         let p = &self.p;
         let fixed =
             u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
@@ -143,13 +243,127 @@ impl StepTimeModel for Linear {
         if slope == 0 {
             return steps;
         }
-        // The largest j with first + slope·j < room, plus one (in 64 bits when it fits: no
-        // 128-bit division).
-        let n = match (u64::try_from(room - 1 - first), u64::try_from(slope)) {
-            (Ok(x), Ok(y)) => u128::from(x / y),
-            _ => (room - 1 - first) / slope,
-        } + 1;
+        // The largest j with first + slope·j < room, plus one.
+        let n = (room - 1 - first) / slope + 1;
         n.min(u128::from(steps)) as u64
+    }
+}
+
+/// A run of decode steps of the linear model in 64-bit form: step `j` (from 0) lasts
+/// `base + slope·j + ⌊(rest + part·j)/1000⌋` ns with `rest, part < 1000` — the model's
+/// `fixed + ⌊c·(kv_first + batch·j)/1000⌋` with `c·kv_first` and `c·batch` ps split into whole
+/// nanoseconds and the picoseconds left over ([`Linear::split`]). Its sums need no 128-bit
+/// division: with a KV coefficient in whole nanoseconds (`part = 0`) the floors vanish, and
+/// otherwise they are [`floor_sums_small`] of a line below 1000.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    base: u64,
+    slope: u64,
+    rest: u64,
+    part: u64,
+}
+
+/// Runs of this many steps or more are priced in 128 bits (`n(n − 1)/2` must fit in 64).
+const RUN_STEPS: u64 = 1 << 32;
+
+impl Run {
+    /// `(Σ_{j<n} ⌊(rest + part·j)/1000⌋, Σ j·⌊…⌋)` for `1 ≤ n`; the second only if `weighted`.
+    /// `None` beyond [`floor_sums_small`]'s bound.
+    fn floors(&self, n: u64, weighted: bool) -> Option<(u64, u64)> {
+        if self.part == 0 {
+            return Some((0, 0)); // ⌊rest/1000⌋ = 0
+        }
+        if n > SMALL_TERMS {
+            return None;
+        }
+        Some(match weighted {
+            false => (floor_sum_small(self.part, self.rest, 1000, n - 1), 0),
+            true => {
+                let (f, g, _) = floor_sums_small(self.part, self.rest, 1000, n - 1);
+                (f, g)
+            }
+        })
+    }
+
+    /// The first `n` steps' total, ns (not saturated). `None` when it must be priced in 128
+    /// bits.
+    fn total(&self, n: u64) -> Option<u128> {
+        if n == 0 || n >= RUN_STEPS {
+            return (n == 0).then_some(0);
+        }
+        let (f, _) = self.floors(n, false)?;
+        let t1 = u128::from(n) * u128::from(n - 1) / 2;
+        // n·base < 2⁹⁶, slope·t1 < 2¹²⁷: no overflow.
+        Some(u128::from(n) * u128::from(self.base) + u128::from(self.slope) * t1 + u128::from(f))
+    }
+
+    /// The first `n ≥ 1` steps' total and `Σ_j (w_first + w_slope·j) × d_j`. `None` when they
+    /// must be priced in 128 bits (or would overflow them).
+    fn weighted(&self, n: u64, w_first: u64, w_slope: u64) -> Option<(u128, u128)> {
+        if n >= RUN_STEPS {
+            return None;
+        }
+        let (f, g) = self.floors(n, true)?;
+        let (t1, t2) = power_sums(n);
+        let (n, w0, ws) = (u128::from(n), u128::from(w_first), u128::from(w_slope));
+        let (base, slope) = (u128::from(self.base), u128::from(self.slope));
+        let total = n * base + slope * t1 + u128::from(f);
+        // Σ (w0 + ws·j)(base + slope·j + e_j)
+        //   = base·(n·w0 + ws·Σj) + slope·(w0·Σj + ws·Σj²) + w0·Σe + ws·Σ j·e.
+        let w = n * w0 + ws * t1; // < 2⁹⁶ + 2¹²⁷
+        let v = (w0 * t1).checked_add(ws.checked_mul(t2)?)?;
+        let weighted = (base.checked_mul(w)?)
+            .checked_add(slope.checked_mul(v)?)?
+            .checked_add(w0 * u128::from(f))?
+            .checked_add(ws * u128::from(g))?;
+        Some((total, weighted))
+    }
+}
+
+/// `⌊ps × n / 1000⌋` ns, in 64 bits when the product fits (the usual case: no 128-bit division
+/// per step), else in 128.
+fn ps_times(ps: u64, n: u128) -> u128 {
+    match u64::try_from(n).ok().and_then(|n| ps.checked_mul(n)) {
+        Some(x) => u128::from(x / 1000),
+        None => u128::from(ps) * n / 1000,
+    }
+}
+
+fn at_least_one(ns: u128) -> SimDuration {
+    SimDuration::from_ns(ns.clamp(1, u128::from(u64::MAX)) as u64)
+}
+
+fn saturated(ns: u128) -> SimDuration {
+    SimDuration::from_ns(ns.min(u128::from(u64::MAX)) as u64)
+}
+
+impl StepTimeModel for Linear {
+    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
+        // In 64 bits when it fits (the usual case), else in 128: the same value.
+        let kv_ns = self.p.decode_per_kv_token_ps.checked_mul(kv_tokens);
+        match (self.fixed(batch).zip(kv_ns)).and_then(|(f, k)| f.checked_add(k / 1000)) {
+            Some(ns) => SimDuration::from_ns(ns.max(1)),
+            None => self.decode_wide(batch, kv_tokens),
+        }
+    }
+
+    /// Closed forms, unless a step can fall to the 1 ns floor (no fixed cost at all).
+    fn closed_form_runs(&self) -> bool {
+        self.p.decode_base_ns > 0 || self.p.decode_per_seq_ns > 0
+    }
+
+    /// Every coefficient is non-negative.
+    fn decode_non_decreasing(&self, _batch: u64) -> bool {
+        true
+    }
+
+    /// In closed form: `fixed + ⌊c·(kv_first + batch·j)/1000⌋ ≤ limit` while
+    /// `c·(kv_first + batch·j) < 1000·(limit − fixed + 1)` (in 64 bits when the terms fit).
+    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
+        match self.steps_at_most_narrow(batch, kv_first, steps, limit_ns) {
+            Some(n) => n,
+            None => self.steps_at_most_wide(batch, kv_first, steps, limit_ns),
+        }
     }
 
     fn prefill(&self, _seqs: u64, extend_tokens: u64) -> SimDuration {
@@ -169,18 +383,12 @@ impl StepTimeModel for Linear {
         at_least_one(ns)
     }
 
+    /// An arithmetic series plus a sum of floors ([`Run::total`], or in 128 bits).
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        let p = &self.p;
-        let fixed =
-            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
-        if steps == 0 || fixed == 0 {
-            return self.decode_run_weighted(batch, kv_first, steps, 0, 0).0;
+        match self.run(batch, kv_first).and_then(|r| r.total(steps)) {
+            Some(total) => saturated(total),
+            None => self.decode_run_wide(batch, kv_first, steps),
         }
-        let n = u128::from(steps);
-        let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
-        let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
-        let total = fixed * n + floor_sum(a, b, 1000, n - 1);
-        SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64)
     }
 
     /// A search over the closed form, which starts where the run's real-valued time (within
@@ -194,14 +402,19 @@ impl StepTimeModel for Linear {
         most: u64,
         budget: SimDuration,
     ) -> (u64, SimDuration) {
-        let all = self.decode_run(batch, kv_first, most);
+        let run = self.run(batch, kv_first);
+        let price = |n: u64| match run.and_then(|r| r.total(n)) {
+            Some(total) => saturated(total),
+            None => self.decode_run_wide(batch, kv_first, n),
+        };
+        let all = price(most);
         if all < budget || most == 0 {
             return (most, all);
         }
         // `lo` steps fit (their total `at_lo`); more than `hi` do not.
         let (mut lo, mut at_lo, mut hi) = (0u64, SimDuration::ZERO, most - 1);
         let probe = |n: u64, lo: &mut u64, at_lo: &mut SimDuration, hi: &mut u64| {
-            let t = self.decode_run(batch, kv_first, n);
+            let t = price(n);
             match t < budget {
                 true => (*lo, *at_lo) = (n, t),
                 false => *hi = n - 1,
@@ -241,6 +454,7 @@ impl StepTimeModel for Linear {
         (lo, at_lo)
     }
 
+    /// [`Run::weighted`], or in 128 bits.
     fn decode_run_weighted(
         &self,
         batch: u64,
@@ -249,33 +463,20 @@ impl StepTimeModel for Linear {
         w_first: u64,
         w_slope: u64,
     ) -> (SimDuration, u128) {
-        let p = &self.p;
-        let fixed =
-            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
-        if steps == 0 || fixed == 0 {
-            // No steps, or steps that may hit the 1 ns floor: add them one by one.
-            let mut total = SimDuration::ZERO;
-            let mut weighted = 0u128;
-            for i in 0..steps {
-                let d = self.decode(batch, kv_first + batch * i);
-                weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
-                total = total + d;
-            }
-            return (total, weighted);
+        let narrow = match steps {
+            0 => None,
+            _ => self.run(batch, kv_first),
+        };
+        match narrow.and_then(|r| r.weighted(steps, w_first, w_slope)) {
+            Some((total, weighted)) => (saturated(total), weighted),
+            None => self.decode_run_weighted_wide(batch, kv_first, steps, w_first, w_slope),
         }
-        // d_j = fixed + ⌊(a·j + b) / 1000⌋ with a = c·batch, b = c·kv_first.
-        let n = u128::from(steps);
-        let a = u128::from(p.decode_per_kv_token_ps) * u128::from(batch);
-        let b = u128::from(p.decode_per_kv_token_ps) * u128::from(kv_first);
-        let (f, g, _) = floor_sums(a, b, 1000, n - 1);
-        let (w0, ws) = (u128::from(w_first), u128::from(w_slope));
-        let total = fixed * n + f;
-        // Σ (w0 + ws·j)(fixed + ⌊…⌋) = fixed·(n·w0 + ws·n(n−1)/2) + w0·Σ⌊…⌋ + ws·Σ j⌊…⌋.
-        let weighted = fixed * (n * w0 + ws * n * (n - 1) / 2) + w0 * f + ws * g;
-        (
-            SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64),
-            weighted,
-        )
+    }
+
+    /// [`Run`] as a [`FloorLine`], for runs of up to 2²⁰ steps that fit it.
+    fn decode_floor_line(&self, batch: u64, kv_first: u64, steps: u64) -> Option<FloorLine> {
+        let r = self.run(batch, kv_first)?;
+        FloorLine::new(r.base.into(), r.slope.into(), r.rest, r.part, 1000, steps)
     }
 
     fn describe(&self) -> String {
@@ -291,168 +492,5 @@ impl StepTimeModel for Linear {
     }
 }
 
-/// `Σ_{i=0}^{n} ⌊(a·i + b)/c⌋` alone (the first component of [`floor_sums`], cheaper).
-pub fn floor_sum(a: u128, b: u128, c: u128, n: u128) -> u128 {
-    let mut ans = 0u128;
-    let (mut a, mut b) = (a, b);
-    if a >= c {
-        ans += n * (n + 1) / 2 * (a / c);
-        a %= c;
-    }
-    if b >= c {
-        ans += (n + 1) * (b / c);
-        b %= c;
-    }
-    if a == 0 {
-        return ans;
-    }
-    let m = (a * n + b) / c;
-    if m == 0 {
-        return ans;
-    }
-    // Counting lattice points the other way: Σ = n·m − Σ_{j=0}^{m−1} ⌊(c·j + c − b − 1)/a⌋.
-    ans + n * m - floor_sum(c, c - b - 1, a, m - 1)
-}
-
-/// `(Σ_{i=0}^{n} ⌊(a·i + b)/c⌋, Σ i·⌊…⌋, Σ ⌊…⌋²)`, exactly, by the Euclid-like reduction
-/// (each level swaps the roles of `a` and `c`, so the depth is O(log c)).
-pub fn floor_sums(a: u128, b: u128, c: u128, n: u128) -> (u128, u128, u128) {
-    let s1 = n * (n + 1) / 2;
-    if a == 0 {
-        let q = b / c;
-        return ((n + 1) * q, q * s1, (n + 1) * q * q);
-    }
-    if a >= c || b >= c {
-        let (qa, qb) = (a / c, b / c);
-        let (f, g, h) = floor_sums(a % c, b % c, c, n);
-        let s2 = n * (n + 1) * (2 * n + 1) / 6;
-        return (
-            f + qa * s1 + qb * (n + 1),
-            g + qa * s2 + qb * s1,
-            h + qa * qa * s2 + qb * qb * (n + 1) + 2 * qa * qb * s1 + 2 * qb * f + 2 * qa * g,
-        );
-    }
-    let m = (a * n + b) / c;
-    if m == 0 {
-        return (0, 0, 0);
-    }
-    let (f, g, h) = floor_sums(c, c - b - 1, a, m - 1);
-    let f2 = n * m - f;
-    let g2 = (m * n * (n + 1) - h - f) / 2;
-    let h2 = n * m * (m + 1) - 2 * g - 2 * f - f2;
-    (f2, g2, h2)
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use proptest::prelude::*;
-
-    fn model(kv_ps: u64) -> Linear {
-        Linear::new(LinearStepTime {
-            decode_base_ns: 35_000_000,
-            decode_per_seq_ns: 300_000,
-            decode_per_kv_token_ps: kv_ps,
-            prefill_base_ns: 10_000_000,
-            prefill_per_token_ps: 120_000_000,
-        })
-    }
-
-    #[test]
-    fn a_mixed_step_by_hand() {
-        use crate::cost::MixedStep;
-        // 35 ms + 10 × 0.3 ms + 500 prompt tokens × 120 µs + (20 000 + 600) KV × 0.15 ns.
-        let step = MixedStep {
-            decode_seqs: 10,
-            decode_kv_tokens: 20_000,
-            prefill_seqs: 1,
-            prefill_tokens: 500,
-            prefill_kv_tokens: 600,
-        };
-        assert_eq!(
-            model(150).mixed(step).as_ns(),
-            35_000_000 + 3_000_000 + 60_000_000 + 3_090
-        );
-        // Without prompt tokens it is a decode step.
-        let decode = MixedStep {
-            decode_seqs: 50,
-            decode_kv_tokens: 100_000,
-            ..MixedStep::default()
-        };
-        assert_eq!(model(150).mixed(decode), model(150).decode(50, 100_000));
-    }
-
-    #[test]
-    fn one_decode_step_by_hand() {
-        // 35 ms + 50 × 0.3 ms + 100 000 tokens × 0.15 ns = 35 + 15 + 0.015 ms.
-        assert_eq!(model(150).decode(50, 100_000).as_ns(), 50_015_000);
-        // Prefill of 300 tokens: 10 ms + 300 × 120 µs = 46 ms.
-        assert_eq!(model(0).prefill(1, 300).as_ns(), 46_000_000);
-    }
-
-    proptest! {
-        #[test]
-        fn floor_sums_match_the_loops(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
-            let fl = |i: u128| (a * i + b) / c;
-            let f: u128 = (0..=n).map(fl).sum();
-            let g: u128 = (0..=n).map(|i| i * fl(i)).sum();
-            let h: u128 = (0..=n).map(|i| fl(i) * fl(i)).sum();
-            prop_assert_eq!(floor_sums(a, b, c, n), (f, g, h));
-        }
-
-        #[test]
-        fn floor_sum_is_the_first_floor_sum(a in 0u128..3000, b in 0u128..3000, c in 1u128..2000, n in 0u128..200) {
-            prop_assert_eq!(floor_sum(a, b, c, n), floor_sums(a, b, c, n).0);
-        }
-
-        #[test]
-        fn the_weighted_run_equals_the_loop(kv_ps in 0u64..200_000, batch in 1u64..2000, kv0 in 0u64..10_000_000, steps in 0u64..300, w0 in 0u64..10_000_000, ws in 0u64..2000) {
-            let m = model(kv_ps);
-            let mut total = SimDuration::ZERO;
-            let mut weighted = 0u128;
-            for i in 0..steps {
-                let d = m.decode(batch, kv0 + batch * i);
-                weighted += u128::from(w0 + ws * i) * u128::from(d.as_ns());
-                total = total + d;
-            }
-            prop_assert_eq!(m.decode_run_weighted(batch, kv0, steps, w0, ws), (total, weighted));
-        }
-
-        #[test]
-        fn the_steps_at_most_a_limit_are_counted_exactly(kv_ps in 0u64..200_000, base in 0u64..3, batch in 1u64..500, kv0 in 0u64..1_000_000, steps in 0u64..300, slack in 0u64..2_000_000) {
-            let mut m = model(kv_ps);
-            if base < 2 {
-                m.p.decode_base_ns = base;
-                m.p.decode_per_seq_ns = 0;
-            }
-            // A limit near the run's durations.
-            let limit = m.decode(batch, kv0).as_ns().saturating_sub(1_000_000) + slack;
-            let counted = (0..steps).take_while(|&i| m.decode(batch, kv0 + batch * i).as_ns() <= limit).count() as u64;
-            prop_assert_eq!(m.decode_steps_at_most(batch, kv0, steps, limit), counted);
-        }
-
-        #[test]
-        fn decode_run_equals_the_sum_of_steps(kv_ps in 0u64..5000, batch in 1u64..500, kv0 in 0u64..1_000_000, steps in 0u64..400) {
-            let m = model(kv_ps);
-            let direct = (0..steps).fold(SimDuration::ZERO, |acc, i| acc + m.decode(batch, kv0 + batch * i));
-            prop_assert_eq!(m.decode_run(batch, kv0, steps), direct);
-        }
-
-        #[test]
-        fn the_searched_prefix_is_the_longest_below_the_budget(kv_ps in 0u64..5000, batch in 1u64..500, kv0 in 0u64..1_000_000, most in 0u64..400, budget_ms in 0u64..20_000) {
-            let m = model(kv_ps);
-            let budget = SimDuration::from_ns(budget_ms * 1_000_000);
-            // The one pass every model may use, step by step.
-            let (mut steps, mut total) = (0u64, SimDuration::ZERO);
-            while steps < most {
-                let next = total + m.decode(batch, kv0 + batch * steps);
-                if next >= budget {
-                    break;
-                }
-                total = next;
-                steps += 1;
-            }
-            prop_assert_eq!(m.decode_run_within(batch, kv0, most, budget), (steps, total));
-        }
-    }
-}
+mod tests;

@@ -4,11 +4,14 @@
 //! attended) or of a prefill batch (given the tokens computed). Models are behind one small
 //! trait so that the roofline model can join the linear one.
 
+pub mod floors;
 pub mod linear;
 pub mod roofline;
 pub mod table;
 
 use crate::memory::{HardwareSpec, MemoryDerivation, MemoryModel, ModelSpec};
+pub use floors::FloorLine;
+
 use crate::settings::{keys, Bad, Values};
 use crate::time::SimDuration;
 use crate::workload::WorkloadSpec;
@@ -285,8 +288,51 @@ pub trait StepTimeModel: Send + Sync {
         most
     }
 
+    /// The `steps` decode steps of a constant `batch` from `kv_first` as one line of floors,
+    /// each step exactly [`decode`](Self::decode)'s, when the model has one for the whole run
+    /// (the default: none). [`DecodeSteps`] then answers for the run — a step, a prefix's
+    /// time, the steps ended by a time, the steps up to a duration — in a few integer
+    /// operations each, without calling the model.
+    fn decode_floor_line(&self, _batch: u64, _kv_first: u64, _steps: u64) -> Option<FloorLine> {
+        None
+    }
+
     /// A one-line description for reports.
     fn describe(&self) -> String;
+}
+
+/// The largest of `0, 1, …, hi` that satisfies `ok`, which holds for a prefix of them that
+/// includes 0: a galloping search from `guess` (any value; clamped to `hi`), O(log of its
+/// distance to the answer) calls.
+pub fn last_true(hi: u64, guess: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    // `lo` satisfies it; nothing above `up` does.
+    let (mut lo, mut up) = (0u64, hi);
+    let mut probe = guess.min(hi);
+    let mut step = 1u64;
+    while lo < up {
+        let holds = ok(probe);
+        match holds {
+            true => lo = lo.max(probe),
+            false => up = up.min(probe.saturating_sub(1)),
+        }
+        let next = match holds {
+            true => probe.saturating_add(step),
+            false => probe.saturating_sub(step),
+        };
+        if next < lo || next > up || next == probe {
+            break;
+        }
+        probe = next;
+        step = step.saturating_mul(2);
+    }
+    while lo < up {
+        let mid = lo + (up - lo).div_ceil(2);
+        match ok(mid) {
+            true => lo = mid,
+            false => up = mid - 1,
+        }
+    }
+    lo
 }
 
 /// How many of `0, 1, …, n − 1` satisfy `ok`, which holds for a prefix of them: a galloping
@@ -327,10 +373,21 @@ pub struct DecodeSteps<'a> {
     batch: u64,
     kv_first: u64,
     steps: u64,
-    /// Each step's end, ns from the run's start, when the model has no closed form; else empty.
-    ends: &'a [u64],
+    /// Where the answers come from.
+    priced: Priced<'a>,
     /// The run's duration, ns, when known.
     total: Option<u64>,
+}
+
+/// How a [`DecodeSteps`] knows its steps.
+#[derive(Clone, Copy)]
+enum Priced<'a> {
+    /// Each step's end, ns from the run's start (a model without a closed form).
+    Ends(&'a [u64]),
+    /// The model's line of floors ([`StepTimeModel::decode_floor_line`]).
+    Line(FloorLine),
+    /// The model's closed forms, asked each time.
+    Model,
 }
 
 impl<'a> DecodeSteps<'a> {
@@ -347,12 +404,22 @@ impl<'a> DecodeSteps<'a> {
             ends.len() as u64 == steps || (ends.is_empty() && model.closed_form_runs()),
             "invariant: a run without a closed form comes with its steps' ends"
         );
+        let priced = match ends {
+            [] => match model.decode_floor_line(batch, kv_first, steps) {
+                Some(line) if steps > 0 => {
+                    debug_assert_eq!(line.steps(), steps);
+                    Priced::Line(line)
+                }
+                _ => Priced::Model,
+            },
+            ends => Priced::Ends(ends),
+        };
         DecodeSteps {
             model,
             batch,
             kv_first,
             steps,
-            ends,
+            priced,
             total: None,
         }
     }
@@ -377,39 +444,43 @@ impl<'a> DecodeSteps<'a> {
     }
 
     /// The duration of step `j`, ns.
+    #[inline]
     pub fn duration(&self, j: u64) -> u64 {
-        match self.ends {
-            [] => self
-                .model
-                .decode(self.batch, self.kv_first + self.batch * j)
-                .as_ns(),
-            ends => {
+        match self.priced {
+            Priced::Line(line) => line.duration(j),
+            Priced::Ends(ends) => {
                 let j = j as usize;
                 ends[j] - if j == 0 { 0 } else { ends[j - 1] }
             }
+            Priced::Model => (self.model)
+                .decode(self.batch, self.kv_first + self.batch * j)
+                .as_ns(),
         }
     }
 
     /// The time from the run's start to the end of its first `n` steps, ns.
+    #[inline]
     pub fn elapsed(&self, n: u64) -> u64 {
-        match (self.ends, n) {
+        match (self.priced, n) {
             (_, 0) => 0,
             (_, n) if n == self.steps && self.total.is_some() => self.total.unwrap_or(0),
-            ([], _) => self.model.decode_run(self.batch, self.kv_first, n).as_ns(),
-            (ends, n) => ends[n as usize - 1],
+            (Priced::Line(line), n) => line.elapsed(n),
+            (Priced::Ends(ends), n) => ends[n as usize - 1],
+            (Priced::Model, n) => (self.model.decode_run(self.batch, self.kv_first, n)).as_ns(),
         }
     }
 
     /// How many of the steps end at most `t` ns after the run's start.
     pub fn ended_by(&self, t: u64) -> u64 {
-        match self.ends {
-            [] => {
+        match self.priced {
+            Priced::Line(line) => line.within(t.saturating_add(1)),
+            Priced::Ends(ends) => ends.partition_point(|&e| e <= t) as u64,
+            Priced::Model => {
                 let budget = SimDuration::from_ns(t.saturating_add(1));
                 (self.model)
                     .decode_run_within(self.batch, self.kv_first, self.steps, budget)
                     .0
             }
-            ends => ends.partition_point(|&e| e <= t) as u64,
         }
     }
 
@@ -417,12 +488,30 @@ impl<'a> DecodeSteps<'a> {
     /// they are [non-decreasing](Self::non_decreasing)).
     pub fn up_to(&self, from: u64, limit_ns: u64) -> u64 {
         let left = self.steps - from;
-        match self.ends {
-            [] => {
-                let kv = self.kv_first + self.batch * from;
-                (self.model).decode_steps_at_most(self.batch, kv, left, limit_ns)
+        let model = || {
+            let kv = self.kv_first + self.batch * from;
+            (self.model).decode_steps_at_most(self.batch, kv, left, limit_ns)
+        };
+        match self.priced {
+            Priced::Line(line) => line.up_to(from, limit_ns).unwrap_or_else(model),
+            Priced::Ends(_) if left == 0 => 0,
+            Priced::Ends(ends) => {
+                let duration = |j: u64| {
+                    let j = j as usize;
+                    ends[j] - if j == 0 { 0 } else { ends[j - 1] }
+                };
+                let (first, last) = (duration(from), duration(self.steps - 1));
+                if first > limit_ns || last <= limit_ns {
+                    return if first > limit_ns { 0 } else { left };
+                }
+                // The answer is between the first and the last step: a galloping search from
+                // where their durations, taken as a line, put it (a run's steps are close to
+                // one).
+                let rise = (limit_ns - first).saturating_mul(left - 1);
+                let guess = rise / (last - first);
+                last_true(left - 2, guess, |i| duration(from + i) <= limit_ns) + 1
             }
-            _ => leading(left, |i| self.duration(from + i) <= limit_ns),
+            Priced::Model => model(),
         }
     }
 
@@ -438,7 +527,10 @@ pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
         StepTimeSpec::Linear(l) | StepTimeSpec::LinearDefaults(l) => {
             Box::new(linear::Linear::new(l.clone()))
         }
-        StepTimeSpec::Roofline(r) => Box::new((**r).clone()),
-        StepTimeSpec::Table(t) => Box::new((**t).clone()),
+        StepTimeSpec::Roofline(r) => Box::new(roofline::PricedRoofline::new((**r).clone())),
+        StepTimeSpec::Table(t) => Box::new(table::PricedTable::new((**t).clone())),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -720,5 +720,9 @@ impl StepTimeModel for Roofline {
     }
 }
 
+mod priced;
+
+pub use priced::PricedRoofline;
+
 #[cfg(test)]
 mod tests;

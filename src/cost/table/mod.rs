@@ -22,9 +22,12 @@
 //! KV grows by the batch each step — has an exact closed form per KV segment
 //! ([`StepTimeModel::decode_run`]): sums of floors, as in the linear model.
 
+mod priced;
 pub mod read;
 
-use super::linear::floor_sums;
+pub use priced::PricedTable;
+
+use super::floors::floor_sums;
 use super::{MixedStep, StepTimeModel};
 use crate::time::SimDuration;
 
