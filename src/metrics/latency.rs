@@ -166,23 +166,52 @@ impl Distribution {
 
     /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
     /// histogram cannot tell apart, each `(the bucket's lowest value, count)`, into `groups`
-    /// (cleared first): `up_to(i, hi)` is how many of the values from the `i`-th on are at most
-    /// `hi` (a search or a closed form), so the cost is a few calls per bucket the values pass
-    /// through, whatever `n`.
-    pub fn sorted_groups(
-        &self,
-        n: u64,
-        value: impl Fn(u64) -> u64,
-        up_to: impl Fn(u64, u64) -> u64,
-        groups: &mut Vec<(u64, u64)>,
-    ) {
+    /// (cleared first).
+    ///
+    /// Each run's end is searched from a guess, the values' mean rise per step so far
+    /// extrapolated to the bucket's top: for values that rise about evenly (a run of decode
+    /// steps whose KV grows by the batch each step) the guess is right or one off, so a run
+    /// costs about two calls of `value`, the first value past it being the next run's start;
+    /// a wrong guess costs a galloping search from it, O(log) calls. The runs do not depend on
+    /// the guesses: any search finds the same ends of a non-decreasing sequence.
+    pub fn sorted_groups(&self, n: u64, value: impl Fn(u64) -> u64, groups: &mut Vec<(u64, u64)>) {
         groups.clear();
-        let mut i = 0;
-        while i < n {
-            let (lo, hi) = self.bucket(value(i));
-            let m = up_to(i, hi).clamp(1, n - i);
+        if n == 0 {
+            return;
+        }
+        let first = value(0);
+        let (mut i, mut v) = (0, first);
+        // The mean rise per step so far, `rise / steps`: at the start, from the first two values
+        // (the second is then `known`, for the first run's search).
+        let (mut rise, mut steps) = (0, 1);
+        let mut known = None;
+        if n > 1 {
+            let second = value(1);
+            rise = second - first;
+            known = Some(second);
+        }
+        loop {
+            let (lo, hi) = self.bucket(v);
+            let left = n - i;
+            let guess = match (hi - v).checked_mul(steps) {
+                Some(x) if rise > 0 => (x / rise + 1).min(left),
+                _ => left,
+            };
+            // The guess is right when the value at it is past the bucket and the one before is
+            // in it (or is the run's first).
+            let second = known.take();
+            let probe = (1 < guess && guess < left).then(|| value(i + guess));
+            let (m, next) = match probe {
+                Some(x) if x > hi && value(i + guess - 1) <= hi => (guess, Some(x)),
+                _ => run_end(&value, i, left, hi, guess, second),
+            };
             groups.push((lo, m));
             i += m;
+            match next {
+                Some(x) if i < n => v = x,
+                _ => break,
+            }
+            (rise, steps) = (v - first, i);
         }
     }
 
@@ -266,6 +295,55 @@ impl Distribution {
     }
 }
 
+/// How many of the non-decreasing values `value(i)`, …, `value(i + left − 1)` are at most
+/// `hi` (at least one: `value(i) ≤ hi`), and the first value past them if there is one; probed
+/// first at `guess` (the expected count, in `1..=left`) and `guess − 1`, then by galloping away
+/// from the guess and bisecting. `second`: `value(i + 1)` when already computed.
+fn run_end(
+    value: &impl Fn(u64) -> u64,
+    i: u64,
+    left: u64,
+    hi: u64,
+    guess: u64,
+    second: Option<u64>,
+) -> (u64, Option<u64>) {
+    // value(i + ok) ≤ hi; value(i + bad) > hi (it is `bad_v`), or bad = left.
+    let (mut ok, mut bad, mut bad_v) = (0, left, None);
+    let probes = [(1, second), (guess, None), (guess - 1, None)];
+    for (j, x) in probes {
+        if ok < j && j < bad {
+            let x = x.unwrap_or_else(|| value(i + j));
+            if x <= hi {
+                ok = j;
+            } else {
+                (bad, bad_v) = (j, Some(x));
+            }
+        }
+    }
+    // The count is `bad`: gallop on from the guess's side, then bisect once bracketed.
+    let up = ok + 1 >= guess;
+    let (mut step, mut bisect) = (1, false);
+    while ok + 1 < bad {
+        let j = if bisect {
+            ok + (bad - ok) / 2
+        } else if up {
+            (ok + step).min(bad - 1)
+        } else {
+            bad - step.min(bad - ok - 1)
+        };
+        let x = value(i + j);
+        if x <= hi {
+            ok = j;
+            bisect |= !up;
+        } else {
+            (bad, bad_v) = (j, Some(x));
+            bisect |= up;
+        }
+        step = step.saturating_mul(2);
+    }
+    (bad, bad_v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -340,9 +418,8 @@ mod tests {
             for i in 0..n {
                 each.add_n(value(i), weight);
             }
-            let up_to = |i: u64, hi: u64| (i..n).take_while(|&j| value(j) <= hi).count() as u64;
             let sum: u128 = (0..n).map(|i| u128::from(value(i))).sum();
-            runs.sorted_groups(n, value, up_to, &mut groups);
+            runs.sorted_groups(n, value, &mut groups);
             assert!(groups.len() as u64 <= n);
             runs.add_groups(&groups, weight, sum);
         }
@@ -351,6 +428,58 @@ mod tests {
         for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
             assert_eq!(runs.quantile(q), each.quantile(q));
         }
+    }
+
+    /// Runs of values the histogram cannot tell apart, one value at a time (the definition).
+    fn groups_one_by_one(d: &Distribution, values: &[u64]) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &v in values {
+            let lo = d.hist.lowest_equivalent(v);
+            match out.last_mut() {
+                Some((l, m)) if *l == lo => *m += 1,
+                _ => out.push((lo, 1)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sorted_groups_are_the_runs_of_equivalent_values_whatever_the_rise() {
+        use rand::{Rng, RngExt, SeedableRng};
+        let d = Distribution::nanos_as_ms();
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(17);
+        let mut groups = Vec::new();
+        for case in 0..3_000u64 {
+            let n = 1 + rng.random_range(0..400u64);
+            let start: u64 = match case % 4 {
+                0 => rng.random_range(0..5_000),
+                1 => rng.random_range(1_000_000..200_000_000),
+                // Just below a power of two, where the buckets double.
+                2 => (1u64 << rng.random_range(12..40u32))
+                    .saturating_sub(rng.random_range(0..20_000)),
+                _ => rng.next_u64() >> rng.random_range(1..30u32),
+            };
+            // Even rises with floor rounding (decode steps), uneven ones, flat stretches, jumps.
+            let slope_ps = rng.random_range(0..50_000_000u64) >> rng.random_range(0..20u32);
+            let jumpy = case % 3 == 0;
+            let mut values = Vec::with_capacity(n as usize);
+            let mut extra = 0u64;
+            for j in 0..n {
+                if jumpy && rng.random_range(0..10) == 0 {
+                    extra += rng.random_range(0..3_000_000u64) >> rng.random_range(0..12u32);
+                }
+                values.push(start.saturating_add(slope_ps * j / 1000 + extra));
+            }
+            d.sorted_groups(n, |i| values[i as usize], &mut groups);
+            assert_eq!(groups, groups_one_by_one(&d, &values), "case {case}");
+        }
+        // Constant values are one run; a single value is one.
+        d.sorted_groups(1000, |_| 77_777, &mut groups);
+        assert_eq!(groups, [(d.hist.lowest_equivalent(77_777), 1000)]);
+        d.sorted_groups(1, |_| 5, &mut groups);
+        assert_eq!(groups, [(5, 1)]);
+        d.sorted_groups(0, |_| 5, &mut groups);
+        assert!(groups.is_empty());
     }
 
     #[test]

@@ -147,9 +147,7 @@ impl Recorder<'_> {
         };
         // Steps `from..to` as runs of gaps the histograms cannot tell apart.
         let groups = |d: &Distribution, from: u64, to: u64, out: &mut Vec<(u64, u64)>| {
-            let value = |i: u64| gap(from + i);
-            let up_to = |i: u64, hi: u64| run.up_to(from + i, hi.saturating_sub(per_token));
-            d.sorted_groups(to - from, value, up_to, out);
+            d.sorted_groups(to - from, |i| gap(from + i), out);
         };
         let elapsed_k = (at - start).as_ns();
         // The steps from `from` on end after the steady window's start: their gaps go into its
