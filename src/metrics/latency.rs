@@ -70,7 +70,7 @@ impl Distribution {
     /// as given). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
         let x = x.max(0.0);
-        let v = x.round() as u64;
+        let v = round_to_u64(x);
         // `record` grows the histogram; only beyond its 2^62 ceiling does it saturate.
         if self.hist.record(v).is_err() {
             self.hist.saturating_record(v);
@@ -83,8 +83,13 @@ impl Distribution {
     /// `v as f64`, whose rounding is then the identity.
     pub fn add_int(&mut self, v: u64) {
         let x = v as f64;
-        // `x` is integral, so it is its own rounding (`add` would record `x.round() as u64`).
-        let r = x as u64;
+        // `x` is integral, so it is its own rounding (`add` would record `x.round() as u64`),
+        // and up to 2^53 it is `v` exactly.
+        let r = if v <= 1 << f64::MANTISSA_DIGITS {
+            v
+        } else {
+            x as u64
+        };
         if self.hist.record(r).is_err() {
             self.hist.saturating_record(r);
         }
@@ -180,16 +185,11 @@ impl Distribution {
             return;
         }
         let first = value(0);
+        // The second value, for the first guess (and then as a probe of the first run).
+        let second = if n > 1 { value(1) } else { first };
         let (mut i, mut v) = (0, first);
-        // The mean rise per step so far, `rise / steps`: at the start, from the first two values
-        // (the second is then `known`, for the first run's search).
-        let (mut rise, mut steps) = (0, 1);
-        let mut known = None;
-        if n > 1 {
-            let second = value(1);
-            rise = second - first;
-            known = Some(second);
-        }
+        // The mean rise per step so far is `rise / steps`.
+        let (mut rise, mut steps) = (second - first, 1);
         loop {
             let (lo, hi) = self.bucket(v);
             let left = n - i;
@@ -197,13 +197,36 @@ impl Distribution {
                 Some(x) if rise > 0 => (x / rise + 1).min(left),
                 _ => left,
             };
+            let at = |j: u64| {
+                if i == 0 && j == 1 {
+                    second
+                } else {
+                    value(i + j)
+                }
+            };
             // The guess is right when the value at it is past the bucket and the one before is
-            // in it (or is the run's first).
-            let second = known.take();
-            let probe = (1 < guess && guess < left).then(|| value(i + guess));
-            let (m, next) = match probe {
-                Some(x) if x > hi && value(i + guess - 1) <= hi => (guess, Some(x)),
-                _ => run_end(&value, i, left, hi, guess, second),
+            // in it (or is the run's first); for the rest of the run, when its last value is in.
+            let (m, next) = if guess < left {
+                let x = at(guess);
+                if x <= hi {
+                    run_end(&at, hi, guess, left, None, true)
+                } else if guess == 1 {
+                    (1, Some(x))
+                } else {
+                    let y = at(guess - 1);
+                    if y <= hi {
+                        (guess, Some(x))
+                    } else {
+                        run_end(&at, hi, 0, guess - 1, Some(y), false)
+                    }
+                }
+            } else {
+                let y = at(left - 1);
+                if y <= hi || left == 1 {
+                    (left, None)
+                } else {
+                    run_end(&at, hi, 0, left - 1, Some(y), false)
+                }
             };
             groups.push((lo, m));
             i += m;
@@ -295,33 +318,31 @@ impl Distribution {
     }
 }
 
-/// How many of the non-decreasing values `value(i)`, …, `value(i + left − 1)` are at most
-/// `hi` (at least one: `value(i) ≤ hi`), and the first value past them if there is one; probed
-/// first at `guess` (the expected count, in `1..=left`) and `guess − 1`, then by galloping away
-/// from the guess and bisecting. `second`: `value(i + 1)` when already computed.
-fn run_end(
-    value: &impl Fn(u64) -> u64,
-    i: u64,
-    left: u64,
-    hi: u64,
-    guess: u64,
-    second: Option<u64>,
-) -> (u64, Option<u64>) {
-    // value(i + ok) ≤ hi; value(i + bad) > hi (it is `bad_v`), or bad = left.
-    let (mut ok, mut bad, mut bad_v) = (0, left, None);
-    let probes = [(1, second), (guess, None), (guess - 1, None)];
-    for (j, x) in probes {
-        if ok < j && j < bad {
-            let x = x.unwrap_or_else(|| value(i + j));
-            if x <= hi {
-                ok = j;
-            } else {
-                (bad, bad_v) = (j, Some(x));
-            }
-        }
+/// `x.round() as u64` for `x ≥ 0` (or NaN): below 2^52 the fraction `x − ⌊x⌋` is exact, so the
+/// rounding (half away from zero) is a truncation and one comparison rather than a libm call
+/// on the baseline x86-64 target; above it every double is an integer already.
+fn round_to_u64(x: f64) -> u64 {
+    if (0.0..4_503_599_627_370_496.0).contains(&x) {
+        // (Through i64: one conversion instruction, exact in this range.)
+        let t = x as i64;
+        (t + i64::from(x - t as f64 >= 0.5)) as u64
+    } else {
+        x.round() as u64
     }
-    // The count is `bad`: gallop on from the guess's side, then bisect once bracketed.
-    let up = ok + 1 >= guess;
+}
+
+/// The end of a run of values at most `hi` among the non-decreasing `at(0)`, …: its length
+/// `bad` and the first value past it, `at(bad)` (`None` at the end, `left`), given
+/// `at(ok) ≤ hi` and `at(bad) = bad_v > hi` (or `bad = left`); found by galloping from the
+/// guess's side (`up`: from `ok`, else from `bad`), then bisecting once bracketed.
+fn run_end(
+    at: &impl Fn(u64) -> u64,
+    hi: u64,
+    mut ok: u64,
+    mut bad: u64,
+    mut bad_v: Option<u64>,
+    up: bool,
+) -> (u64, Option<u64>) {
     let (mut step, mut bisect) = (1, false);
     while ok + 1 < bad {
         let j = if bisect {
@@ -331,7 +352,7 @@ fn run_end(
         } else {
             bad - step.min(bad - ok - 1)
         };
-        let x = value(i + j);
+        let x = at(j);
         if x <= hi {
             ok = j;
             bisect |= !up;
@@ -480,6 +501,39 @@ mod tests {
         assert_eq!(groups, [(5, 1)]);
         d.sorted_groups(0, |_| 5, &mut groups);
         assert!(groups.is_empty());
+    }
+
+    #[test]
+    fn the_fast_rounding_is_f64_round() {
+        let two52 = 4_503_599_627_370_496.0_f64;
+        let mut xs = vec![
+            f64::NAN,
+            f64::INFINITY,
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            1e6 + 0.5,
+            1e6 - 0.5,
+            two52 - 0.5,
+            two52 - 1.5,
+            two52,
+            two52 * 4.0 + 4.0,
+            1e30,
+        ];
+        for i in 0..100_000u32 {
+            let x = f64::from(i) * 0.25 + f64::from(i % 7) * 1e-9;
+            xs.extend([x, x * 1234.567, (f64::from(i) * 0.37).exp2()]);
+        }
+        for x in xs {
+            assert_eq!(round_to_u64(x), x.round() as u64, "{x:e}");
+        }
+        let mut d = Distribution::plain();
+        d.add_int(u64::MAX);
+        d.add_int((1 << 53) + 1);
+        assert_eq!(d.count(), 2);
     }
 
     #[test]

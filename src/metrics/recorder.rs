@@ -170,6 +170,9 @@ pub struct Recorder<'a> {
     /// Snapshot times: the user's observations and the minute marks, sorted.
     observe_at: Vec<(SimTime, SnapshotKind)>,
     next_obs: usize,
+    /// The next instant a point or an observation is due (see [`Recorder::next_snapshot_at`]),
+    /// kept up to date by whatever moves one of them.
+    next_due: SimTime,
     observations: Vec<Sample>,
     minutes: Vec<Sample>,
 
@@ -198,7 +201,7 @@ impl<'a> Recorder<'a> {
         steady_from: SteadyFrom,
     ) -> Self {
         let csv_ns = interval.as_ns().max(1);
-        Recorder {
+        let mut r = Recorder {
             last_t: SimTime::ZERO,
             state: ServerState {
                 kv_capacity_tokens,
@@ -261,6 +264,7 @@ impl<'a> Recorder<'a> {
                 v
             },
             next_obs: 0,
+            next_due: SimTime::ZERO,
             observations: Vec::new(),
             minutes: Vec::new(),
             latency: Latencies::default(),
@@ -270,7 +274,9 @@ impl<'a> Recorder<'a> {
             overhead: Overhead::default(),
             engine_latency: None,
             decode_round_ns: Vec::new(),
-        }
+        };
+        r.refresh_due();
+        r
     }
 
     /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
@@ -352,11 +358,17 @@ impl<'a> Recorder<'a> {
 
     /// The next instant at which a time-series point or an observation is due.
     pub fn next_snapshot_at(&self) -> SimTime {
+        self.next_due
+    }
+
+    /// Recompute [`Recorder::next_snapshot_at`] after a point, an observation or a new
+    /// observation time.
+    fn refresh_due(&mut self) {
         let obs = self
             .observe_at
             .get(self.next_obs)
             .map_or(SimTime::MAX, |&(t, _)| t);
-        obs.min(self.next_sample_at())
+        self.next_due = obs.min(self.next_sample_at());
     }
 
     /// The next time-series point of either series.
@@ -397,6 +409,9 @@ impl<'a> Recorder<'a> {
 
     /// Emit every time-series point and observation strictly before `t` (the next event time).
     pub fn advance_to(&mut self, t: SimTime) {
+        if t <= self.next_due {
+            return;
+        }
         loop {
             let obs = self
                 .observe_at
@@ -419,6 +434,7 @@ impl<'a> Recorder<'a> {
                 _ => break,
             }
         }
+        self.refresh_due();
     }
 
     fn take_snapshot(&mut self, at: SimTime, kind: SnapshotKind) {
@@ -524,6 +540,7 @@ impl<'a> Recorder<'a> {
                 + self.observe_at[self.next_obs..]
                     .partition_point(|&o| o <= (now, SnapshotKind::StartUp));
             self.observe_at.insert(i, (now, SnapshotKind::StartUp));
+            self.refresh_due();
         }
     }
 
@@ -554,8 +571,13 @@ impl<'a> Recorder<'a> {
                 w.1 = w.1.saturating_sub(1);
             }
         }
-        self.record(now, r, true);
-        self.count_startup(now, r.seq);
+        if self.keep_requests || self.request_sink.is_some() {
+            self.record(now, r, true);
+        }
+        // Once the start-up has cleared there is nothing left to count.
+        if self.cohort.cleared_at.is_none() {
+            self.count_startup(now, r.seq);
+        }
         self.completed += 1;
         self.first_completion.get_or_insert(now);
         self.window_completions.push_back(now);
