@@ -5,6 +5,8 @@
 //! The mean, minimum and maximum are exact. Memory is a few tens of kilobytes per distribution,
 //! independent of the run's length.
 
+use std::borrow::Cow;
+
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -22,7 +24,14 @@ pub struct Distribution {
     sum: f64,
     /// Σ of the values added with [`Distribution::add_n`], exact (order-independent).
     sum_exact: u128,
+    /// The latest values given to [`Distribution::add_int`], all equal, not yet in the
+    /// histogram: `(value, how many)` (a histogram keeps counts, so when they go in does not
+    /// matter; every reader sees them).
+    pending: (u64, u64),
 }
+
+/// Every integer up to this one is a double.
+const EXACT_F64: u64 = 1 << f64::MANTISSA_DIGITS;
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -63,6 +72,7 @@ impl Distribution {
             count: 0,
             sum: 0.0,
             sum_exact: 0,
+            pending: (0, 0),
         }
     }
 
@@ -81,20 +91,44 @@ impl Distribution {
 
     /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
     /// `v as f64`, whose rounding is then the identity.
+    #[inline]
     pub fn add_int(&mut self, v: u64) {
-        let x = v as f64;
-        // `x` is integral, so it is its own rounding (`add` would record `x.round() as u64`),
-        // and up to 2^53 it is `v` exactly.
-        let r = if v <= 1 << f64::MANTISSA_DIGITS {
-            v
+        /// `v as f64 as u64`, out of line (else it is computed on both paths).
+        #[cold]
+        #[inline(never)]
+        fn rounded(v: u64) -> u64 {
+            v as f64 as u64
+        }
+        // `v as f64` is integral, so it is its own rounding (`add` would record
+        // `x.round() as u64`), and up to 2^53 it is `v` exactly.
+        let r = if v <= EXACT_F64 { v } else { rounded(v) };
+        // Equal values in a row (a queueing time of 0 while nothing waits) go in at once.
+        if self.pending.0 == r && self.pending.1 > 0 {
+            self.pending.1 += 1;
         } else {
-            x as u64
-        };
-        if self.hist.record(r).is_err() {
-            self.hist.saturating_record(r);
+            let (held, n) = std::mem::replace(&mut self.pending, (r, 1));
+            self.record_run(held, n);
         }
         self.count += 1;
-        self.sum += x;
+        self.sum += v as f64;
+    }
+
+    /// Put the values [`Distribution::add_int`] holds back into the histogram.
+    pub fn flush(&mut self) {
+        let (v, n) = std::mem::take(&mut self.pending);
+        self.record_run(v, n);
+    }
+
+    /// The histogram with the values held back in it.
+    fn histogram(&self) -> Cow<'_, Histogram<u64>> {
+        match self.pending {
+            (_, 0) => Cow::Borrowed(&self.hist),
+            _ => {
+                let mut d = self.clone();
+                d.flush();
+                Cow::Owned(d.hist)
+            }
+        }
     }
 
     /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
@@ -125,8 +159,9 @@ impl Distribution {
     /// values counted here with the `count_*` methods and recorded in `other`. The per-bucket
     /// counts are exact, so the percentiles are those of recording each value here.
     pub fn merge_histogram(&mut self, other: &Distribution) {
+        self.flush();
         self.hist
-            .add(&other.hist)
+            .add(&*other.histogram())
             .expect("invariant: a histogram of the same precision can take another's counts");
     }
 
@@ -145,28 +180,31 @@ impl Distribution {
 
     /// Add each `(v, n)` as [`Distribution::add_n`] does, recording runs of values the histogram
     /// cannot tell apart as one (the result is the same, with fewer histogram updates: the
-    /// histogram keeps a count per bucket, whatever its size when a value comes).
-    pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) {
-        // The run's value, its count, and the values the histogram cannot tell from it (the
-        // bucket's bounds, so that each value costs two comparisons).
-        let mut run: Option<(u64, u64, u64, u64)> = None;
+    /// histogram keeps a count per bucket, whatever its size when a value comes). Returns the
+    /// count and the exact sum added.
+    pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) -> (u64, u128) {
+        let mut values = values.into_iter();
+        let Some((v, n)) = values.next() else {
+            return (0, 0);
+        };
+        // The current run's count and the values the histogram cannot tell from its first (the
+        // bucket's bounds, so that each value costs two comparisons); the totals added.
+        let ((mut lo, mut hi), mut m) = (self.bucket(v), n);
+        let (mut count, mut sum) = (n, u128::from(v) * u128::from(n));
         for (v, n) in values {
-            self.sum_exact += u128::from(v) * u128::from(n);
-            self.count += n;
-            match run.as_mut() {
-                Some((_, m, lo, hi)) if (*lo..=*hi).contains(&v) => *m += n,
-                _ => {
-                    if let Some((_, m, lo, _)) = run.take() {
-                        self.record_run(lo, m);
-                    }
-                    let (lo, hi) = self.bucket(v);
-                    run = Some((v, n, lo, hi));
-                }
+            count += n;
+            sum += u128::from(v) * u128::from(n);
+            if lo <= v && v <= hi {
+                m += n;
+            } else {
+                self.record_run(lo, m);
+                ((lo, hi), m) = (self.bucket(v), n);
             }
         }
-        if let Some((_, m, lo, _)) = run {
-            self.record_run(lo, m);
-        }
+        self.record_run(lo, m);
+        self.count += count;
+        self.sum_exact += sum;
+        (count, sum)
     }
 
     /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
@@ -288,7 +326,7 @@ impl Distribution {
         if self.count == 0 {
             return 0.0;
         }
-        self.hist.value_at_quantile(q) as f64 / self.divisor
+        self.histogram().value_at_quantile(q) as f64 / self.divisor
     }
 
     /// Mean and p50/p90/p99 (all 0 when empty).
@@ -534,6 +572,45 @@ mod tests {
         d.add_int(u64::MAX);
         d.add_int((1 << 53) + 1);
         assert_eq!(d.count(), 2);
+    }
+
+    #[test]
+    fn values_held_back_count_in_every_reading() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(3);
+        // `add` records each value at once: the reference.
+        let (mut held, mut each) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        let (mut other, mut other_each) =
+            (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        for i in 0..20_000u64 {
+            // Runs of zeros and of other equal values, and values beyond 2^53.
+            let v = match rng.random_range(0..4) {
+                0 => 0,
+                1 => 1_000_000 * (i / 100),
+                2 => rng.random_range(0..10_000_000_000),
+                _ => u64::MAX - rng.random_range(0..3),
+            };
+            held.add_int(v);
+            each.add(v as f64);
+            if i % 3 == 0 {
+                other.add_int(v / 2);
+                other_each.add((v / 2) as f64);
+            }
+            if i % 4999 == 0 {
+                // Read while values are held back.
+                assert_eq!(held.stats(), each.stats(), "at {i}");
+            }
+        }
+        assert_eq!(held.stats(), each.stats());
+        held.merge_histogram(&other);
+        each.merge_histogram(&other_each);
+        for q in [0.0, 0.01, 0.3, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(held.quantile(q), each.quantile(q), "q {q}");
+        }
+        held.flush();
+        assert_eq!(held.stats(), each.stats());
+        assert_eq!(held.cdf_points(50), each.cdf_points(50));
+        assert_eq!(held.hist.len(), each.hist.len());
     }
 
     #[test]

@@ -464,7 +464,7 @@ impl<'a> Recorder<'a> {
         // Every recorded completion happened at or before `at` (points are emitted in order).
         let in_window = self.window_completions.len() as f64;
         let dt = u128::from(at.saturating_since(self.last_t).as_ns());
-        let ns_to_s = |x: u128| x as f64 / NS_PER_S as f64;
+        let ns_to_s = |x: u128| u128_to_f64(x) / NS_PER_S as f64;
         let t_s = at.as_secs_f64();
         Sample {
             t_s,
@@ -490,7 +490,7 @@ impl<'a> Recorder<'a> {
             arrived: self.arrived.max(self.sent),
             backlog: self.in_flight + self.arrived.saturating_sub(self.sent),
             sum_e2e_s: ns_to_s(self.sum_e2e_ns),
-            sum_e2e_sq_s2: self.sum_e2e_sq_ns2 as f64 / (NS_PER_S as f64 * NS_PER_S as f64),
+            sum_e2e_sq_s2: u128_to_f64(self.sum_e2e_sq_ns2) / (NS_PER_S as f64 * NS_PER_S as f64),
             in_flight_integral_s: ns_to_s(self.int_in_flight + dt * u128::from(self.in_flight)),
             running_integral_s: ns_to_s(self.int_running + dt * u128::from(self.state.running)),
             queued_integral_s: ns_to_s(self.int_queued + dt * u128::from(self.state.queued)),
@@ -675,8 +675,16 @@ impl<'a> Recorder<'a> {
                 x as f64 / end.as_ns() as f64
             }
         };
-        // Values of the steady window were counted in the whole run's distributions but
-        // recorded in the steady window's histograms only.
+        // Values held back from the histograms go in; those of the steady window were counted
+        // in the whole run's distributions but recorded in the steady window's histograms only.
+        self.latency.flush();
+        self.steady_latency.flush();
+        self.output_dist.flush();
+        self.prompt_dist.flush();
+        if let Some(e) = self.engine_latency.as_mut() {
+            e.ttft_ms.flush();
+            e.e2e_ms.flush();
+        }
         self.latency.merge_histograms(&self.steady_latency);
         let cap = self.state.kv_capacity_tokens as f64;
         let lines_until_s = self.last_decode_line_at.as_secs_f64();
@@ -748,6 +756,21 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// `x as f64`, converting 64 bits when `x` fits (the same nearest double of the same integer):
+/// LLVM otherwise calls the 128-bit conversion routine, even on both paths of a branch,
+/// unless it is out of line.
+fn u128_to_f64(x: u128) -> f64 {
+    #[cold]
+    #[inline(never)]
+    fn wide(x: u128) -> f64 {
+        x as f64
+    }
+    match u64::try_from(x) {
+        Ok(x) => x as f64,
+        Err(_) => wide(x),
+    }
+}
+
 /// Record a completed request's latencies as the client sees them (`first`: when its first
 /// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
 /// received); its queueing time counts from reaching the engine's queue to admission.
@@ -793,6 +816,20 @@ fn record_latencies(
 }
 
 impl Latencies {
+    /// Put the values held back ([`Distribution::flush`]) into the histograms.
+    fn flush(&mut self) {
+        for d in [
+            &mut self.ttft_ms,
+            &mut self.tpot_ms,
+            &mut self.e2e_ms,
+            &mut self.queue_ms,
+            &mut self.client_wait_ms,
+            &mut self.itl_ms,
+        ] {
+            d.flush();
+        }
+    }
+
     /// Take the histogram counts of `steady`, whose values were counted here but recorded
     /// there (see [`record_latencies`]).
     fn merge_histograms(&mut self, steady: &Latencies) {

@@ -80,7 +80,7 @@ impl Recorder<'_> {
         }
         let rest = &ends[k - 1..];
         let per_token = self.overhead.per_token.as_ns();
-        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
+        let gaps = |ends| step_gaps(ends, per_token);
         // The steady window's gaps (a suffix: the ends increase) go into its histogram only.
         let split = match self.steady_start.filter(|_| !self.draining) {
             Some(s) => rest.windows(2).position(|w| w[1].0 > s),
@@ -88,17 +88,10 @@ impl Recorder<'_> {
         }
         .unwrap_or(rest.len() - 1);
         let (before, steady) = (&rest[..split + 1], &rest[split..]);
-        self.latency.itl_ms.add_grouped(before.windows(2).map(gap));
+        self.latency.itl_ms.add_grouped(gaps(before));
         if steady.len() > 1 {
-            let (mut n, mut sum) = (0, 0);
-            for (v, m) in steady.windows(2).map(gap) {
-                n += m;
-                sum += u128::from(v) * u128::from(m);
-            }
+            let (n, sum) = self.steady_latency.itl_ms.add_grouped(gaps(steady));
             self.latency.itl_ms.count_exact(n, sum);
-            self.steady_latency
-                .itl_ms
-                .add_grouped(steady.windows(2).map(gap));
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
     }
@@ -187,4 +180,11 @@ impl Recorder<'_> {
         self.gap_groups = g;
         self.last_decode_end = Some(start + SimDuration::from_ns(total));
     }
+}
+
+/// Each step's gap since the step before (and the per-token streaming time), for each of its
+/// tokens: `(gap, tokens)` for the steps ending at `ends[1..]`.
+fn step_gaps(ends: &[(SimTime, u64)], per_token: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let steps = ends.iter().zip(&ends[1..]);
+    steps.map(move |(a, b)| ((b.0 - a.0).as_ns() + per_token, b.1))
 }
