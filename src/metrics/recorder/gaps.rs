@@ -39,11 +39,12 @@ impl Recorder<'_> {
         }
         let mut later = tokens.saturating_sub(first + resumed.len() as u64);
         if later > 0 {
-            for (t, n) in self.awaiting_next.drain(..) {
+            for &(t, n) in &self.awaiting_next {
                 let n = n.min(later);
                 gaps(at - t, n);
                 later -= n;
             }
+            self.awaiting_next.clear();
             if let (Some(prev), true) = (self.last_decode_end, later > 0) {
                 gaps(at - prev, later);
             }
