@@ -356,10 +356,10 @@ impl Distribution {
     }
 }
 
-/// `x.round() as u64` for `x ≥ 0` (or NaN): below 2^52 the fraction `x − ⌊x⌋` is exact, so the
-/// rounding (half away from zero) is a truncation and one comparison rather than a libm call
-/// on the baseline x86-64 target; above it every double is an integer already.
-fn round_to_u64(x: f64) -> u64 {
+/// `x.round() as u64`: for `x` in `[0, 2^52)` the fraction `x − ⌊x⌋` is exact, so the rounding
+/// (half away from zero) is a truncation and one comparison rather than a libm call on the
+/// baseline x86-64 target; the others (integers already, negative or NaN) go through `round`.
+pub(super) fn round_to_u64(x: f64) -> u64 {
     if (0.0..4_503_599_627_370_496.0).contains(&x) {
         // (Through i64: one conversion instruction, exact in this range.)
         let t = x as i64;
@@ -547,6 +547,9 @@ mod tests {
         let mut xs = vec![
             f64::NAN,
             f64::INFINITY,
+            f64::NEG_INFINITY,
+            -3.5,
+            -0.2,
             0.0,
             -0.0,
             0.49999999999999994,

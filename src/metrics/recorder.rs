@@ -20,6 +20,7 @@ use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
     SteadyFrom, StopReason, TimeAverages, Totals,
 };
+use crate::metrics::latency::round_to_u64;
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
@@ -408,10 +409,15 @@ impl<'a> Recorder<'a> {
     }
 
     /// Emit every time-series point and observation strictly before `t` (the next event time).
+    #[inline]
     pub fn advance_to(&mut self, t: SimTime) {
-        if t <= self.next_due {
-            return;
+        if t > self.next_due {
+            self.emit_before(t);
         }
+    }
+
+    /// [`Recorder::advance_to`] when something is due before `t`.
+    fn emit_before(&mut self, t: SimTime) {
         loop {
             let obs = self
                 .observe_at
@@ -627,11 +633,8 @@ impl<'a> Recorder<'a> {
             self.decode_lines += 1;
             self.sum_gen_tok_per_s += s.gen_tok_per_s;
             self.last_gen_tok_per_s = s.gen_tok_per_s;
-            self.decode_tokens_logged += (s.gen_tok_per_s
-                * s.at
-                    .saturating_since(self.last_decode_line_at)
-                    .as_secs_f64())
-            .round() as u64;
+            let since = s.at.saturating_since(self.last_decode_line_at);
+            self.decode_tokens_logged += round_to_u64(s.gen_tok_per_s * since.as_secs_f64());
             self.last_decode_line_at = s.at;
         }
         if let Some(sink) = self.log_sink.as_mut() {
