@@ -5,6 +5,8 @@
 //! The mean, minimum and maximum are exact. Memory is a few tens of kilobytes per distribution,
 //! independent of the run's length.
 
+use std::borrow::Cow;
+
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -26,6 +28,10 @@ pub struct Distribution {
     /// does not depend on the order the values come in, and a distribution of some of the
     /// values can be taken away ([`Distribution::subtract`]).
     sum_fraction: u128,
+    /// The latest values given to [`Distribution::add_int`], all equal, not yet in the
+    /// histogram: `(value, how many)` (a histogram keeps counts, so when they go in does not
+    /// matter; every reader sees them).
+    pending: (u64, u64),
 }
 
 /// The binary places kept of a value added as a float (see `Distribution::sum_fraction`).
@@ -36,6 +42,9 @@ const FRACTION_BITS: i32 = 32;
 fn in_fraction_units(x: f64) -> u128 {
     (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128
 }
+
+/// Every integer up to this one is a double.
+const EXACT_F64: u64 = 1 << f64::MANTISSA_DIGITS;
 
 /// Mean and percentiles, the `Stats` object of the summary contract.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
@@ -76,6 +85,7 @@ impl Distribution {
             count: 0,
             sum_exact: 0,
             sum_fraction: 0,
+            pending: (0, 0),
         }
     }
 
@@ -83,7 +93,7 @@ impl Distribution {
     /// to 2^−32 of a unit). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
         let x = x.max(0.0);
-        let v = x.round() as u64;
+        let v = round_to_u64(x);
         // `record` grows the histogram; only beyond its 2^62 ceiling does it saturate.
         if self.hist.record(v).is_err() {
             self.hist.saturating_record(v);
@@ -94,12 +104,44 @@ impl Distribution {
 
     /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
     /// `v as f64`, whose rounding is then the identity.
+    #[inline]
     pub fn add_int(&mut self, v: u64) {
-        if self.hist.record(v).is_err() {
-            self.hist.saturating_record(v);
+        /// `v as f64 as u64`, out of line (else it is computed on both paths).
+        #[cold]
+        #[inline(never)]
+        fn rounded(v: u64) -> u64 {
+            v as f64 as u64
+        }
+        // `v as f64` is integral, so it is its own rounding (`add` would record
+        // `x.round() as u64`), and up to 2^53 it is `v` exactly.
+        let r = if v <= EXACT_F64 { v } else { rounded(v) };
+        // Equal values in a row (a queueing time of 0 while nothing waits) go in at once.
+        if self.pending.0 == r && self.pending.1 > 0 {
+            self.pending.1 += 1;
+        } else {
+            let (held, n) = std::mem::replace(&mut self.pending, (r, 1));
+            self.record_run(held, n);
         }
         self.count += 1;
         self.sum_exact += u128::from(v);
+    }
+
+    /// Put the values [`Distribution::add_int`] holds back into the histogram.
+    pub fn flush(&mut self) {
+        let (v, n) = std::mem::take(&mut self.pending);
+        self.record_run(v, n);
+    }
+
+    /// The histogram with the values held back in it.
+    fn histogram(&self) -> Cow<'_, Histogram<u64>> {
+        match self.pending {
+            (_, 0) => Cow::Borrowed(&self.hist),
+            _ => {
+                let mut d = self.clone();
+                d.flush();
+                Cow::Owned(d.hist)
+            }
+        }
     }
 
     /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
@@ -129,8 +171,9 @@ impl Distribution {
     /// values counted here with the `count_*` methods and recorded in `other`. The per-bucket
     /// counts are exact, so the percentiles are those of recording each value here.
     pub fn merge_histogram(&mut self, other: &Distribution) {
+        self.flush();
         self.hist
-            .add(&other.hist)
+            .add(&*other.histogram())
             .expect("invariant: a histogram of the same precision can take another's counts");
     }
 
@@ -138,8 +181,9 @@ impl Distribution {
     /// added the same way): what is left is exactly the distribution of the others — counts per
     /// bucket, count and sums are all exact.
     pub fn subtract(&mut self, part: &Distribution) {
+        self.flush();
         self.hist
-            .subtract(&part.hist)
+            .subtract(&*part.histogram())
             .expect("invariant: a part's values were all added here");
         self.count -= part.count;
         self.sum_exact -= part.sum_exact;
@@ -161,49 +205,99 @@ impl Distribution {
 
     /// Add each `(v, n)` as [`Distribution::add_n`] does, recording runs of values the histogram
     /// cannot tell apart as one (the result is the same, with fewer histogram updates: the
-    /// histogram keeps a count per bucket, whatever its size when a value comes).
-    pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) {
-        // The run's value, its count, and the values the histogram cannot tell from it (the
-        // bucket's bounds, so that each value costs two comparisons).
-        let mut run: Option<(u64, u64, u64, u64)> = None;
+    /// histogram keeps a count per bucket, whatever its size when a value comes). Returns the
+    /// count and the exact sum added.
+    pub fn add_grouped(&mut self, values: impl IntoIterator<Item = (u64, u64)>) -> (u64, u128) {
+        let mut values = values.into_iter();
+        let Some((v, n)) = values.next() else {
+            return (0, 0);
+        };
+        // The current run's count and the values the histogram cannot tell from its first (the
+        // bucket's bounds, so that each value costs two comparisons); the totals added.
+        let ((mut lo, mut hi), mut m) = (self.bucket(v), n);
+        let (mut count, mut sum) = (n, u128::from(v) * u128::from(n));
         for (v, n) in values {
-            self.sum_exact += u128::from(v) * u128::from(n);
-            self.count += n;
-            match run.as_mut() {
-                Some((_, m, lo, hi)) if (*lo..=*hi).contains(&v) => *m += n,
-                _ => {
-                    if let Some((_, m, lo, _)) = run.take() {
-                        self.record_run(lo, m);
-                    }
-                    let (lo, hi) = self.bucket(v);
-                    run = Some((v, n, lo, hi));
-                }
+            count += n;
+            sum += u128::from(v) * u128::from(n);
+            if lo <= v && v <= hi {
+                m += n;
+            } else {
+                self.record_run(lo, m);
+                ((lo, hi), m) = (self.bucket(v), n);
             }
         }
-        if let Some((_, m, lo, _)) = run {
-            self.record_run(lo, m);
-        }
+        self.record_run(lo, m);
+        self.count += count;
+        self.sum_exact += sum;
+        (count, sum)
     }
 
     /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
     /// histogram cannot tell apart, each `(the bucket's lowest value, count)`, into `groups`
-    /// (cleared first): `up_to(i, hi)` is how many of the values from the `i`-th on are at most
-    /// `hi` (a search or a closed form), so the cost is a few calls per bucket the values pass
-    /// through, whatever `n`.
-    pub fn sorted_groups(
-        &self,
-        n: u64,
-        value: impl Fn(u64) -> u64,
-        up_to: impl Fn(u64, u64) -> u64,
-        groups: &mut Vec<(u64, u64)>,
-    ) {
+    /// (cleared first).
+    ///
+    /// Each run's end is searched from a guess, the values' mean rise per step so far
+    /// extrapolated to the bucket's top: for values that rise about evenly (a run of decode
+    /// steps whose KV grows by the batch each step) the guess is right or one off, so a run
+    /// costs about two calls of `value`, the first value past it being the next run's start;
+    /// a wrong guess costs a galloping search from it, O(log) calls. The runs do not depend on
+    /// the guesses: any search finds the same ends of a non-decreasing sequence.
+    pub fn sorted_groups(&self, n: u64, value: impl Fn(u64) -> u64, groups: &mut Vec<(u64, u64)>) {
         groups.clear();
-        let mut i = 0;
-        while i < n {
-            let (lo, hi) = self.bucket(value(i));
-            let m = up_to(i, hi).clamp(1, n - i);
+        if n == 0 {
+            return;
+        }
+        let first = value(0);
+        // The second value, for the first guess (and then as a probe of the first run).
+        let second = if n > 1 { value(1) } else { first };
+        let (mut i, mut v) = (0, first);
+        // The mean rise per step so far is `rise / steps`.
+        let (mut rise, mut steps) = (second - first, 1);
+        loop {
+            let (lo, hi) = self.bucket(v);
+            let left = n - i;
+            let guess = match (hi - v).checked_mul(steps) {
+                Some(x) if rise > 0 => (x / rise + 1).min(left),
+                _ => left,
+            };
+            let at = |j: u64| {
+                if i == 0 && j == 1 {
+                    second
+                } else {
+                    value(i + j)
+                }
+            };
+            // The guess is right when the value at it is past the bucket and the one before is
+            // in it (or is the run's first); for the rest of the run, when its last value is in.
+            let (m, next) = if guess < left {
+                let x = at(guess);
+                if x <= hi {
+                    run_end(&at, hi, guess, left, None, true)
+                } else if guess == 1 {
+                    (1, Some(x))
+                } else {
+                    let y = at(guess - 1);
+                    if y <= hi {
+                        (guess, Some(x))
+                    } else {
+                        run_end(&at, hi, 0, guess - 1, Some(y), false)
+                    }
+                }
+            } else {
+                let y = at(left - 1);
+                if y <= hi || left == 1 {
+                    (left, None)
+                } else {
+                    run_end(&at, hi, 0, left - 1, Some(y), false)
+                }
+            };
             groups.push((lo, m));
             i += m;
+            match next {
+                Some(x) if i < n => v = x,
+                _ => break,
+            }
+            (rise, steps) = (v - first, i);
         }
     }
 
@@ -266,7 +360,7 @@ impl Distribution {
         if self.count == 0 {
             return 0.0;
         }
-        self.hist.value_at_quantile(q) as f64 / self.divisor
+        self.histogram().value_at_quantile(q) as f64 / self.divisor
     }
 
     /// Mean and p50/p90/p99 (all 0 when empty).
@@ -294,6 +388,53 @@ impl Distribution {
             })
             .collect()
     }
+}
+
+/// `x.round() as u64`: for `x` in `[0, 2^52)` the fraction `x − ⌊x⌋` is exact, so the rounding
+/// (half away from zero) is a truncation and one comparison rather than a libm call on the
+/// baseline x86-64 target; the others (integers already, negative or NaN) go through `round`.
+pub(super) fn round_to_u64(x: f64) -> u64 {
+    if (0.0..4_503_599_627_370_496.0).contains(&x) {
+        // (Through i64: one conversion instruction, exact in this range.)
+        let t = x as i64;
+        (t + i64::from(x - t as f64 >= 0.5)) as u64
+    } else {
+        x.round() as u64
+    }
+}
+
+/// The end of a run of values at most `hi` among the non-decreasing `at(0)`, …: its length
+/// `bad` and the first value past it, `at(bad)` (`None` at the end, `left`), given
+/// `at(ok) ≤ hi` and `at(bad) = bad_v > hi` (or `bad = left`); found by galloping from the
+/// guess's side (`up`: from `ok`, else from `bad`), then bisecting once bracketed.
+fn run_end(
+    at: &impl Fn(u64) -> u64,
+    hi: u64,
+    mut ok: u64,
+    mut bad: u64,
+    mut bad_v: Option<u64>,
+    up: bool,
+) -> (u64, Option<u64>) {
+    let (mut step, mut bisect) = (1, false);
+    while ok + 1 < bad {
+        let j = if bisect {
+            ok + (bad - ok) / 2
+        } else if up {
+            (ok + step).min(bad - 1)
+        } else {
+            bad - step.min(bad - ok - 1)
+        };
+        let x = at(j);
+        if x <= hi {
+            ok = j;
+            bisect |= !up;
+        } else {
+            (bad, bad_v) = (j, Some(x));
+            bisect |= up;
+        }
+        step = step.saturating_mul(2);
+    }
+    (bad, bad_v)
 }
 
 #[cfg(test)]
@@ -370,9 +511,8 @@ mod tests {
             for i in 0..n {
                 each.add_n(value(i), weight);
             }
-            let up_to = |i: u64, hi: u64| (i..n).take_while(|&j| value(j) <= hi).count() as u64;
             let sum: u128 = (0..n).map(|i| u128::from(value(i))).sum();
-            runs.sorted_groups(n, value, up_to, &mut groups);
+            runs.sorted_groups(n, value, &mut groups);
             assert!(groups.len() as u64 <= n);
             runs.add_groups(&groups, weight, sum);
         }
@@ -381,6 +521,133 @@ mod tests {
         for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {
             assert_eq!(runs.quantile(q), each.quantile(q));
         }
+    }
+
+    /// Runs of values the histogram cannot tell apart, one value at a time (the definition).
+    fn groups_one_by_one(d: &Distribution, values: &[u64]) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        for &v in values {
+            let lo = d.hist.lowest_equivalent(v);
+            match out.last_mut() {
+                Some((l, m)) if *l == lo => *m += 1,
+                _ => out.push((lo, 1)),
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn sorted_groups_are_the_runs_of_equivalent_values_whatever_the_rise() {
+        use rand::{Rng, RngExt, SeedableRng};
+        let d = Distribution::nanos_as_ms();
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(17);
+        let mut groups = Vec::new();
+        for case in 0..3_000u64 {
+            let n = 1 + rng.random_range(0..400u64);
+            let start: u64 = match case % 4 {
+                0 => rng.random_range(0..5_000),
+                1 => rng.random_range(1_000_000..200_000_000),
+                // Just below a power of two, where the buckets double.
+                2 => (1u64 << rng.random_range(12..40u32))
+                    .saturating_sub(rng.random_range(0..20_000)),
+                _ => rng.next_u64() >> rng.random_range(1..30u32),
+            };
+            // Even rises with floor rounding (decode steps), uneven ones, flat stretches, jumps.
+            let slope_ps = rng.random_range(0..50_000_000u64) >> rng.random_range(0..20u32);
+            let jumpy = case % 3 == 0;
+            let mut values = Vec::with_capacity(n as usize);
+            let mut extra = 0u64;
+            for j in 0..n {
+                if jumpy && rng.random_range(0..10) == 0 {
+                    extra += rng.random_range(0..3_000_000u64) >> rng.random_range(0..12u32);
+                }
+                values.push(start.saturating_add(slope_ps * j / 1000 + extra));
+            }
+            d.sorted_groups(n, |i| values[i as usize], &mut groups);
+            assert_eq!(groups, groups_one_by_one(&d, &values), "case {case}");
+        }
+        // Constant values are one run; a single value is one.
+        d.sorted_groups(1000, |_| 77_777, &mut groups);
+        assert_eq!(groups, [(d.hist.lowest_equivalent(77_777), 1000)]);
+        d.sorted_groups(1, |_| 5, &mut groups);
+        assert_eq!(groups, [(5, 1)]);
+        d.sorted_groups(0, |_| 5, &mut groups);
+        assert!(groups.is_empty());
+    }
+
+    #[test]
+    fn the_fast_rounding_is_f64_round() {
+        let two52 = 4_503_599_627_370_496.0_f64;
+        let mut xs = vec![
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -3.5,
+            -0.2,
+            0.0,
+            -0.0,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            1e6 + 0.5,
+            1e6 - 0.5,
+            two52 - 0.5,
+            two52 - 1.5,
+            two52,
+            two52 * 4.0 + 4.0,
+            1e30,
+        ];
+        for i in 0..100_000u32 {
+            let x = f64::from(i) * 0.25 + f64::from(i % 7) * 1e-9;
+            xs.extend([x, x * 1234.567, (f64::from(i) * 0.37).exp2()]);
+        }
+        for x in xs {
+            assert_eq!(round_to_u64(x), x.round() as u64, "{x:e}");
+        }
+        let mut d = Distribution::plain();
+        d.add_int(u64::MAX);
+        d.add_int((1 << 53) + 1);
+        assert_eq!(d.count(), 2);
+    }
+
+    #[test]
+    fn values_held_back_count_in_every_reading() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(3);
+        // `add` records each value at once: the reference.
+        let (mut held, mut each) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        let (mut other, mut other_each) =
+            (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+        for i in 0..20_000u64 {
+            // Runs of zeros and of other equal values, and values beyond 2^53.
+            let v = match rng.random_range(0..4) {
+                0 => 0,
+                1 => 1_000_000 * (i / 100),
+                2 => rng.random_range(0..10_000_000_000),
+                _ => u64::MAX - rng.random_range(0..3),
+            };
+            held.add_int(v);
+            each.add(v as f64);
+            if i % 3 == 0 {
+                other.add_int(v / 2);
+                other_each.add((v / 2) as f64);
+            }
+            if i % 4999 == 0 {
+                // Read while values are held back.
+                assert_eq!(held.stats(), each.stats(), "at {i}");
+            }
+        }
+        assert_eq!(held.stats(), each.stats());
+        held.merge_histogram(&other);
+        each.merge_histogram(&other_each);
+        for q in [0.0, 0.01, 0.3, 0.5, 0.9, 0.99, 1.0] {
+            assert_eq!(held.quantile(q), each.quantile(q), "q {q}");
+        }
+        held.flush();
+        assert_eq!(held.stats(), each.stats());
+        assert_eq!(held.cdf_points(50), each.cdf_points(50));
+        assert_eq!(held.hist.len(), each.hist.len());
     }
 
     #[test]

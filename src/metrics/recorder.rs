@@ -20,6 +20,7 @@ use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
     SteadyFrom, StopReason, TimeAverages, Totals,
 };
+use crate::metrics::latency::round_to_u64;
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
@@ -179,6 +180,9 @@ pub struct Recorder<'a> {
     /// Snapshot times: the user's observations and the minute marks, sorted.
     observe_at: Vec<(SimTime, SnapshotKind)>,
     next_obs: usize,
+    /// The next instant a point or an observation is due (see [`Recorder::next_snapshot_at`]),
+    /// kept up to date by whatever moves one of them.
+    next_due: SimTime,
     observations: Vec<Sample>,
     minutes: Vec<Sample>,
 
@@ -207,7 +211,7 @@ impl<'a> Recorder<'a> {
         steady_from: SteadyFrom,
     ) -> Self {
         let csv_ns = interval.as_ns().max(1);
-        Recorder {
+        let mut r = Recorder {
             last_t: SimTime::ZERO,
             state: ServerState {
                 kv_capacity_tokens,
@@ -272,6 +276,7 @@ impl<'a> Recorder<'a> {
                 v
             },
             next_obs: 0,
+            next_due: SimTime::ZERO,
             observations: Vec::new(),
             minutes: Vec::new(),
             latency: Latencies::default(),
@@ -281,7 +286,9 @@ impl<'a> Recorder<'a> {
             overhead: Overhead::default(),
             engine_latency: None,
             decode_round_ns: Vec::new(),
-        }
+        };
+        r.refresh_due();
+        r
     }
 
     /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
@@ -363,11 +370,17 @@ impl<'a> Recorder<'a> {
 
     /// The next instant at which a time-series point or an observation is due.
     pub fn next_snapshot_at(&self) -> SimTime {
+        self.next_due
+    }
+
+    /// Recompute [`Recorder::next_snapshot_at`] after a point, an observation or a new
+    /// observation time.
+    fn refresh_due(&mut self) {
         let obs = self
             .observe_at
             .get(self.next_obs)
             .map_or(SimTime::MAX, |&(t, _)| t);
-        obs.min(self.next_sample_at())
+        self.next_due = obs.min(self.next_sample_at());
     }
 
     /// The next time-series point of either series.
@@ -407,7 +420,15 @@ impl<'a> Recorder<'a> {
     }
 
     /// Emit every time-series point and observation strictly before `t` (the next event time).
+    #[inline]
     pub fn advance_to(&mut self, t: SimTime) {
+        if t > self.next_due {
+            self.emit_before(t);
+        }
+    }
+
+    /// [`Recorder::advance_to`] when something is due before `t`.
+    fn emit_before(&mut self, t: SimTime) {
         loop {
             let obs = self
                 .observe_at
@@ -430,6 +451,7 @@ impl<'a> Recorder<'a> {
                 _ => break,
             }
         }
+        self.refresh_due();
     }
 
     fn take_snapshot(&mut self, at: SimTime, kind: SnapshotKind) {
@@ -459,7 +481,7 @@ impl<'a> Recorder<'a> {
         // Every recorded completion happened at or before `at` (points are emitted in order).
         let in_window = self.window_completions.len() as f64;
         let dt = u128::from(at.saturating_since(self.last_t).as_ns());
-        let ns_to_s = |x: u128| x as f64 / NS_PER_S as f64;
+        let ns_to_s = |x: u128| u128_to_f64(x) / NS_PER_S as f64;
         let t_s = at.as_secs_f64();
         Sample {
             t_s,
@@ -485,7 +507,7 @@ impl<'a> Recorder<'a> {
             arrived: self.arrived.max(self.sent),
             backlog: self.in_flight + self.arrived.saturating_sub(self.sent),
             sum_e2e_s: ns_to_s(self.sum_e2e_ns),
-            sum_e2e_sq_s2: self.sum_e2e_sq_ns2 as f64 / (NS_PER_S as f64 * NS_PER_S as f64),
+            sum_e2e_sq_s2: u128_to_f64(self.sum_e2e_sq_ns2) / (NS_PER_S as f64 * NS_PER_S as f64),
             in_flight_integral_s: ns_to_s(self.int_in_flight + dt * u128::from(self.in_flight)),
             running_integral_s: ns_to_s(self.int_running + dt * u128::from(self.state.running)),
             queued_integral_s: ns_to_s(self.int_queued + dt * u128::from(self.state.queued)),
@@ -568,6 +590,7 @@ impl<'a> Recorder<'a> {
                 + self.observe_at[self.next_obs..]
                     .partition_point(|&o| o <= (now, SnapshotKind::StartUp));
             self.observe_at.insert(i, (now, SnapshotKind::StartUp));
+            self.refresh_due();
         }
     }
 
@@ -598,8 +621,13 @@ impl<'a> Recorder<'a> {
                 w.1 = w.1.saturating_sub(1);
             }
         }
-        self.record(now, r, true);
-        self.count_startup(now, r.seq);
+        if self.keep_requests || self.request_sink.is_some() {
+            self.record(now, r, true);
+        }
+        // Once the start-up has cleared there is nothing left to count.
+        if self.cohort.cleared_at.is_none() {
+            self.count_startup(now, r.seq);
+        }
         self.completed += 1;
         self.first_completion.get_or_insert(now);
         self.window_completions.push_back(now);
@@ -651,11 +679,8 @@ impl<'a> Recorder<'a> {
             self.decode_lines += 1;
             self.sum_gen_tok_per_s += s.gen_tok_per_s;
             self.last_gen_tok_per_s = s.gen_tok_per_s;
-            self.decode_tokens_logged += (s.gen_tok_per_s
-                * s.at
-                    .saturating_since(self.last_decode_line_at)
-                    .as_secs_f64())
-            .round() as u64;
+            let since = s.at.saturating_since(self.last_decode_line_at);
+            self.decode_tokens_logged += round_to_u64(s.gen_tok_per_s * since.as_secs_f64());
             self.last_decode_line_at = s.at;
         }
         if let Some(sink) = self.log_sink.as_mut() {
@@ -699,8 +724,16 @@ impl<'a> Recorder<'a> {
                 x as f64 / end.as_ns() as f64
             }
         };
-        // Values of the steady window were counted in the whole run's distributions but
-        // recorded in the steady window's histograms only.
+        // Values held back from the histograms go in; those of the steady window were counted
+        // in the whole run's distributions but recorded in the steady window's histograms only.
+        self.latency.flush();
+        self.steady_latency.flush();
+        self.output_dist.flush();
+        self.prompt_dist.flush();
+        if let Some(e) = self.engine_latency.as_mut() {
+            e.ttft_ms.flush();
+            e.e2e_ms.flush();
+        }
         self.latency.merge_histograms(&self.steady_latency);
         let cap = self.state.kv_capacity_tokens as f64;
         let lines_until_s = self.last_decode_line_at.as_secs_f64();
@@ -772,6 +805,21 @@ impl<'a> Recorder<'a> {
     }
 }
 
+/// `x as f64`, converting 64 bits when `x` fits (the same nearest double of the same integer):
+/// LLVM otherwise calls the 128-bit conversion routine, even on both paths of a branch,
+/// unless it is out of line.
+fn u128_to_f64(x: u128) -> f64 {
+    #[cold]
+    #[inline(never)]
+    fn wide(x: u128) -> f64 {
+        x as f64
+    }
+    match u64::try_from(x) {
+        Ok(x) => x as f64,
+        Err(_) => wide(x),
+    }
+}
+
 /// Record a completed request's latencies as the client sees them (`first`: when its first
 /// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
 /// received); its queueing time counts from reaching the engine's queue to admission.
@@ -817,6 +865,20 @@ fn record_latencies(
 }
 
 impl Latencies {
+    /// Put the values held back ([`Distribution::flush`]) into the histograms.
+    fn flush(&mut self) {
+        for d in [
+            &mut self.ttft_ms,
+            &mut self.tpot_ms,
+            &mut self.e2e_ms,
+            &mut self.queue_ms,
+            &mut self.client_wait_ms,
+            &mut self.itl_ms,
+        ] {
+            d.flush();
+        }
+    }
+
     /// Take the histogram counts of `steady`, whose values were counted here but recorded
     /// there (see [`record_latencies`]).
     fn merge_histograms(&mut self, steady: &Latencies) {

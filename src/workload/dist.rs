@@ -244,15 +244,59 @@ pub fn read_csv_column(path: &Path, column: &str) -> Result<Vec<f64>, CsvError> 
     Ok(out)
 }
 
-/// A distribution of token counts with its clamps.
+/// A distribution of token counts with its clamps, and its sampler built once from them.
 #[derive(Clone, Debug)]
 pub struct LengthDist {
-    /// The shape.
-    pub shape: Shape,
-    /// Smallest value returned (at least 1).
-    pub min: u32,
-    /// Largest value returned.
-    pub max: u32,
+    shape: Shape,
+    min: u32,
+    max: u32,
+    sampler: Sampler,
+}
+
+/// A shape's sampler, its parameters derived once ([`LengthDist::new`]) by the operations a
+/// draw would otherwise repeat: the same numbers in the same order, so the same draws.
+#[derive(Clone, Debug)]
+enum Sampler {
+    Constant(f64),
+    Uniform,
+    /// With the truncation bounds `[lo, hi)` on the unrounded draw.
+    Normal(Normal<f64>, f64, f64),
+    LogNormal(LogNormal<f64>),
+    Gamma(Gamma<f64>),
+    Exponential(Exp<f64>),
+    Empirical(Arc<[f64]>),
+}
+
+impl Sampler {
+    fn new(shape: &Shape, min: u32, max: u32) -> Self {
+        match shape {
+            Shape::Constant { value } => Sampler::Constant(*value),
+            Shape::Uniform => Sampler::Uniform,
+            Shape::Normal { mean, std } => Sampler::Normal(
+                Normal::new(*mean, *std).expect("invariant: validated normal parameters"),
+                f64::from(min) - 0.5,
+                f64::from(max) + 0.5,
+            ),
+            Shape::LogNormal { mean, cv } => {
+                let sigma2 = (1.0 + cv * cv).ln();
+                let mu = mean.ln() - sigma2 / 2.0;
+                Sampler::LogNormal(
+                    LogNormal::new(mu, sigma2.sqrt())
+                        .expect("invariant: validated lognormal parameters"),
+                )
+            }
+            Shape::Gamma { mean, cv } => {
+                let shape = 1.0 / (cv * cv);
+                Sampler::Gamma(
+                    Gamma::new(shape, mean / shape).expect("invariant: validated gamma parameters"),
+                )
+            }
+            Shape::Exponential { mean } => Sampler::Exponential(
+                Exp::new(1.0 / mean).expect("invariant: validated exponential mean"),
+            ),
+            Shape::Empirical { values } => Sampler::Empirical(values.clone()),
+        }
+    }
 }
 
 /// The shape of a length distribution, parameterised as the scenario writes it.
@@ -353,7 +397,7 @@ impl LengthDist {
             let msg = format!("min = {min} is greater than max = {max}");
             return Err(v.fail(&p("min"), path, msg, "swap them, or widen the range"));
         }
-        Ok(LengthDist { shape, min, max })
+        Ok(LengthDist::new(shape, min, max))
     }
 }
 
@@ -421,60 +465,87 @@ fn empirical(v: &mut dyn Values, path: &str) -> Result<Arc<[f64]>, Bad> {
 }
 
 impl LengthDist {
-    /// A constant length.
-    pub fn constant(n: u32) -> Self {
+    /// The distribution `shape` clamped to `[min, max]` (`1 ≤ min ≤ max`), its parameters
+    /// valid ([`LengthDist::read`] checks them).
+    pub fn new(shape: Shape, min: u32, max: u32) -> Self {
+        let sampler = Sampler::new(&shape, min, max);
         LengthDist {
-            shape: Shape::Constant {
-                value: f64::from(n),
-            },
-            min: 1,
-            max: MAX_TOKENS_PER_REQUEST,
+            shape,
+            min,
+            max,
+            sampler,
         }
     }
 
+    /// A constant length.
+    pub fn constant(n: u32) -> Self {
+        let shape = Shape::Constant {
+            value: f64::from(n),
+        };
+        LengthDist::new(shape, 1, MAX_TOKENS_PER_REQUEST)
+    }
+
+    /// The shape, as the scenario writes it.
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+
+    /// The smallest value drawn (at least 1).
+    pub fn min(&self) -> u32 {
+        self.min
+    }
+
+    /// The largest value drawn.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
     /// Draw one token count.
+    #[inline]
     pub fn sample(&self, rng: &mut Stream) -> u32 {
-        let x = match &self.shape {
-            Shape::Constant { value } => *value,
-            Shape::Uniform => return rng.random_range(self.min..=self.max),
-            Shape::Normal { mean, std } => {
-                let d = Normal::new(*mean, *std).expect("invariant: validated normal parameters");
-                let (lo, hi) = (f64::from(self.min) - 0.5, f64::from(self.max) + 0.5);
+        let x = match &self.sampler {
+            Sampler::Constant(value) => *value,
+            Sampler::Uniform => return rng.random_range(self.min..=self.max),
+            Sampler::Normal(d, lo, hi) => {
                 let mut x = d.sample(rng);
                 for _ in 0..1000 {
-                    if x >= lo && x < hi {
+                    if x >= *lo && x < *hi {
                         break;
                     }
                     x = d.sample(rng);
                 }
                 x
             }
-            Shape::LogNormal { mean, cv } => {
-                let sigma2 = (1.0 + cv * cv).ln();
-                let mu = mean.ln() - sigma2 / 2.0;
-                LogNormal::new(mu, sigma2.sqrt())
-                    .expect("invariant: validated lognormal parameters")
-                    .sample(rng)
-            }
-            Shape::Gamma { mean, cv } => {
-                let shape = 1.0 / (cv * cv);
-                Gamma::new(shape, mean / shape)
-                    .expect("invariant: validated gamma parameters")
-                    .sample(rng)
-            }
-            Shape::Exponential { mean } => Exp::new(1.0 / mean)
-                .expect("invariant: validated exponential mean")
-                .sample(rng),
-            Shape::Empirical { values } => values[rng.random_range(0..values.len())],
+            Sampler::LogNormal(d) => d.sample(rng),
+            Sampler::Gamma(d) => d.sample(rng),
+            Sampler::Exponential(d) => d.sample(rng),
+            Sampler::Empirical(values) => values[rng.random_range(0..values.len())],
         };
         self.clamp(x)
     }
 
+    /// `x` rounded to the nearest integer (half away from zero, as [`f64::round`]) and
+    /// clamped to `[min, max]`; NaN gives `min`.
     fn clamp(&self, x: f64) -> u32 {
-        let r = x.round();
-        if r.is_nan() || r < f64::from(self.min) {
+        // Below 2^52 the fraction `x − ⌊x⌋` is exact, so rounding is a truncation and one
+        // comparison (`f64::round` is a libm call on the baseline x86-64 target); above it
+        // every double is an integer already.
+        let r = if (0.0..4_503_599_627_370_496.0).contains(&x) {
+            let t = x as i64;
+            t + i64::from(x - t as f64 >= 0.5)
+        } else {
+            let r = x.round();
+            if r.is_nan() || r < f64::from(self.min) {
+                return self.min;
+            }
+            if r > f64::from(self.max) {
+                return self.max;
+            }
+            return r as u32;
+        };
+        if r < i64::from(self.min) {
             self.min
-        } else if r > f64::from(self.max) {
+        } else if r > i64::from(self.max) {
             self.max
         } else {
             r as u32
@@ -539,14 +610,14 @@ mod tests {
 
     #[test]
     fn lognormal_is_parameterised_by_the_mean_and_cv_of_the_result() {
-        let d = LengthDist {
-            shape: Shape::LogNormal {
+        let d = LengthDist::new(
+            Shape::LogNormal {
                 mean: 4116.0,
                 cv: 0.45,
             },
-            min: 1,
-            max: MAX_TOKENS_PER_REQUEST,
-        };
+            1,
+            MAX_TOKENS_PER_REQUEST,
+        );
         let (m, cv) = mean_cv(&draws(&d, 200_000));
         assert!((m / 4116.0 - 1.0).abs() < 0.01, "mean {m}");
         assert!((cv / 0.45 - 1.0).abs() < 0.03, "cv {cv}");
@@ -554,22 +625,22 @@ mod tests {
 
     #[test]
     fn gamma_and_exponential_have_the_requested_mean() {
-        let g = LengthDist {
-            shape: Shape::Gamma {
+        let g = LengthDist::new(
+            Shape::Gamma {
                 mean: 500.0,
                 cv: 2.0,
             },
-            min: 1,
-            max: MAX_TOKENS_PER_REQUEST,
-        };
+            1,
+            MAX_TOKENS_PER_REQUEST,
+        );
         let (m, cv) = mean_cv(&draws(&g, 200_000));
         assert!((m / 500.0 - 1.0).abs() < 0.03, "mean {m}");
         assert!((cv / 2.0 - 1.0).abs() < 0.05, "cv {cv}");
-        let e = LengthDist {
-            shape: Shape::Exponential { mean: 300.0 },
-            min: 1,
-            max: MAX_TOKENS_PER_REQUEST,
-        };
+        let e = LengthDist::new(
+            Shape::Exponential { mean: 300.0 },
+            1,
+            MAX_TOKENS_PER_REQUEST,
+        );
         let (m, cv) = mean_cv(&draws(&e, 200_000));
         assert!((m / 300.0 - 1.0).abs() < 0.02, "mean {m}");
         assert!((cv - 1.0).abs() < 0.03, "cv {cv}");
@@ -577,32 +648,155 @@ mod tests {
 
     #[test]
     fn clamps_hold_and_counts_are_at_least_one() {
-        let d = LengthDist {
-            shape: Shape::Normal {
+        let d = LengthDist::new(
+            Shape::Normal {
                 mean: 0.0,
                 std: 100.0,
             },
-            min: 1,
-            max: 50,
-        };
+            1,
+            50,
+        );
         assert!(draws(&d, 10_000).iter().all(|&x| (1..=50).contains(&x)));
-        let c = LengthDist {
-            shape: Shape::Exponential { mean: 1000.0 },
-            min: 10,
-            max: 20,
-        };
+        let c = LengthDist::new(Shape::Exponential { mean: 1000.0 }, 10, 20);
         let xs = draws(&c, 10_000);
         assert!(xs.iter().all(|&x| (10..=20).contains(&x)));
         assert!(xs.contains(&10) && xs.contains(&20));
     }
 
+    /// A draw as `sample` made it with the parameters derived at each draw.
+    fn draw_deriving_each_time(d: &LengthDist, rng: &mut Stream) -> u32 {
+        let x = match &d.shape {
+            Shape::Constant { value } => *value,
+            Shape::Uniform => return rng.random_range(d.min..=d.max),
+            Shape::Normal { mean, std } => {
+                let n = Normal::new(*mean, *std).unwrap();
+                let (lo, hi) = (f64::from(d.min) - 0.5, f64::from(d.max) + 0.5);
+                let mut x = n.sample(rng);
+                for _ in 0..1000 {
+                    if x >= lo && x < hi {
+                        break;
+                    }
+                    x = n.sample(rng);
+                }
+                x
+            }
+            Shape::LogNormal { mean, cv } => {
+                let sigma2 = (1.0 + cv * cv).ln();
+                let mu = mean.ln() - sigma2 / 2.0;
+                LogNormal::new(mu, sigma2.sqrt()).unwrap().sample(rng)
+            }
+            Shape::Gamma { mean, cv } => {
+                let shape = 1.0 / (cv * cv);
+                Gamma::new(shape, mean / shape).unwrap().sample(rng)
+            }
+            Shape::Exponential { mean } => Exp::new(1.0 / mean).unwrap().sample(rng),
+            Shape::Empirical { values } => values[rng.random_range(0..values.len())],
+        };
+        let r = x.round();
+        if r.is_nan() || r < f64::from(d.min) {
+            d.min
+        } else if r > f64::from(d.max) {
+            d.max
+        } else {
+            r as u32
+        }
+    }
+
+    #[test]
+    fn parameters_derived_once_give_the_draws_of_deriving_them_each_time() {
+        let shapes = [
+            Shape::Constant { value: 17.5 },
+            Shape::Uniform,
+            Shape::Normal {
+                mean: 300.0,
+                std: 250.0,
+            },
+            Shape::LogNormal {
+                mean: 483.0,
+                cv: 0.66,
+            },
+            Shape::Gamma {
+                mean: 500.0,
+                cv: 2.0,
+            },
+            Shape::Gamma {
+                mean: 50.0,
+                cv: 0.3,
+            },
+            Shape::Exponential { mean: 100.0 },
+            Shape::Empirical {
+                values: vec![3.5, 120.0, 4096.0].into(),
+            },
+        ];
+        for shape in shapes {
+            for (min, max) in [(1, MAX_TOKENS_PER_REQUEST), (40, 900)] {
+                let d = LengthDist::new(shape.clone(), min, max);
+                let mut a = Seeds::new(9).stream(StreamName::PromptTokens);
+                let mut b = Seeds::new(9).stream(StreamName::PromptTokens);
+                for i in 0..5_000 {
+                    let (x, y) = (d.sample(&mut a), draw_deriving_each_time(&d, &mut b));
+                    assert_eq!(x, y, "{} draw {i}", d.describe());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_rounding_is_f64_round_then_the_clamps() {
+        // The definition `clamp` replaces: round half away from zero, then clamp; NaN → min.
+        let reference = |d: &LengthDist, x: f64| {
+            let r = x.round();
+            if r.is_nan() || r < f64::from(d.min) {
+                d.min
+            } else if r > f64::from(d.max) {
+                d.max
+            } else {
+                r as u32
+            }
+        };
+        let two52 = 4_503_599_627_370_496.0_f64;
+        let mut xs = vec![
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            -0.0,
+            0.0,
+            -0.5,
+            -1.5,
+            0.49999999999999994,
+            0.5,
+            1.5,
+            2.5,
+            9.5,
+            10.499999999999998,
+            10.5,
+            20.5,
+            4_294_967_295.5,
+            4_294_967_296.7,
+            two52 - 0.5,
+            two52 - 1.5,
+            two52,
+            two52 + 1.0,
+            1e300,
+        ];
+        let mut rng = Seeds::new(5).stream(StreamName::OutputTokens);
+        for _ in 0..20_000 {
+            let u: f64 = rng.random();
+            xs.push(u * 40.0 - 5.0);
+            xs.push((u * 60.0).exp2());
+            xs.push((u * 30.0).floor() + 0.5);
+        }
+        for (min, max) in [(1, 20), (10, 20), (1, MAX_TOKENS_PER_REQUEST), (7, 7)] {
+            let d = LengthDist::new(Shape::Uniform, min, max);
+            for &x in &xs {
+                assert_eq!(d.clamp(x), reference(&d, x), "x = {x:e}, [{min}, {max}]");
+            }
+        }
+    }
+
     #[test]
     fn uniform_is_inclusive_of_both_bounds() {
-        let d = LengthDist {
-            shape: Shape::Uniform,
-            min: 3,
-            max: 5,
-        };
+        let d = LengthDist::new(Shape::Uniform, 3, 5);
         let xs = draws(&d, 1000);
         for v in 3..=5 {
             assert!(xs.contains(&v));
@@ -612,13 +806,13 @@ mod tests {
 
     #[test]
     fn empirical_resamples_the_given_values() {
-        let d = LengthDist {
-            shape: Shape::Empirical {
+        let d = LengthDist::new(
+            Shape::Empirical {
                 values: vec![7.0, 11.0].into(),
             },
-            min: 1,
-            max: MAX_TOKENS_PER_REQUEST,
-        };
+            1,
+            MAX_TOKENS_PER_REQUEST,
+        );
         let xs = draws(&d, 1000);
         assert!(xs.iter().all(|&x| x == 7 || x == 11));
         assert!(xs.contains(&7) && xs.contains(&11));

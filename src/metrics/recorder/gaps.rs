@@ -39,11 +39,12 @@ impl Recorder<'_> {
         }
         let mut later = tokens.saturating_sub(first + resumed.len() as u64);
         if later > 0 {
-            for (t, n) in self.awaiting_next.drain(..) {
+            for &(t, n) in &self.awaiting_next {
                 let n = n.min(later);
                 gaps(at - t, n);
                 later -= n;
             }
+            self.awaiting_next.clear();
             if let (Some(prev), true) = (self.last_decode_end, later > 0) {
                 gaps(at - prev, later);
             }
@@ -80,7 +81,7 @@ impl Recorder<'_> {
         }
         let rest = &ends[k - 1..];
         let per_token = self.overhead.per_token.as_ns();
-        let gap = |w: &[(SimTime, u64)]| ((w[1].0 - w[0].0).as_ns() + per_token, w[1].1);
+        let gaps = |ends| step_gaps(ends, per_token);
         // The steady window's gaps (a suffix: the ends increase) go into its histogram only.
         let split = match self.steady_start.filter(|_| !self.draining) {
             Some(s) => rest.windows(2).position(|w| w[1].0 > s),
@@ -88,17 +89,10 @@ impl Recorder<'_> {
         }
         .unwrap_or(rest.len() - 1);
         let (before, steady) = (&rest[..split + 1], &rest[split..]);
-        self.latency.itl_ms.add_grouped(before.windows(2).map(gap));
+        self.latency.itl_ms.add_grouped(gaps(before));
         if steady.len() > 1 {
-            let (mut n, mut sum) = (0, 0);
-            for (v, m) in steady.windows(2).map(gap) {
-                n += m;
-                sum += u128::from(v) * u128::from(m);
-            }
+            let (n, sum) = self.steady_latency.itl_ms.add_grouped(gaps(steady));
             self.latency.itl_ms.count_exact(n, sum);
-            self.steady_latency
-                .itl_ms
-                .add_grouped(steady.windows(2).map(gap));
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
     }
@@ -147,9 +141,7 @@ impl Recorder<'_> {
         };
         // Steps `from..to` as runs of gaps the histograms cannot tell apart.
         let groups = |d: &Distribution, from: u64, to: u64, out: &mut Vec<(u64, u64)>| {
-            let value = |i: u64| gap(from + i);
-            let up_to = |i: u64, hi: u64| run.up_to(from + i, hi.saturating_sub(per_token));
-            d.sorted_groups(to - from, value, up_to, out);
+            d.sorted_groups(to - from, |i| gap(from + i), out);
         };
         let elapsed_k = (at - start).as_ns();
         // The steps from `from` on end after the steady window's start: their gaps go into its
@@ -189,4 +181,11 @@ impl Recorder<'_> {
         self.gap_groups = g;
         self.last_decode_end = Some(start + SimDuration::from_ns(total));
     }
+}
+
+/// Each step's gap since the step before (and the per-token streaming time), for each of its
+/// tokens: `(gap, tokens)` for the steps ending at `ends[1..]`.
+fn step_gaps(ends: &[(SimTime, u64)], per_token: u64) -> impl Iterator<Item = (u64, u64)> + '_ {
+    let steps = ends.iter().zip(&ends[1..]);
+    steps.map(move |(a, b)| ((b.0 - a.0).as_ns() + per_token, b.1))
 }
