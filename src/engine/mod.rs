@@ -259,8 +259,16 @@ impl Simulator<'_> {
             if !self.busy {
                 self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
-                    self.fast_forward();
+                    let completed = self.fast_forward();
                     self.check_time(self.now)?;
+                    if completed {
+                        // The run's last step completed requests: as at a batch's end, they are
+                        // answered and the events of the instant handled before the next batch.
+                        self.answer_finished(&mut actions);
+                        self.handle_actions(&mut actions);
+                        self.handle_events_at(self.now, &mut actions);
+                        continue;
+                    }
                     // The run may have used up `run.max_events`.
                     self.check_limits()?;
                 }
@@ -282,26 +290,7 @@ impl Simulator<'_> {
             self.recorder.advance_to(next);
             debug_assert!(next >= self.now, "invariant: the clock never goes back");
             self.now = next;
-            while self.events.peek_time() == Some(next) {
-                let ev = self.events.pop().expect("invariant: peeked event exists");
-                match ev.kind {
-                    EventKind::StepEnd => self.end_batch(&mut actions),
-                    EventKind::Delivery => self.deliver(ev.seq, &mut actions),
-                    EventKind::ClientWake => self.client.on_wake(&mut actions),
-                    EventKind::Arrival => {
-                        self.recorder.on_arrival();
-                        self.client.on_arrival(self.now, &mut actions);
-                    }
-                    EventKind::ServerArrival => {
-                        let id = self
-                            .in_transit
-                            .pop_front()
-                            .expect("invariant: a server arrival has a request in transit");
-                        self.reach_server(id, &mut actions);
-                    }
-                }
-                self.handle_actions(&mut actions);
-            }
+            self.handle_events_at(next, &mut actions);
         };
         if stop == StopReason::AllAnswered && !self.requests.is_empty() {
             let waiting = self.scheduler.state().queued;
@@ -322,6 +311,31 @@ impl Simulator<'_> {
         r.client_concurrency = self.scenario.client.concurrency().map(u64::from);
         r.open_loop = !matches!(self.scenario.client, ClientSpec::Closed { .. });
         Ok(r)
+    }
+
+    /// Handle every event of the instant `t` (now), in the queue's order, those scheduled
+    /// meanwhile for `t` included.
+    fn handle_events_at(&mut self, t: SimTime, actions: &mut Vec<ClientAction>) {
+        while self.events.peek_time() == Some(t) {
+            let ev = self.events.pop().expect("invariant: peeked event exists");
+            match ev.kind {
+                EventKind::StepEnd => self.end_batch(actions),
+                EventKind::Delivery => self.deliver(ev.seq, actions),
+                EventKind::ClientWake => self.client.on_wake(actions),
+                EventKind::Arrival => {
+                    self.recorder.on_arrival();
+                    self.client.on_arrival(self.now, actions);
+                }
+                EventKind::ServerArrival => {
+                    let id = self
+                        .in_transit
+                        .pop_front()
+                        .expect("invariant: a server arrival has a request in transit");
+                    self.reach_server(id, actions);
+                }
+            }
+            self.handle_actions(actions);
+        }
     }
 
     /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches.
@@ -378,7 +392,9 @@ impl Simulator<'_> {
     /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
-    fn fast_forward(&mut self) {
+    /// Returns whether the run's last step completed requests (in the outbox, to be answered
+    /// at the run's end, now).
+    fn fast_forward(&mut self) -> bool {
         let limit = self
             .events
             .peek_time()
@@ -420,7 +436,9 @@ impl Simulator<'_> {
             }
             self.drain_outbox_logs();
             self.now = skip.end;
+            return !self.outbox.finished.is_empty();
         }
+        false
     }
 
     /// A run of a constant batch ending at `end` ([`RunState::Constant`], described by

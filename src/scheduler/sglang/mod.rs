@@ -839,10 +839,9 @@ impl Scheduler for Sglang {
     ) -> Option<Skip> {
         let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
         let skip = self.take_skip(now, s, out);
+        self.finish_skip(skip.end, s, reqs, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
-        #[cfg(not(debug_assertions))]
-        let _ = reqs;
         Some(skip)
     }
 

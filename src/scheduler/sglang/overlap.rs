@@ -151,11 +151,18 @@ impl Sglang {
 
     /// Whether some running request has reached the step from which it may be finishing by
     /// length (a superset: [`set_aside_finishing`](Self::set_aside_finishing) then decides
-    /// exactly, request by request). Drops the entries of past stays on top of the heap.
+    /// exactly, request by request).
     fn any_length_due(&mut self) -> bool {
+        self.length_due_by(self.decode_step)
+    }
+
+    /// Whether some running request may be set aside as finishing by length by a decision
+    /// made at decode step `step` (`false` is sure; `true` may err early). Drops the entries
+    /// of past stays on top of the heap.
+    pub(super) fn length_due_by(&mut self, step: u64) -> bool {
         while let Some(&Reverse((due, stay, id))) = self.length_due.peek() {
             if self.is_current_stay(id, stay) {
-                return due <= self.decode_step;
+                return due <= step;
             }
             self.length_due.pop();
         }
