@@ -231,6 +231,10 @@ pub struct Sglang {
     next_stay: u64,
     /// `(step at which it generates its last token, stay, id)`.
     finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
+    /// [`advance_decode`](Self::advance_decode)'s completions, a buffer kept between calls.
+    done_buf: Vec<(ReqId, u64)>,
+    /// A prefill batch's item list, kept for the next admission pass once the batch is done.
+    spare_items: Vec<PrefillItem>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
     reserved: reserved::Reserved,
     /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
@@ -318,6 +322,8 @@ impl Sglang {
             decode_batches: 0,
             next_stay: 0,
             finish_heap: BinaryHeap::new(),
+            done_buf: Vec::new(),
+            spare_items: Vec::new(),
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),
             running_kv_tokens: 0,
@@ -458,10 +464,14 @@ impl Sglang {
             self.finish_heap.push(Reverse((finish_step, stay, id)));
         }
         // A request whose first token is pending is counted with it (a step early: the filter
-        // may only err early), so that the token's arrival needs no second entry.
-        let max_new = reqs[id].max_new_tokens;
+        // may only err early), so that the token's arrival needs no second entry. One that
+        // stops short of `max_new_tokens` (by EOS) leaves before it could be set aside: a
+        // decision sees running requests with fewer than `target` tokens, and sets aside only
+        // those one token short of `max_new_tokens`.
         let counted = out + u32::from(first_token_pending);
-        self.note_length_due(id, stay, self.decode_step, counted, max_new);
+        if reqs[id].target_output_tokens >= max_new {
+            self.note_length_due(id, stay, self.decode_step, counted, max_new);
+        }
         self.running.push(id);
     }
 
@@ -581,7 +591,7 @@ impl Sglang {
         // The request between chunks publishes its chunk last (`stash_chunked_request`, at the
         // next `get_next_batch_to_run`).
         let mut stash = None;
-        for it in items {
+        for &it in &items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
             };
@@ -617,6 +627,15 @@ impl Sglang {
             self.checkpoint(id, done, reqs);
         }
         self.running.extend(earlier);
+        self.recycle_items(items);
+    }
+
+    /// Keep a processed prefill batch's item list for the next admission pass.
+    fn recycle_items(&mut self, mut items: Vec<PrefillItem>) {
+        if items.capacity() > self.spare_items.capacity() {
+            items.clear();
+            self.spare_items = items;
+        }
     }
 
     /// Every running request gets one token at `now`: the decode counter advances, and those
@@ -627,7 +646,9 @@ impl Sglang {
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
         let first = out.finished.len();
-        let mut done = Vec::new();
+        // The step's completions, in a buffer kept between calls.
+        let mut done = std::mem::take(&mut self.done_buf);
+        done.clear();
         while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
             if step > self.decode_step {
                 break;
@@ -663,11 +684,13 @@ impl Sglang {
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
         }
+        let n_done = done.len();
+        self.done_buf = done;
         if out.finished.len() == first {
             return false;
         }
         if few {
-            let at = &mut at[..done.len()];
+            let at = &mut at[..n_done];
             at.sort_unstable();
             for &i in at.iter().rev() {
                 self.running.remove(i);

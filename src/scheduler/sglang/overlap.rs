@@ -200,7 +200,7 @@ impl Sglang {
                     self.advance_decode(now, reqs, out);
                 }
                 let mut stash = None;
-                for it in items {
+                for &it in &items {
                     if let Place::Prefilling { done, .. } = self.place(it.id) {
                         stash = Some((it.id, done));
                     }
@@ -211,6 +211,7 @@ impl Sglang {
                     self.checkpoint(id, done, reqs);
                 }
                 self.log_prefill(now, log, out);
+                self.recycle_items(items);
             }
         }
     }
