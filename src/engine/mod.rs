@@ -103,6 +103,16 @@ struct Simulator<'s> {
     keep_token_times: bool,
 }
 
+/// What [`Simulator::fast_forward`] did.
+enum Run {
+    /// No run: the next batch goes step by step.
+    None,
+    /// A run, ended before anything changed.
+    Taken,
+    /// A run whose last step completed requests.
+    Completed,
+}
+
 /// Simulate a scenario.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError> {
     run_with_sink(scenario, opts, None)
@@ -257,20 +267,26 @@ impl Simulator<'_> {
         let max_sim = self.max_sim;
         let stop = loop {
             if !self.busy {
-                self.check_limits()?;
+                let batches = self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
-                    let completed = self.fast_forward();
-                    self.check_time(self.now)?;
-                    if completed {
-                        // The run's last step completed requests: as at a batch's end, they are
-                        // answered and the events of the instant handled before the next batch.
-                        self.answer_finished(&mut actions);
-                        self.handle_actions(&mut actions);
-                        self.handle_events_at(self.now, &mut actions);
-                        continue;
+                    match self.fast_forward(batches) {
+                        Run::None => {}
+                        Run::Taken => {
+                            self.check_time(self.now)?;
+                            // The run may have used up `run.max_events`.
+                            self.check_limits()?;
+                        }
+                        Run::Completed => {
+                            self.check_time(self.now)?;
+                            // The run's last step completed requests: as at a batch's end, they
+                            // are answered and the events of the instant handled before the next
+                            // batch.
+                            self.answer_finished(&mut actions);
+                            self.handle_actions(&mut actions);
+                            self.handle_events_at(self.now, &mut actions);
+                            continue;
+                        }
                     }
-                    // The run may have used up `run.max_events`.
-                    self.check_limits()?;
                 }
                 self.start_batch(&mut actions);
             }
@@ -338,8 +354,9 @@ impl Simulator<'_> {
         }
     }
 
-    /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches.
-    fn check_limits(&self) -> Result<(), SimError> {
+    /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches; else
+    /// the batches run so far.
+    fn check_limits(&self) -> Result<u64, SimError> {
         if self
             .interrupt
             .as_ref()
@@ -348,7 +365,8 @@ impl Simulator<'_> {
             return Err(SimError::Interrupted);
         }
         let c = self.scheduler.counters();
-        if c.decode_steps + c.prefill_batches >= self.max_batches {
+        let batches = c.decode_steps + c.prefill_batches;
+        if batches >= self.max_batches {
             return Err(SimError::TooManyBatches {
                 limit: self.max_batches,
                 at_s: self.now.as_secs_f64(),
@@ -357,7 +375,7 @@ impl Simulator<'_> {
                 engine: self.scenario.engine.kind(),
             });
         }
-        Ok(())
+        Ok(batches)
     }
 
     /// Stop before the clock reaches [`SimTime::LIMIT`]: time sums saturate there, so a run
@@ -392,9 +410,10 @@ impl Simulator<'_> {
     /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
-    /// Returns whether the run's last step completed requests (in the outbox, to be answered
-    /// at the run's end, now).
-    fn fast_forward(&mut self) -> bool {
+    /// `batches`: the scheduler batches run so far. Returns whether a run was taken, and
+    /// whether its last step completed requests (in the outbox, to be answered at the run's
+    /// end, now).
+    fn fast_forward(&mut self, batches: u64) -> Run {
         let limit = self
             .events
             .peek_time()
@@ -402,10 +421,7 @@ impl Simulator<'_> {
             .min(self.max_sim.unwrap_or(SimTime::LIMIT));
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
-        let c = self.scheduler.counters();
-        let left = self
-            .max_batches
-            .saturating_sub(c.decode_steps + c.prefill_batches);
+        let left = self.max_batches.saturating_sub(batches);
         self.sync_state();
         self.outbox.clear();
         let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
@@ -436,9 +452,13 @@ impl Simulator<'_> {
             }
             self.drain_outbox_logs();
             self.now = skip.end;
-            return !self.outbox.finished.is_empty();
+            return if self.outbox.finished.is_empty() {
+                Run::Taken
+            } else {
+                Run::Completed
+            };
         }
-        false
+        Run::None
     }
 
     /// A run of a constant batch ending at `end` ([`RunState::Constant`], described by
@@ -489,10 +509,28 @@ impl Simulator<'_> {
             if point >= end {
                 break;
             }
-            // Steps ended by the point, lumped; the point falls in step k + 1.
-            let k = run.ended_by((point - r.start).as_ns());
-            let kv_k = kv_before(k);
-            let at_k = r.start + SimDuration::from_ns(run.elapsed(k));
+            // Steps ended by the point, lumped (`k`, ending `elapsed` after the start, the KV
+            // integrated to `kv_k`); the point falls in step k + 1, ending at `at_next`.
+            let since = (point - r.start).as_ns();
+            let (k, elapsed, kv_k, at_next) = if ends.is_empty() {
+                // In closed form, each quantity priced once: the steps' count and total in
+                // one search, the next step's end from its duration.
+                let budget = SimDuration::from_ns(since.saturating_add(1));
+                let (k, elapsed) = model.decode_run_within(b, r.kv_first, r.steps, budget);
+                let kv_k = kv_before(k);
+                let next = model.decode(b, r.kv_first + b * k);
+                (k, elapsed.as_ns(), kv_k, elapsed + next)
+            } else {
+                let k = run.ended_by(since);
+                let next = SimDuration::from_ns(run.elapsed(k + 1));
+                (k, run.elapsed(k), kv_before(k), next)
+            };
+            debug_assert_eq!(
+                (k, elapsed, at_next.as_ns()),
+                (run.ended_by(since), run.elapsed(k), run.elapsed(k + 1)),
+                "invariant: the point's step, priced in closed form, is the run's"
+            );
+            let at_k = r.start + SimDuration::from_ns(elapsed);
             let used = used_first + b * k;
             self.recorder
                 .integrate_run(at_k, running, queued, kv_k - done_kv, used);
@@ -500,8 +538,7 @@ impl Simulator<'_> {
             while let Some(rec) = lines.next_if(|rec| rec.at() <= point) {
                 self.recorder.on_log(rec);
             }
-            let at_next = r.start + SimDuration::from_ns(run.elapsed(k + 1));
-            self.recorder.advance_to(at_next);
+            self.recorder.advance_to(r.start + at_next);
             (done, done_kv) = (k, kv_k);
         }
         let left = kv_integral - done_kv;

@@ -88,9 +88,16 @@ impl Sglang {
         // closed form, or by pricing the steps once (their ends are kept for the run).
         let budget = limit.saturating_since(now);
         let lo = if self.cost.closed_form_runs() {
-            (self.cost)
-                .decode_run_within(batch, attended_first, most, budget)
-                .0
+            // Steps that never get shorter all end in time if `most` of the last would.
+            let last = self.cost.decode(batch, attended_first + batch * (most - 1));
+            let bound = u128::from(last.as_ns()) * u128::from(most);
+            if self.cost.decode_non_decreasing(batch) && bound < u128::from(budget.as_ns()) {
+                most
+            } else {
+                (self.cost)
+                    .decode_run_within(batch, attended_first, most, budget)
+                    .0
+            }
         } else {
             (self.cost).decode_ends_within(batch, attended_first, most, budget, ends)
         };
