@@ -3,8 +3,6 @@
 //! (`process_batch_result_decode`): every running request gets a token, those reaching their
 //! length finish.
 
-use std::cmp::Reverse;
-
 use super::{InFlight, Place, Sglang};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::Outbox;
@@ -74,24 +72,15 @@ impl Sglang {
         // The step's completions, in a buffer kept between calls.
         let mut done = std::mem::take(&mut self.done_buf);
         done.clear();
-        while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
-            if step > self.decode_step {
-                break;
-            }
-            self.finish_heap.pop();
-            if !self.is_current_stay(id, stay) {
-                continue;
-            }
-            debug_assert_eq!(
-                step, self.decode_step,
-                "invariant: completions are never skipped"
-            );
-            done.push((id, stay));
-        }
+        let places = &self.places;
+        let current = |id, stay| super::current_stay(places, id, stay);
+        self.finish.take(self.decode_step, current, &mut done);
+        // In the order of their stays, as they joined.
+        done.sort_unstable_by_key(|e| e.1);
         if self.cache.is_some() && done.len() > 1 {
             // Released in batch order (`process_batch_result_decode`): the cache's access
             // times follow it.
-            let at = |&(id, _): &(ReqId, u64)| self.running.iter().position(|x| *x == id);
+            let at = |&(_, _, id): &(u64, u64, ReqId)| self.running.iter().position(|x| *x == id);
             done.sort_by_key(at);
         }
         // The next pass of `get_next_batch_to_run` filters them out of the running batch,
@@ -101,9 +90,12 @@ impl Sglang {
         let mut at = std::mem::take(&mut self.index_buf);
         at.clear();
         if few {
-            at.extend(done.iter().map(|&(id, stay)| self.running_index(id, stay)));
+            at.extend(
+                done.iter()
+                    .map(|&(_, stay, id)| self.running_index(id, stay)),
+            );
         }
-        for &(id, _) in &done {
+        for &(_, _, id) in &done {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);

@@ -67,6 +67,7 @@ mod admission;
 mod cache;
 #[cfg(debug_assertions)]
 mod check;
+mod completions;
 mod decode;
 mod fast_forward;
 mod log;
@@ -231,11 +232,11 @@ pub struct Sglang {
     /// `forward_ct_decode`: decode batches processed so far (the `Decode batch` line's cadence).
     decode_batches: u64,
     next_stay: u64,
-    /// `(step at which it generates its last token, stay, id)`.
-    finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
+    /// `(step at which it generates its last token, stay, id)` of each running request.
+    finish: completions::Completions,
     /// [`advance_decode`](Self::advance_decode)'s completions and their places in the batch,
     /// buffers kept between calls.
-    done_buf: Vec<(ReqId, u64)>,
+    done_buf: Vec<completions::Entry>,
     index_buf: Vec<usize>,
     /// Retraction's keys `(generated, Reverse(prompt))`, a buffer kept between calls.
     retract_keys: Vec<(u32, std::cmp::Reverse<u32>)>,
@@ -327,7 +328,7 @@ impl Sglang {
             alloc_step: 0,
             decode_batches: 0,
             next_stay: 0,
-            finish_heap: BinaryHeap::new(),
+            finish: completions::Completions::new(max_req_len + 1),
             done_buf: Vec::new(),
             index_buf: Vec::new(),
             retract_keys: Vec::new(),
@@ -404,7 +405,7 @@ impl Sglang {
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
-        matches!(self.place(id), Place::Running { stay: s, .. } if s == stay)
+        current_stay(&self.places, id, stay)
     }
 
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
@@ -472,7 +473,7 @@ impl Sglang {
         let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
         if schedule_finish {
-            self.finish_heap.push(Reverse((finish_step, stay, id)));
+            self.finish.push(finish_step, stay, id);
         }
         // A request whose first token is pending is counted with it (a step early: the filter
         // may only err early), so that the token's arrival needs no second entry. One that
@@ -791,4 +792,9 @@ impl Scheduler for Sglang {
             self.p.page,
         ))
     }
+}
+
+/// Whether `(id, stay)` is a running request's current stay in the batch, by the places.
+fn current_stay(places: &[Place], id: ReqId, stay: u64) -> bool {
+    matches!(places.get(id.0 as usize), Some(Place::Running { stay: s, .. }) if *s == stay)
 }

@@ -284,7 +284,7 @@ impl Sglang {
             self.batch_is_full = false;
         } else {
             let finish_step = since_step + u64::from(target - out_then);
-            self.finish_heap.push(Reverse((finish_step, stay, it.id)));
+            self.finish.push(finish_step, stay, it.id);
         }
     }
 
