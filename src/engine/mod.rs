@@ -106,6 +106,16 @@ struct Simulator<'s> {
     part_until: Option<SimTime>,
 }
 
+/// What [`Simulator::fast_forward`] did.
+enum Run {
+    /// No run: the next batch goes step by step.
+    None,
+    /// A run, ended before anything changed.
+    Taken,
+    /// A run whose last step completed requests.
+    Completed,
+}
+
 /// Simulate a scenario.
 pub fn run(scenario: &Scenario, opts: &RunOptions) -> Result<RunResult, SimError> {
     run_with_sink(scenario, opts, None)
@@ -267,12 +277,26 @@ impl Simulator<'_> {
         let max_sim = self.max_sim;
         let stop = loop {
             if !self.busy {
-                self.check_limits()?;
+                let batches = self.check_limits()?;
                 if self.stepping == Stepping::FastForward {
-                    self.fast_forward();
-                    self.check_time(self.now)?;
-                    // The run may have used up `run.max_events`.
-                    self.check_limits()?;
+                    match self.fast_forward(batches) {
+                        Run::None => {}
+                        Run::Taken => {
+                            self.check_time(self.now)?;
+                            // The run may have used up `run.max_events`.
+                            self.check_limits()?;
+                        }
+                        Run::Completed => {
+                            self.check_time(self.now)?;
+                            // The run's last step completed requests: as at a batch's end, they
+                            // are answered and the events of the instant handled before the next
+                            // batch.
+                            self.answer_finished(&mut actions);
+                            self.handle_actions(&mut actions);
+                            self.handle_events_at(self.now, &mut actions);
+                            continue;
+                        }
+                    }
                 }
                 self.start_batch(&mut actions);
             }
@@ -301,26 +325,7 @@ impl Simulator<'_> {
             self.recorder.advance_to(next);
             debug_assert!(next >= self.now, "invariant: the clock never goes back");
             self.now = next;
-            while self.events.peek_time() == Some(next) {
-                let ev = self.events.pop().expect("invariant: peeked event exists");
-                match ev.kind {
-                    EventKind::StepEnd => self.end_batch(&mut actions),
-                    EventKind::Delivery => self.deliver(ev.seq, &mut actions),
-                    EventKind::ClientWake => self.client.on_wake(&mut actions),
-                    EventKind::Arrival => {
-                        self.recorder.on_arrival();
-                        self.client.on_arrival(self.now, &mut actions);
-                    }
-                    EventKind::ServerArrival => {
-                        let id = self
-                            .in_transit
-                            .pop_front()
-                            .expect("invariant: a server arrival has a request in transit");
-                        self.reach_server(id, &mut actions);
-                    }
-                }
-                self.handle_actions(&mut actions);
-            }
+            self.handle_events_at(next, &mut actions);
         };
         if stop == StopReason::AllAnswered && !self.requests.is_empty() {
             let waiting = self.scheduler.state().queued;
@@ -343,8 +348,34 @@ impl Simulator<'_> {
         Ok(r)
     }
 
-    /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches.
-    fn check_limits(&self) -> Result<(), SimError> {
+    /// Handle every event of the instant `t` (now), in the queue's order, those scheduled
+    /// meanwhile for `t` included.
+    fn handle_events_at(&mut self, t: SimTime, actions: &mut Vec<ClientAction>) {
+        while self.events.peek_time() == Some(t) {
+            let ev = self.events.pop().expect("invariant: peeked event exists");
+            match ev.kind {
+                EventKind::StepEnd => self.end_batch(actions),
+                EventKind::Delivery => self.deliver(ev.seq, actions),
+                EventKind::ClientWake => self.client.on_wake(actions),
+                EventKind::Arrival => {
+                    self.recorder.on_arrival();
+                    self.client.on_arrival(self.now, actions);
+                }
+                EventKind::ServerArrival => {
+                    let id = self
+                        .in_transit
+                        .pop_front()
+                        .expect("invariant: a server arrival has a request in transit");
+                    self.reach_server(id, actions);
+                }
+            }
+            self.handle_actions(actions);
+        }
+    }
+
+    /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches; else
+    /// the batches run so far.
+    fn check_limits(&self) -> Result<u64, SimError> {
         if self
             .interrupt
             .as_ref()
@@ -353,7 +384,8 @@ impl Simulator<'_> {
             return Err(SimError::Interrupted);
         }
         let c = self.scheduler.counters();
-        if c.decode_steps + c.prefill_batches >= self.max_batches {
+        let batches = c.decode_steps + c.prefill_batches;
+        if batches >= self.max_batches {
             return Err(SimError::TooManyBatches {
                 limit: self.max_batches,
                 at_s: self.now.as_secs_f64(),
@@ -362,7 +394,7 @@ impl Simulator<'_> {
                 engine: self.scenario.engine.kind(),
             });
         }
-        Ok(())
+        Ok(batches)
     }
 
     /// Stop before the clock reaches [`SimTime::LIMIT`]: time sums saturate there, so a run
@@ -397,7 +429,10 @@ impl Simulator<'_> {
     /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
-    fn fast_forward(&mut self) {
+    /// `batches`: the scheduler batches run so far. Returns whether a run was taken, and
+    /// whether its last step completed requests (in the outbox, to be answered at the run's
+    /// end, now).
+    fn fast_forward(&mut self, batches: u64) -> Run {
         let mut limit = self
             .events
             .peek_time()
@@ -409,10 +444,7 @@ impl Simulator<'_> {
         }
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
-        let c = self.scheduler.counters();
-        let left = self
-            .max_batches
-            .saturating_sub(c.decode_steps + c.prefill_batches);
+        let left = self.max_batches.saturating_sub(batches);
         self.sync_state();
         self.outbox.clear();
         let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
@@ -443,7 +475,13 @@ impl Simulator<'_> {
             }
             self.drain_outbox_logs();
             self.now = skip.end;
+            return if self.outbox.finished.is_empty() {
+                Run::Taken
+            } else {
+                Run::Completed
+            };
         }
+        Run::None
     }
 
     /// A run of a constant batch ending at `end` ([`RunState::Constant`], described by
@@ -481,7 +519,7 @@ impl Simulator<'_> {
                 // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
                 (k, ends) => {
                     let e = u128::from(ends[k as usize - 1]);
-                    let before: u128 = ends[..k as usize - 1].iter().map(|&x| u128::from(x)).sum();
+                    let before = sum_of_ends(&ends[..k as usize - 1]);
                     u128::from(used_first) * e + u128::from(b) * (u128::from(k - 1) * e - before)
                 }
             }
@@ -494,10 +532,28 @@ impl Simulator<'_> {
             if point >= end {
                 break;
             }
-            // Steps ended by the point, lumped; the point falls in step k + 1.
-            let k = run.ended_by((point - r.start).as_ns());
-            let kv_k = kv_before(k);
-            let at_k = r.start + SimDuration::from_ns(run.elapsed(k));
+            // Steps ended by the point, lumped (`k`, ending `elapsed` after the start, the KV
+            // integrated to `kv_k`); the point falls in step k + 1, ending at `at_next`.
+            let since = (point - r.start).as_ns();
+            let (k, elapsed, kv_k, at_next) = if ends.is_empty() {
+                // In closed form, each quantity priced once: the steps' count and total in
+                // one search, the next step's end from its duration.
+                let budget = SimDuration::from_ns(since.saturating_add(1));
+                let (k, elapsed) = model.decode_run_within(b, r.kv_first, r.steps, budget);
+                let kv_k = kv_before(k);
+                let next = model.decode(b, r.kv_first + b * k);
+                (k, elapsed.as_ns(), kv_k, elapsed + next)
+            } else {
+                let k = run.ended_by(since);
+                let next = SimDuration::from_ns(run.elapsed(k + 1));
+                (k, run.elapsed(k), kv_before(k), next)
+            };
+            debug_assert_eq!(
+                (k, elapsed, at_next.as_ns()),
+                (run.ended_by(since), run.elapsed(k), run.elapsed(k + 1)),
+                "invariant: the point's step, priced in closed form, is the run's"
+            );
+            let at_k = r.start + SimDuration::from_ns(elapsed);
             let used = used_first + b * k;
             self.recorder
                 .integrate_run(at_k, running, queued, kv_k - done_kv, used);
@@ -505,8 +561,7 @@ impl Simulator<'_> {
             while let Some(rec) = lines.next_if(|rec| rec.at() <= point) {
                 self.recorder.on_log(rec);
             }
-            let at_next = r.start + SimDuration::from_ns(run.elapsed(k + 1));
-            self.recorder.advance_to(at_next);
+            self.recorder.advance_to(r.start + at_next);
             (done, done_kv) = (k, kv_k);
         }
         let left = kv_integral - done_kv;
@@ -710,5 +765,32 @@ impl Simulator<'_> {
             let r = self.requests.remove(id);
             self.respond(r, actions);
         }
+    }
+}
+
+/// `Σ ends`, exactly, for a run's step ends (non-decreasing): in 64 bits when their count
+/// times the last cannot overflow them (a sum the compiler vectorizes), else in 128.
+fn sum_of_ends(ends: &[u64]) -> u128 {
+    let Some(&last) = ends.last() else {
+        return 0;
+    };
+    if last.checked_mul(ends.len() as u64).is_some() {
+        u128::from(ends.iter().sum::<u64>())
+    } else {
+        ends.iter().map(|&e| u128::from(e)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sum_of_ends;
+
+    #[test]
+    fn the_sum_of_ends_is_exact_in_either_width() {
+        assert_eq!(sum_of_ends(&[]), 0);
+        assert_eq!(sum_of_ends(&[3, 5, 9]), 17);
+        let big = [u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX];
+        let want = u128::from(u64::MAX / 2) * 2 + 1 + u128::from(u64::MAX);
+        assert_eq!(sum_of_ends(&big), want);
     }
 }

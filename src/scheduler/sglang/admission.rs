@@ -360,14 +360,16 @@ impl Sglang {
         // it, from integer sums kept as requests join and leave, decide nearly every pass alone,
         // and the sum is taken only when a decision could turn on it. With the radix cache the
         // pass matches and locks as it goes (what is free changes): one exact pass.
+        // The item list of a finished batch, reused.
+        let items = std::mem::take(&mut self.spare_items);
         let (pass, stop) = if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
-            self.cached_pass(reqs, mixed, allocatable)
+            self.cached_pass(reqs, mixed, allocatable, items)
         } else {
             let bounds = self.reservation_interval(reqs);
-            self.bounded_pass(reqs, mixed, allocatable, bounds)
+            self.bounded_pass(reqs, mixed, allocatable, bounds, items)
         };
         match stop {
             // The slot limit closes the latch.
@@ -382,6 +384,7 @@ impl Sglang {
             _ => {}
         }
         if pass.items.is_empty() {
+            self.spare_items = pass.items;
             return None;
         }
         self.start_prefill(now, pass, running_bs, reqs)
@@ -395,17 +398,23 @@ impl Sglang {
         mixed: u64,
         allocatable: u64,
         bounds: Option<Reservations>,
+        items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
         let Some(bounds) = bounds else {
-            return self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+            let exact = self.running_reservations(reqs);
+            return self.pass(reqs, mixed, allocatable, exact, items);
         };
-        let bound = self.pass(reqs, mixed, allocatable, bounds);
+        let bound = self.pass(reqs, mixed, allocatable, bounds, items);
         if bound.0.unsure {
-            return self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+            let mut items = bound.0.items;
+            items.clear();
+            let exact = self.running_reservations(reqs);
+            return self.pass(reqs, mixed, allocatable, exact, items);
         }
         debug_assert!(
             {
-                let exact = self.pass(reqs, mixed, allocatable, self.running_reservations(reqs));
+                let exact = self.running_reservations(reqs);
+                let exact = self.pass(reqs, mixed, allocatable, exact, Vec::new());
                 exact.0.items == bound.0.items
                     && exact.0.new_chunked == bound.0.new_chunked
                     && exact.0.admitted == bound.0.admitted
@@ -425,9 +434,10 @@ impl Sglang {
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
+        items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
         let reservations = self.running_reservations(reqs);
-        let mut pass = self.new_pass(self.free_tokens(), mixed, reservations, reqs);
+        let mut pass = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
         let mut stop = None;
         for i in 0..self.waiting.len() {
             let id = self.waiting[i];
@@ -463,13 +473,16 @@ impl Sglang {
 
     /// A pass's budgets before its first request: `available` free tokens, `mixed` decode tokens
     /// of a mixed batch, the running requests' `reservations`; a continuing chunk goes first.
+    /// `items` is an empty list to fill (its allocation reused).
     fn new_pass(
         &self,
         available: u64,
         mixed: u64,
         reservations: Reservations,
         reqs: &Requests,
+        items: Vec<PrefillItem>,
     ) -> Pass {
+        debug_assert!(items.is_empty(), "invariant: a pass starts with no items");
         let mut pass = Pass {
             available: available as f64,
             total_offset: mixed as f64 + reservations.hi,
@@ -478,7 +491,7 @@ impl Sglang {
             rem_input: self.p.max_prefill as i64 - mixed as i64,
             rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
             page: self.p.page,
-            items: Vec::new(),
+            items,
             new_chunked: None,
             admitted: 0,
             req_states: None,
@@ -500,8 +513,9 @@ impl Sglang {
         mixed: u64,
         allocatable: u64,
         reservations: Reservations,
+        items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
-        let mut pass = self.new_pass(self.kv.available_tokens(), mixed, reservations, reqs);
+        let mut pass = self.new_pass(self.kv.available_tokens(), mixed, reservations, reqs, items);
         let mut stop = None;
         for &id in self.waiting.iter() {
             if pass.unsure || pass.state() == AddResult::Other {

@@ -8,8 +8,6 @@
 //! the same; the allocations come one step earlier, and the run ends with the next decode step
 //! decided.
 
-use std::cmp::Reverse;
-
 use super::Sglang;
 use crate::cost::DecodeSteps;
 use crate::scheduler::{DecodeRun, Outbox, RunState, Skip};
@@ -24,13 +22,16 @@ pub(super) struct SkipPlan {
     attended_first: u64,
     /// KV slots in use during the first step.
     used_first: u64,
+    /// The last step is the one at whose end the next requests complete: its end is processed
+    /// as step by step ([`Sglang::finish_skip`]).
+    completes: bool,
 }
 
 impl Sglang {
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
-    /// once: until the step before the next completion, while memory lasts, at most
-    /// `max_steps`, and while they end before `limit`. Page size 1 only (with larger pages the
-    /// pool grows unevenly).
+    /// once: until the next completion (its step included when the decisions made up to it are
+    /// still plain decode steps), while memory lasts, at most `max_steps`, and while they end
+    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
     pub(super) fn plan_skip(
         &mut self,
         now: SimTime,
@@ -46,15 +47,10 @@ impl Sglang {
         {
             return None;
         }
-        // Drop stale completion entries (retracted requests) from the top; finish_decode would
-        // skip them anyway.
-        let next_finish = loop {
-            let &Reverse((step, stay, id)) = self.finish_heap.peek()?;
-            if self.is_current_stay(id, stay) {
-                break step;
-            }
-            self.finish_heap.pop();
-        };
+        // The next completion (stale entries of retracted requests are dropped on the way).
+        let places = &self.places;
+        let next_finish =
+            (self.finish).next_step(|id, stay| super::current_stay(places, id, stay))?;
         let batch = self.running.len() as u64;
         // Overlapped: the first step is the decode step decided ahead, of the whole running
         // batch (not one that still holds a request finished since), its KV allocated.
@@ -70,7 +66,12 @@ impl Sglang {
         } else {
             self.running_kv_tokens + batch
         };
-        let by_completion = next_finish.saturating_sub(self.decode_step + 1);
+        // The step at whose end the next requests complete is decided, and (overlapped) decides
+        // the next, before anything changes: it belongs to the run, unless that decision sets a
+        // request aside as finishing by length (`set_aside_finishing`; the filter errs only
+        // early, so `false` is sure).
+        let through = !self.p.overlap || !self.length_due_by(next_finish - 1);
+        let by_completion = next_finish.saturating_sub(self.decode_step + 1) + u64::from(through);
         let by_memory = self.free_tokens() / batch;
         let most = by_completion.min(by_memory).min(max_steps);
         if most == 0 {
@@ -80,9 +81,16 @@ impl Sglang {
         // closed form, or by pricing the steps once (their ends are kept for the run).
         let budget = limit.saturating_since(now);
         let lo = if self.cost.closed_form_runs() {
-            (self.cost)
-                .decode_run_within(batch, attended_first, most, budget)
-                .0
+            // Steps that never get shorter all end in time if `most` of the last would.
+            let last = self.cost.decode(batch, attended_first + batch * (most - 1));
+            let bound = u128::from(last.as_ns()) * u128::from(most);
+            if self.cost.decode_non_decreasing(batch) && bound < u128::from(budget.as_ns()) {
+                most
+            } else {
+                (self.cost)
+                    .decode_run_within(batch, attended_first, most, budget)
+                    .0
+            }
         } else {
             (self.cost).decode_ends_within(batch, attended_first, most, budget, ends)
         };
@@ -91,13 +99,17 @@ impl Sglang {
             batch,
             attended_first,
             used_first: self.usage_tokens() + batch,
+            completes: through && self.decode_step + lo == next_finish,
         })
     }
 
     /// Apply a planned fast-forward: exactly what `steps` calls of `try_decode` +
-    /// `finish_decode` would do.
+    /// `finish_decode` would do — but the end of the last step if it completes requests, which
+    /// [`finish_skip`](Self::finish_skip) processes.
     pub(super) fn take_skip(&mut self, now: SimTime, s: SkipPlan, out: &mut Outbox) -> Skip {
         let (b, n) = (s.batch, s.steps);
+        // Steps whose end is taken here.
+        let ended = n - u64::from(s.completes);
         // Each step of the run is launched with the queue as it is now.
         self.queue_at_launch = self.waiting.len() as u64;
         // The run is described, not listed: its steps' ends (the inter-token latencies are timed
@@ -108,7 +120,7 @@ impl Sglang {
             // Σ j·d_j = (n − 1)·T − Σ_{j < n − 1} end_j.
             ends => {
                 let t = u128::from(ends[ends.len() - 1]);
-                let before_last: u128 = ends[..ends.len() - 1].iter().map(|&e| u128::from(e)).sum();
+                let before_last = sum_of_ends(&ends[..ends.len() - 1]);
                 let weighted = u128::from(s.used_first) * t
                     + u128::from(b) * (u128::from(n - 1) * t - before_last);
                 (SimDuration::from_ns(t as u64), weighted)
@@ -119,7 +131,7 @@ impl Sglang {
         let interval = self.p.log_interval;
         let mut j = interval - self.decode_batches % interval;
         let mut counted = 0u64;
-        while j <= n {
+        while j <= ended {
             let run = DecodeSteps::new(&*self.cost, b, s.attended_first, n, &out.run_ends)
                 .with_total(total.as_ns());
             let at = now + SimDuration::from_ns(run.elapsed(j));
@@ -129,7 +141,7 @@ impl Sglang {
             self.log_decode(&mut out.log, at, b, token);
             j += interval;
         }
-        self.decode_tokens_since_log += b * (n - counted);
+        self.decode_tokens_since_log += b * (ended - counted);
         out.decode_run = Some(DecodeRun {
             start: now,
             batch: b,
@@ -153,14 +165,15 @@ impl Sglang {
             let next = self.cost.decode(b, s.attended_first + b * n);
             self.planned = Some((super::InFlight::Decode { batch: b }, next));
         }
-        self.decode_step += n;
+        self.decode_step += ended;
+        self.finish.pass(self.decode_step);
         self.last_round_end = now + total;
         self.alloc_step += n;
-        self.decode_batches += n;
+        self.decode_batches += ended;
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;
-        out.generated_tokens += b * n;
-        out.decode_rounds += n;
+        out.generated_tokens += b * ended;
+        out.decode_rounds += ended;
         Skip {
             steps: n,
             end: now + total,
@@ -171,5 +184,64 @@ impl Sglang {
                 kv_last: s.used_first + b * (n - 1),
             },
         }
+    }
+}
+
+impl Sglang {
+    /// The end of a run's last step when it completes requests ([`SkipPlan::completes`]): the
+    /// result is processed as step by step — the tokens, the completions (in `out.finished`,
+    /// for the simulator to answer at `end`) and a Decode line due at this step, whose usage
+    /// is the pool's after their release.
+    pub(super) fn finish_skip(
+        &mut self,
+        end: SimTime,
+        s: SkipPlan,
+        reqs: &mut crate::request::Requests,
+        out: &mut Outbox,
+    ) {
+        if !s.completes {
+            return;
+        }
+        if self.p.overlap {
+            self.finish_overlapped(end, super::InFlight::Decode { batch: s.batch }, reqs, out);
+        } else {
+            self.finish_decode(end, s.batch, reqs, out);
+        }
+        debug_assert!(
+            !out.finished.is_empty(),
+            "invariant: a run that ends at a completion completes requests"
+        );
+    }
+}
+
+/// `Σ ends`, exactly, for a run's step ends (non-decreasing): in 64 bits when their count
+/// times the last cannot overflow them (a sum the compiler vectorizes), else in 128.
+fn sum_of_ends(ends: &[u64]) -> u128 {
+    let Some(&last) = ends.last() else {
+        return 0;
+    };
+    debug_assert!(
+        ends.windows(2).all(|w| w[0] <= w[1]),
+        "invariant: ends never go back"
+    );
+    if last.checked_mul(ends.len() as u64).is_some() {
+        u128::from(ends.iter().sum::<u64>())
+    } else {
+        ends.iter().map(|&e| u128::from(e)).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sum_of_ends;
+
+    #[test]
+    fn the_sum_of_ends_is_exact_in_either_width() {
+        assert_eq!(sum_of_ends(&[]), 0);
+        assert_eq!(sum_of_ends(&[3, 5, 9]), 17);
+        // Past 64 bits: the wide sum.
+        let big = [u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX];
+        let want = u128::from(u64::MAX / 2) * 2 + 1 + u128::from(u64::MAX);
+        assert_eq!(sum_of_ends(&big), want);
     }
 }

@@ -56,8 +56,9 @@
 //! request reaches its length, and the pages the next step needs are counted per residue class
 //! of the KV held modulo the page size.
 //!
-//! Files: this one holds the state, the decode step and the [`Scheduler`] protocol;
-//! `admission.rs` the prefill admission pass (`PrefillAdder`); `retract.rs` retraction;
+//! Files: this one holds the state, the running batch's bookkeeping and the [`Scheduler`]
+//! protocol; `decode.rs` the decode step; `admission.rs` the prefill admission pass
+//! (`PrefillAdder`); `retract.rs` retraction;
 //! `cache.rs` the radix cache's use, `radix.rs` its tree; `overlap.rs` the overlapped loop;
 //! `fast_forward.rs` the exact skip over runs of identical decode steps; `log.rs` the log lines;
 //! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
@@ -66,6 +67,8 @@ mod admission;
 mod cache;
 #[cfg(debug_assertions)]
 mod check;
+mod completions;
+mod decode;
 mod fast_forward;
 mod log;
 mod overlap;
@@ -229,8 +232,16 @@ pub struct Sglang {
     /// `forward_ct_decode`: decode batches processed so far (the `Decode batch` line's cadence).
     decode_batches: u64,
     next_stay: u64,
-    /// `(step at which it generates its last token, stay, id)`.
-    finish_heap: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
+    /// `(step at which it generates its last token, stay, id)` of each running request.
+    finish: completions::Completions,
+    /// [`advance_decode`](Self::advance_decode)'s completions and their places in the batch,
+    /// buffers kept between calls.
+    done_buf: Vec<completions::Entry>,
+    index_buf: Vec<usize>,
+    /// Retraction's keys `(generated, Reverse(prompt))`, a buffer kept between calls.
+    retract_keys: Vec<(u32, std::cmp::Reverse<u32>)>,
+    /// A prefill batch's item list, kept for the next admission pass once the batch is done.
+    spare_items: Vec<PrefillItem>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
     reserved: reserved::Reserved,
     /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
@@ -317,7 +328,11 @@ impl Sglang {
             alloc_step: 0,
             decode_batches: 0,
             next_stay: 0,
-            finish_heap: BinaryHeap::new(),
+            finish: completions::Completions::new(max_req_len + 1),
+            done_buf: Vec::new(),
+            index_buf: Vec::new(),
+            retract_keys: Vec::new(),
+            spare_items: Vec::new(),
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),
             running_kv_tokens: 0,
@@ -390,11 +405,14 @@ impl Sglang {
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
-        matches!(self.place(id), Place::Running { stay: s, .. } if s == stay)
+        current_stay(&self.places, id, stay)
     }
 
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
         let p = self.p.page;
+        if p == 1 {
+            return 0;
+        }
         ((kv_then % p + p - since % p) % p) as usize
     }
 
@@ -455,44 +473,64 @@ impl Sglang {
         let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
         if schedule_finish {
-            self.finish_heap.push(Reverse((finish_step, stay, id)));
+            self.finish.push(finish_step, stay, id);
         }
         // A request whose first token is pending is counted with it (a step early: the filter
-        // may only err early), so that the token's arrival needs no second entry.
-        let max_new = reqs[id].max_new_tokens;
+        // may only err early), so that the token's arrival needs no second entry. One that
+        // stops short of `max_new_tokens` (by EOS) leaves before it could be set aside: a
+        // decision sees running requests with fewer than `target` tokens, and sets aside only
+        // those one token short of `max_new_tokens`.
         let counted = out + u32::from(first_token_pending);
-        self.note_length_due(id, stay, self.decode_step, counted, max_new);
+        if reqs[id].target_output_tokens >= max_new {
+            self.note_length_due(id, stay, self.decode_step, counted, max_new);
+        }
         self.running.push(id);
     }
 
     /// Take a request out of the running batch's accounting (the caller removes it from
     /// `running`), its KV still held.
     fn forget_running(&mut self, id: ReqId) {
-        let kv = self.running_kv(id);
+        self.forget_running_at(id, self.place(id));
+    }
+
+    /// [`forget_running`](Self::forget_running) of `id`, whose place is `place`. Returns the KV
+    /// slots it holds.
+    fn forget_running_at(&mut self, id: ReqId, place: Place) -> u64 {
         let Place::Running {
             alloc_since,
             kv_then,
             ..
-        } = self.place(id)
+        } = place
         else {
             panic!("invariant: forget_running on a request that is not running");
         };
-        self.count_reserved(id, None);
+        let kv = kv_then + (self.alloc_step - alloc_since);
+        self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
         let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
         self.running_kv_tokens -= kv;
+        kv
     }
 
     /// Take a request out of the running batch (the caller removes it from `running`) and
     /// release its KV — a finished request's published to the radix cache first. Returns the KV
     /// slots released.
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
-        let kv = self.running_kv(id);
-        reqs[id].out_tokens = self.output_tokens(id, &reqs[id]);
-        self.forget_running(id);
-        let r = &reqs[id];
-        let written = (u64::from(r.prompt_tokens) + u64::from(r.out_tokens) - 1).min(kv);
+        let place = self.place(id);
+        let Place::Running {
+            since_step,
+            out_then,
+            ..
+        } = place
+        else {
+            panic!("invariant: leave_running on a request that is not running");
+        };
+        let out = out_then + (self.decode_step - since_step) as u32;
+        let kv = self.forget_running_at(id, place);
+        let r = &mut reqs[id];
+        r.out_tokens = out;
+        let written = (u64::from(r.prompt_tokens) + u64::from(out) - 1).min(kv);
         self.release_kv(id, kv, Some(written as u32), reqs);
         kv
     }
@@ -503,53 +541,6 @@ impl Sglang {
         r.phase = Phase::Waiting;
         self.waiting_tokens += u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
         self.waiting.push_back(id);
-    }
-
-    /// `update_running_batch` and the decode step.
-    fn try_decode(
-        &mut self,
-        now: SimTime,
-        reqs: &mut Requests,
-        out: &mut Outbox,
-    ) -> Option<(InFlight, SimDuration)> {
-        let initial = self.running.len();
-        let finishing = self.set_aside_finishing(reqs);
-        if self.running.is_empty() {
-            self.batch_is_full = false;
-            return None;
-        }
-        if !self.next_step_fits() && finishing {
-            // The batch in flight frees the finishing requests' KV when it ends: decode the
-            // rest at the next step instead of retracting them.
-            self.batch_is_full = false;
-            return None;
-        }
-        if self.running.len() < initial {
-            self.batch_is_full = false;
-        }
-        if self.next_step_fits() {
-            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
-        } else {
-            self.retract(now, reqs, out);
-            if self.running.is_empty() {
-                return None;
-            }
-        }
-        let batch = self.alloc_decode_slots();
-        self.counters.decode_steps += 1;
-        let d = self.cost.decode(batch, self.running_kv_tokens);
-        Some((InFlight::Decode { batch }, d))
-    }
-
-    /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
-    /// batch size.
-    fn alloc_decode_slots(&mut self) -> u64 {
-        let pages = self.pages_needed_next_step();
-        self.alloc_evicting(pages);
-        self.alloc_step += 1;
-        let batch = self.running.len() as u64;
-        self.running_kv_tokens += batch;
-        batch
     }
 
     fn finish_prefill(
@@ -581,7 +572,7 @@ impl Sglang {
         // The request between chunks publishes its chunk last (`stash_chunked_request`, at the
         // next `get_next_batch_to_run`).
         let mut stash = None;
-        for it in items {
+        for &it in &items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
             };
@@ -617,94 +608,14 @@ impl Sglang {
             self.checkpoint(id, done, reqs);
         }
         self.running.extend(earlier);
+        self.recycle_items(items);
     }
 
-    /// Every running request gets one token at `now`: the decode counter advances, and those
-    /// reaching their length finish (their KV is released). Returns whether any finished.
-    fn advance_decode(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) -> bool {
-        self.decode_step += 1;
-        self.last_round_end = now;
-        out.generated_tokens += self.running.len() as u64;
-        out.decode_rounds += 1;
-        let first = out.finished.len();
-        let mut done = Vec::new();
-        while let Some(&Reverse((step, stay, id))) = self.finish_heap.peek() {
-            if step > self.decode_step {
-                break;
-            }
-            self.finish_heap.pop();
-            if !self.is_current_stay(id, stay) {
-                continue;
-            }
-            debug_assert_eq!(
-                step, self.decode_step,
-                "invariant: completions are never skipped"
-            );
-            done.push((id, stay));
-        }
-        if self.cache.is_some() && done.len() > 1 {
-            // Released in batch order (`process_batch_result_decode`): the cache's access
-            // times follow it.
-            let at = |&(id, _): &(ReqId, u64)| self.running.iter().position(|x| *x == id);
-            done.sort_by_key(at);
-        }
-        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-        // which reopens admission at once (0.5.23 filters on every pass). A few are found where
-        // they are (while they are still running), many by their phase.
-        let few = done.len() <= 4;
-        let mut at = [0usize; 4];
-        if few {
-            for (i, &(id, stay)) in done.iter().enumerate() {
-                at[i] = self.running_index(id, stay);
-            }
-        }
-        for &(id, _) in &done {
-            self.leave_running(id, reqs);
-            reqs[id].phase = Phase::Finished;
-            out.finished.push(id);
-        }
-        if out.finished.len() == first {
-            return false;
-        }
-        if few {
-            let at = &mut at[..done.len()];
-            at.sort_unstable();
-            for &i in at.iter().rev() {
-                self.running.remove(i);
-            }
-        } else {
-            self.running.retain(|&id| reqs[id].phase == Phase::Running);
-        }
-        self.batch_is_full = false;
-        true
-    }
-
-    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
-    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
-    /// binary search by stay finds it, checked; else a scan.
-    fn running_index(&self, id: ReqId, stay: u64) -> usize {
-        let stay_of = |x: &ReqId| match self.place(*x) {
-            Place::Running { stay, .. } => stay,
-            _ => u64::MAX,
-        };
-        if self.running.len() > 64 {
-            let i = self.running.partition_point(|x| stay_of(x) < stay);
-            if self.running.get(i) == Some(&id) {
-                return i;
-            }
-        }
-        (self.running.iter().position(|x| *x == id))
-            .expect("invariant: a finished request was running")
-    }
-
-    fn finish_decode(&mut self, now: SimTime, batch: u64, reqs: &mut Requests, out: &mut Outbox) {
-        self.decode_tokens_since_log += batch;
-        self.advance_decode(now, reqs, out);
-        // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
-        self.decode_batches += 1;
-        if self.decode_batches % self.p.log_interval == 0 {
-            let token = self.usage_tokens();
-            self.log_decode(&mut out.log, now, batch, token);
+    /// Keep a processed prefill batch's item list for the next admission pass.
+    fn recycle_items(&mut self, mut items: Vec<PrefillItem>) {
+        if items.capacity() > self.spare_items.capacity() {
+            items.clear();
+            self.spare_items = items;
         }
     }
 }
@@ -839,10 +750,9 @@ impl Scheduler for Sglang {
     ) -> Option<Skip> {
         let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
         let skip = self.take_skip(now, s, out);
+        self.finish_skip(skip.end, s, reqs, out);
         #[cfg(debug_assertions)]
         self.debug_check(reqs);
-        #[cfg(not(debug_assertions))]
-        let _ = reqs;
         Some(skip)
     }
 
@@ -882,4 +792,9 @@ impl Scheduler for Sglang {
             self.p.page,
         ))
     }
+}
+
+/// Whether `(id, stay)` is a running request's current stay in the batch, by the places.
+fn current_stay(places: &[Place], id: ReqId, stay: u64) -> bool {
+    matches!(places.get(id.0 as usize), Some(Place::Running { stay: s, .. }) if *s == stay)
 }

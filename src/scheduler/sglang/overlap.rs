@@ -151,11 +151,18 @@ impl Sglang {
 
     /// Whether some running request has reached the step from which it may be finishing by
     /// length (a superset: [`set_aside_finishing`](Self::set_aside_finishing) then decides
-    /// exactly, request by request). Drops the entries of past stays on top of the heap.
+    /// exactly, request by request).
     fn any_length_due(&mut self) -> bool {
+        self.length_due_by(self.decode_step)
+    }
+
+    /// Whether some running request may be set aside as finishing by length by a decision
+    /// made at decode step `step` (`false` is sure; `true` may err early). Drops the entries
+    /// of past stays on top of the heap.
+    pub(super) fn length_due_by(&mut self, step: u64) -> bool {
         while let Some(&Reverse((due, stay, id))) = self.length_due.peek() {
             if self.is_current_stay(id, stay) {
-                return due <= self.decode_step;
+                return due <= step;
             }
             self.length_due.pop();
         }
@@ -193,7 +200,7 @@ impl Sglang {
                     self.advance_decode(now, reqs, out);
                 }
                 let mut stash = None;
-                for it in items {
+                for &it in &items {
                     if let Place::Prefilling { done, .. } = self.place(it.id) {
                         stash = Some((it.id, done));
                     }
@@ -204,6 +211,7 @@ impl Sglang {
                     self.checkpoint(id, done, reqs);
                 }
                 self.log_prefill(now, log, out);
+                self.recycle_items(items);
             }
         }
     }
@@ -276,7 +284,7 @@ impl Sglang {
             self.batch_is_full = false;
         } else {
             let finish_step = since_step + u64::from(target - out_then);
-            self.finish_heap.push(Reverse((finish_step, stay, it.id)));
+            self.finish.push(finish_step, stay, it.id);
         }
     }
 

@@ -115,8 +115,13 @@ impl Sglang {
     /// Count a running request (its place just set) whose output stops at `target` tokens
     /// (`Some`), or stop counting one (`None`; its place still set).
     pub(super) fn count_reserved(&mut self, id: ReqId, target: Option<u32>) {
+        self.count_reserved_at(id, self.place(id), target);
+    }
+
+    /// [`count_reserved`](Self::count_reserved) of `id`, whose place is `place`.
+    #[inline]
+    pub(super) fn count_reserved_at(&mut self, id: ReqId, place: Place, target: Option<u32>) {
         self.sync_reserved();
-        let place = self.place(id);
         let (k, stay, c) =
             Self::reserve_key(place).expect("invariant: only running requests reserve");
         let join = target.is_some();

@@ -25,16 +25,18 @@ impl Sglang {
         // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
         // from the end: the victim is the smallest key, and among equal keys the latest in batch
         // order. Usually one victim suffices, so select it rather than sort.
-        let mut keys: Vec<(u32, Reverse<u32>)> = self
-            .running
-            .iter()
-            .map(|&id| {
-                (
-                    self.output_tokens(id, &reqs[id]),
-                    Reverse(reqs[id].prompt_tokens),
-                )
-            })
-            .collect();
+        // One pass over the batch: each request's key, and the sums the ratio re-estimate
+        // takes over the requests that stay (the victims' are taken off as they go).
+        let mut keys = std::mem::take(&mut self.retract_keys);
+        keys.clear();
+        let (mut decoded, mut max_new) = (0u64, 0u64);
+        for &id in &self.running {
+            let r = &reqs[id];
+            let generated = self.output_tokens(id, r);
+            keys.push((generated, Reverse(r.prompt_tokens)));
+            decoded += u64::from(generated);
+            max_new += u64::from(r.max_new_tokens);
+        }
         let mut retracted: Vec<ReqId> = Vec::new();
         let mut freed = 0u64;
         let mut first = true;
@@ -49,8 +51,9 @@ impl Sglang {
                     at = i;
                 }
             }
-            keys.remove(at);
+            decoded -= u64::from(keys.remove(at).0);
             let victim = self.running.remove(at);
+            max_new -= u64::from(reqs[victim].max_new_tokens);
             let remaining = self.running.len() as u64;
             freed += self.leave_retracted(victim, remaining, reqs);
             retracted.push(victim);
@@ -59,6 +62,8 @@ impl Sglang {
         if !self.next_step_fits() {
             // Newer SGLang aborts the last request when even it cannot grow.
             let last = self.running.pop().expect("invariant: one request is kept");
+            decoded -= u64::from(keys.pop().expect("invariant: a key per request").0);
+            max_new -= u64::from(reqs[last].max_new_tokens);
             freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;
             if let Some(at) = reqs[last].outside_token_at.take() {
@@ -67,13 +72,18 @@ impl Sglang {
             self.counters.aborted += 1;
             out.finished.push(last);
         }
-        let (decoded, max_new): (u64, u64) = self.running.iter().fold((0, 0), |(d, m), &id| {
-            let r = &reqs[id];
-            (
-                d + u64::from(self.output_tokens(id, r)),
-                m + u64::from(r.max_new_tokens),
-            )
-        });
+        self.retract_keys = keys;
+        debug_assert_eq!(
+            (decoded, max_new),
+            self.running.iter().fold((0, 0), |(d, m), &id| {
+                let r = &reqs[id];
+                (
+                    d + u64::from(self.output_tokens(id, r)),
+                    m + u64::from(r.max_new_tokens),
+                )
+            }),
+            "invariant: the re-estimate's sums are the remaining batch's"
+        );
         let n = self.running.len() as u64;
         self.ratio = ((decoded + RETRACT_DECODE_STEPS * n) as f64 / (max_new + 1) as f64).min(1.0);
         self.counters.eviction_events += 1;

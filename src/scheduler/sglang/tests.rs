@@ -293,6 +293,39 @@ fn retraction_takes_fewest_generated_then_longest_prompt() {
 }
 
 #[test]
+fn many_completions_in_one_step_leave_the_rest_of_the_batch_in_order() {
+    // 100 requests decode together: 30 finish at one step (more than are looked up one by
+    // one), 10 at another, 3 at a third; the batch keeps the others' order.
+    let (mut s, mut reqs) = (sched(1_000_000, SchedulePolicy::Fcfs), Requests::default());
+    let target = |i: u64| match i % 10 {
+        0..=2 => 4,
+        3 => 7,
+        4 if i < 30 => 9,
+        _ => 12,
+    };
+    let ids: Vec<ReqId> = (0..100)
+        .map(|i| add(&mut s, &mut reqs, i, 10, 100, target(i)))
+        .collect();
+    let mut t = SimTime::ZERO;
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, ids.clone())));
+    let mut seen = Vec::new();
+    while let Some((prefill, batch)) = step(&mut s, &mut reqs, &mut t) {
+        assert!(!prefill);
+        let left: Vec<ReqId> = batch
+            .iter()
+            .copied()
+            .filter(|&id| reqs.get(id).is_some())
+            .collect();
+        assert_eq!(s.running, left, "the batch after a step keeps its order");
+        if left.len() < batch.len() {
+            seen.push(batch.len() - left.len());
+        }
+    }
+    assert_eq!(seen, vec![30, 10, 3, 57]);
+    assert!(reqs.is_empty());
+}
+
+#[test]
 fn page_buckets_track_which_requests_need_a_new_page() {
     let mut sp = spec(10_000, SchedulePolicy::Fcfs);
     if let PolicySpec::Sglang(g) = &mut sp.policy {

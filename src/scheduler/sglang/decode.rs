@@ -1,0 +1,196 @@
+//! The decode step: `update_running_batch` and `prepare_for_decode` when it is decided
+//! (`managers/scheduler.py`, `managers/schedule_batch.py`), and its result when processed
+//! (`process_batch_result_decode`): every running request gets a token, those reaching their
+//! length finish.
+
+use super::{InFlight, Place, Sglang};
+use crate::request::{Phase, ReqId, Requests};
+use crate::scheduler::Outbox;
+use crate::time::{SimDuration, SimTime};
+
+impl Sglang {
+    /// `update_running_batch` and the decode step.
+    pub(super) fn try_decode(
+        &mut self,
+        now: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> Option<(InFlight, SimDuration)> {
+        let initial = self.running.len();
+        let finishing = self.set_aside_finishing(reqs);
+        if self.running.is_empty() {
+            self.batch_is_full = false;
+            return None;
+        }
+        if !self.next_step_fits() && finishing {
+            // The batch in flight frees the finishing requests' KV when it ends: decode the
+            // rest at the next step instead of retracting them.
+            self.batch_is_full = false;
+            return None;
+        }
+        if self.running.len() < initial {
+            self.batch_is_full = false;
+        }
+        if self.next_step_fits() {
+            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
+        } else {
+            self.retract(now, reqs, out);
+            if self.running.is_empty() {
+                return None;
+            }
+        }
+        let batch = self.alloc_decode_slots();
+        self.counters.decode_steps += 1;
+        let d = self.cost.decode(batch, self.running_kv_tokens);
+        Some((InFlight::Decode { batch }, d))
+    }
+
+    /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
+    /// batch size.
+    pub(super) fn alloc_decode_slots(&mut self) -> u64 {
+        let pages = self.pages_needed_next_step();
+        self.alloc_evicting(pages);
+        self.alloc_step += 1;
+        let batch = self.running.len() as u64;
+        self.running_kv_tokens += batch;
+        batch
+    }
+
+    /// Every running request gets one token at `now`: the decode counter advances, and those
+    /// reaching their length finish (their KV is released). Returns whether any finished.
+    pub(super) fn advance_decode(
+        &mut self,
+        now: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> bool {
+        self.decode_step += 1;
+        self.last_round_end = now;
+        out.generated_tokens += self.running.len() as u64;
+        out.decode_rounds += 1;
+        let first = out.finished.len();
+        // The step's completions, in a buffer kept between calls.
+        let mut done = std::mem::take(&mut self.done_buf);
+        done.clear();
+        let places = &self.places;
+        let current = |id, stay| super::current_stay(places, id, stay);
+        self.finish.take(self.decode_step, current, &mut done);
+        // In the order of their stays, as they joined.
+        done.sort_unstable_by_key(|e| e.1);
+        if self.cache.is_some() && done.len() > 1 {
+            // Released in batch order (`process_batch_result_decode`): the cache's access
+            // times follow it.
+            let at = |&(_, _, id): &(u64, u64, ReqId)| self.running.iter().position(|x| *x == id);
+            done.sort_by_key(at);
+        }
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass). Up to a few dozen are
+        // found where they are (while they are still running), more by their phase.
+        let few = done.len() <= 24;
+        let mut at = std::mem::take(&mut self.index_buf);
+        at.clear();
+        if few {
+            at.extend(
+                done.iter()
+                    .map(|&(_, stay, id)| self.running_index(id, stay)),
+            );
+        }
+        for &(_, _, id) in &done {
+            self.leave_running(id, reqs);
+            reqs[id].phase = Phase::Finished;
+            out.finished.push(id);
+        }
+        self.done_buf = done;
+        if out.finished.len() == first {
+            self.index_buf = at;
+            return false;
+        }
+        if few {
+            at.sort_unstable();
+            remove_sorted(&mut self.running, &at);
+        } else {
+            self.running.retain(|&id| reqs[id].phase == Phase::Running);
+        }
+        self.index_buf = at;
+        self.batch_is_full = false;
+        true
+    }
+
+    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
+    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
+    /// binary search by stay finds it, checked; else a scan.
+    fn running_index(&self, id: ReqId, stay: u64) -> usize {
+        let stay_of = |x: &ReqId| match self.place(*x) {
+            Place::Running { stay, .. } => stay,
+            _ => u64::MAX,
+        };
+        if self.running.len() > 64 {
+            let i = self.running.partition_point(|x| stay_of(x) < stay);
+            if self.running.get(i) == Some(&id) {
+                return i;
+            }
+        }
+        (self.running.iter().position(|x| *x == id))
+            .expect("invariant: a finished request was running")
+    }
+
+    pub(super) fn finish_decode(
+        &mut self,
+        now: SimTime,
+        batch: u64,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) {
+        self.decode_tokens_since_log += batch;
+        self.advance_decode(now, reqs, out);
+        // `forward_ct_decode` counts decode batches only (a mixed batch is an extend batch).
+        self.decode_batches += 1;
+        if self.decode_batches % self.p.log_interval == 0 {
+            let token = self.usage_tokens();
+            self.log_decode(&mut out.log, now, batch, token);
+        }
+    }
+}
+
+/// Remove the elements at the indices `at` (ascending, distinct) from `v`, keeping the order of
+/// the rest: one pass of moves.
+fn remove_sorted<T: Copy>(v: &mut Vec<T>, at: &[usize]) {
+    let Some(&first) = at.first() else {
+        return;
+    };
+    let mut w = first;
+    for (j, &i) in at.iter().enumerate() {
+        let end = at.get(j + 1).copied().unwrap_or(v.len());
+        v.copy_within(i + 1..end, w);
+        w += end - i - 1;
+    }
+    v.truncate(w);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::remove_sorted;
+
+    #[test]
+    fn removing_sorted_indices_keeps_the_order_of_the_rest() {
+        let all: Vec<u32> = (0..10).collect();
+        for at in [
+            vec![],
+            vec![0],
+            vec![9],
+            vec![0, 9],
+            vec![3, 4, 5],
+            vec![1, 3, 8],
+            (0..10).collect(),
+        ] {
+            let mut v = all.clone();
+            remove_sorted(&mut v, &at);
+            let want: Vec<u32> = all
+                .iter()
+                .copied()
+                .filter(|x| !at.contains(&(*x as usize)))
+                .collect();
+            assert_eq!(v, want, "removing {at:?}");
+        }
+    }
+}
