@@ -258,13 +258,25 @@ impl Simulator<'_> {
         let stop = loop {
             if !self.busy {
                 self.check_limits()?;
+                let mut events_now = false;
                 if self.stepping == Stepping::FastForward {
-                    self.fast_forward();
+                    // A run that ends with a completion answers it, as after a batch's end: then
+                    // the events of that instant (the client's) come first, or the next run.
+                    while self.fast_forward(&mut actions) {
+                        self.check_time(self.now)?;
+                        self.check_limits()?;
+                        events_now = self.events.peek_time() == Some(self.now);
+                        if events_now {
+                            break;
+                        }
+                    }
                     self.check_time(self.now)?;
                     // The run may have used up `run.max_events`.
                     self.check_limits()?;
                 }
-                self.start_batch(&mut actions);
+                if !events_now {
+                    self.start_batch(&mut actions);
+                }
             }
             self.sync_state();
             let Some(next) = self.events.peek_time() else {
@@ -378,7 +390,9 @@ impl Simulator<'_> {
     /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
-    fn fast_forward(&mut self) {
+    /// A run may end with the step that finishes requests: they are answered as after a
+    /// batch's end (`true`).
+    fn fast_forward(&mut self, actions: &mut Vec<ClientAction>) -> bool {
         let limit = self
             .events
             .peek_time()
@@ -415,12 +429,34 @@ impl Simulator<'_> {
                 }
                 None => {
                     let ends = &self.outbox.step_ends;
-                    self.recorder.on_decode_run(ends, first, resumed);
+                    let outside = &self.outbox.outside_tokens;
+                    if outside.is_empty() {
+                        self.recorder.on_decode_run(ends, first, resumed);
+                    } else {
+                        // First tokens and tokens after an eviction came with several steps:
+                        // from each such step to the next, the steps as one run.
+                        let (mut from, mut gaps) = (0, resumed.as_slice());
+                        for (k, &(at, first, n)) in outside.iter().enumerate() {
+                            if at > from {
+                                self.recorder.on_decode_run(&ends[from..at], 0, &[]);
+                            }
+                            let to = outside.get(k + 1).map_or(ends.len(), |o| o.0);
+                            let (now, rest) = gaps.split_at(n);
+                            self.recorder.on_decode_run(&ends[at..to], first, now);
+                            (from, gaps) = (to, rest);
+                        }
+                    }
                 }
             }
             self.drain_outbox_logs();
             self.now = skip.end;
+            if !self.outbox.finished.is_empty() {
+                self.answer_finished(actions);
+                self.handle_actions(actions);
+                return true;
+            }
         }
+        false
     }
 
     /// A run of a constant batch ending at `end` ([`RunState::Constant`], described by

@@ -308,6 +308,11 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
+    /// With `step_ends`: the steps that gave first tokens or tokens after an eviction, when
+    /// not only the first did — for each, in order, its index in `step_ends` and how many of
+    /// `first_tokens` and of `resumed_gaps` (taken in order) it gave. Empty: all came with the
+    /// first step.
+    pub outside_tokens: Vec<(usize, u64, usize)>,
     /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
     /// server's state during each and the tokens its end delivered, in order, so that the
     /// simulator can take the time-series points inside the run as the step-by-step path would.
@@ -336,6 +341,7 @@ impl Outbox {
         self.resumed_gaps.clear();
         self.abandoned_awaits.clear();
         self.step_ends.clear();
+        self.outside_tokens.clear();
         self.turns.clear();
         self.decode_run = None;
         self.run_ends.clear();
