@@ -79,6 +79,8 @@ pub(super) struct Track {
     pub classes: Vec<u64>,
     /// The class that needs a block at the next turn: `−(turn + 1)` modulo the block size.
     want: usize,
+    /// WAITING's outcome, while it holds.
+    pub waiting: Option<Waiting>,
     /// A turn's scratch: the victims' segments (serial + 1) in preemption order, the
     /// admissions.
     pub victims: Vec<u64>,
@@ -115,17 +117,18 @@ impl Track {
         }
     }
 
-    /// Remove the places that finish at turn `j` (usually one).
-    pub fn remove_finished(&mut self, j: u64) {
+    /// Remove the `n` places that finish at turn `j`.
+    pub fn remove_finished(&mut self, j: u64, n: usize) {
         let Some(from) = self.places.iter().position(|p| p.fin == j) else {
             return;
         };
-        let mut k = from;
-        while k < self.places.len() {
+        let (mut k, mut left) = (from, n);
+        while left > 0 {
             if self.places[k].fin == j {
                 let p = self.places.remove(k);
                 self.classes[p.class as usize] -= 1;
                 self.base_sum -= p.base;
+                left -= 1;
             } else {
                 k += 1;
             }
@@ -141,6 +144,7 @@ impl Track {
     fn clear(&mut self, block: u64) {
         self.on = false;
         self.turn = 0;
+        self.waiting = None;
         self.places.clear();
         self.base_sum = 0;
         self.min_fin.clear();
@@ -164,6 +168,23 @@ impl Track {
             w => w - 1,
         };
     }
+}
+
+/// Where WAITING stopped in the latest turn that preempted and admitted nothing, when it will
+/// stop there again while its head and RUNNING stay and the free blocks only shrink: the
+/// outcome of every step the track models depends on the head's known tokens (fixed while it
+/// waits), its cached blocks (which only evictions change, fewer), RUNNING's length (the
+/// budget left and `max_num_seqs`) and the free blocks — a stop for the head's whole sequence,
+/// at the slot limit, without budget, or (chunked prefill off) for a chunk too long stays one.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Waiting {
+    pub head: Option<ReqId>,
+    /// RUNNING's length then.
+    pub running: usize,
+    /// Free blocks then, after RUNNING's.
+    pub free: u64,
+    pub slot_stop: bool,
+    pub memory_stop: bool,
 }
 
 /// What one call of the fast-forward carries from turn to turn.
@@ -234,7 +255,11 @@ impl Vllm {
         let mut tr = std::mem::take(&mut self.track);
         let mut steps = 0;
         while steps < max_steps {
-            match self.turn(&mut tr, &mut cx, reqs, out) {
+            let outcome = match self.quiet_turn(&mut tr, &mut cx, out) {
+                Some(o) => o,
+                None => self.turn(&mut tr, &mut cx, reqs, out),
+            };
+            match outcome {
                 super::turn::Outcome::Stop => break,
                 super::turn::Outcome::Taken => steps += 1,
                 super::turn::Outcome::Finished => {

@@ -164,9 +164,19 @@ impl FreeQueue {
     pub fn take(&mut self, n: u64) {
         if n <= self.head {
             self.head -= n;
-        } else {
-            self.take_hashed(n);
+            return;
         }
+        // Usually the rest comes out of the front segment, which keeps blocks.
+        let rest = n - self.head;
+        if let Some(front) = self.segs.front() {
+            if rest < front.len() - self.used {
+                self.head = 0;
+                self.used += rest;
+                self.evicted += rest;
+                return;
+            }
+        }
+        self.take_hashed(n);
     }
 
     /// `take` past the unhashed blocks.

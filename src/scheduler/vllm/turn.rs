@@ -9,7 +9,7 @@
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
 //! model or that would end too late.
 
-use super::fast_forward::{fin, hashed_at, Call, Place, Track};
+use super::fast_forward::{fin, hashed_at, Call, Place, Track, Waiting};
 use super::{blocks_of, full_blocks, Status, Vllm};
 use crate::cost::MixedStep;
 use crate::request::{Phase, ReqId, Requests};
@@ -131,16 +131,21 @@ impl Vllm {
         // WAITING, only if nothing was preempted.
         tr.admits.clear();
         let (mut slot_stop, mut memory_stop) = (false, false);
+        // WAITING stopped where it will stop again while its head, RUNNING and the budget stay
+        // and the free blocks only shrink (the head's cached blocks only shrink too).
+        let mut settled = false;
         if preempted == 0 {
             let threshold = if eligible > 1 { self.p.threshold } else { 0 };
             let mut left = self.p.budget - (l as u64 - unscheduled);
             let mml = self.p.max_model_len;
             while left > 0 {
                 let Some(&id) = self.waiting.get(tr.admits.len()) else {
+                    settled = true;
                     break;
                 };
                 if l + tr.admits.len() >= self.p.max_seqs {
                     slot_stop = true;
+                    settled = true;
                     break;
                 }
                 let s = &self.seqs[id.0 as usize];
@@ -160,12 +165,16 @@ impl Vllm {
                     known - cached
                 };
                 if !self.p.chunked && n > left {
+                    // Fewer cached blocks only lengthen the chunk.
+                    settled = true;
                     break;
                 }
                 let n = n.min(left);
                 let full = self.p.full_isl && blocks_of(block, known.min(mml)) > free;
                 if full || blocks_of(block, (cached + n).min(mml)) > free {
                     memory_stop = true;
+                    // Unless the chunk was cut short, what it needs is its whole sequence.
+                    settled = full || cached + n == known;
                     break;
                 }
                 if cached + n < known {
@@ -183,6 +192,7 @@ impl Vllm {
                 left -= n;
                 tr.admits.push(Admit { id, known, cached });
             }
+            settled |= left == 0;
         }
         // The step's cost: RUNNING decodes; an admitted request computes its prompt (and
         // outputs), or decodes if only its last token is missing (`num_computed_tokens <
@@ -324,13 +334,16 @@ impl Vllm {
         };
         // The requests whose first output in the track this is (a suffix of RUNNING): a first
         // token, or the first since a preemption, and the preemptions they carried.
-        let mut to = tr.len();
-        while to > 0 && tr.places[to - 1].out0 > j {
-            to -= 1;
-        }
-        let mut from = to;
-        while from > 0 && tr.places[from - 1].out0 == j {
-            from -= 1;
+        let (mut from, mut to) = (0, 0);
+        if tr.places.last().is_some_and(|p| p.out0 >= j) {
+            to = tr.len();
+            while to > 0 && tr.places[to - 1].out0 > j {
+                to -= 1;
+            }
+            from = to;
+            while from > 0 && tr.places[from - 1].out0 == j {
+                from -= 1;
+            }
         }
         for p in &tr.places[from..to] {
             let s = &mut self.seqs[p.id.0 as usize];
@@ -348,7 +361,9 @@ impl Vllm {
         // queue's tail, the rest to its head.
         let finished = tr.min_fin(tr.len()) == j;
         if finished {
+            let mut n = 0;
             for p in tr.places.iter().filter(|p| p.fin == j) {
+                n += 1;
                 let c = (p.base + j as i64) as u64;
                 let blocks = if asynchronous && p.max_stop {
                     blocks_of(block, c)
@@ -367,12 +382,20 @@ impl Vllm {
                 *s = Default::default();
                 out.finished.push(p.id);
             }
-            tr.remove_finished(j);
+            tr.remove_finished(j, n);
             let seqs = &self.seqs;
             self.running
                 .retain(|id| seqs[id.0 as usize].status == Status::Running);
             self.finished_pending = true;
         }
+        tr.waiting =
+            (preempted == 0 && tr.admits.is_empty() && settled && !finished).then(|| Waiting {
+                head: self.waiting.front().copied(),
+                running: l,
+                free,
+                slot_stop,
+                memory_stop,
+            });
         let firsts = out.first_tokens - first0;
         let resumed = out.resumed_gaps.len() - resumed0;
         if firsts > 0 || resumed > 0 {
@@ -412,6 +435,75 @@ impl Vllm {
         } else {
             Outcome::Taken
         }
+    }
+
+    /// A quiet turn — nothing to preempt, admit, report or finish, WAITING stopping as in
+    /// the turn before ([`Waiting`]) — taken in a few steps; `None` if the turn is not one.
+    pub(super) fn quiet_turn(
+        &mut self,
+        tr: &mut Track,
+        cx: &mut Call,
+        out: &mut Outbox,
+    ) -> Option<Outcome> {
+        let w = tr.waiting?;
+        let asynchronous = self.p.depth > 1;
+        let block = self.p.block;
+        let (j, l) = (tr.turn + 1, tr.len());
+        if l != w.running
+            || self.waiting.front().copied() != w.head
+            || tr.min_fin(l) == j
+            || tr.places.last().is_some_and(|p| p.out0 >= j)
+        {
+            return None;
+        }
+        let wanting = tr.classes[tr.want_at(j, block)];
+        let free = self.free_blocks();
+        if wanting > free || free - wanting > w.free {
+            return None;
+        }
+        let dur = self.cost.mixed(MixedStep {
+            decode_seqs: l as u64,
+            decode_kv_tokens: (tr.base_sum + l as i64 * (j as i64 + 1)) as u64,
+            ..MixedStep::default()
+        });
+        let end = cx.t + if asynchronous { cx.pending } else { dur };
+        if end >= cx.limit {
+            return Some(Outcome::Stop);
+        }
+        if let Some(q) = &mut self.own {
+            q.take(wanting);
+        }
+        self.used_blocks += wanting;
+        self.finished_pending = false;
+        self.log_until(cx, end, out);
+        let (l, queued, used) = (
+            l as u64,
+            self.waiting.len() as u64,
+            self.used_blocks * block,
+        );
+        out.step_ends.push((end, l));
+        out.turns.push(Turn {
+            end,
+            running: l,
+            queued,
+            kv_used_tokens: used,
+            tokens: l,
+        });
+        out.generated_tokens += l;
+        out.decode_rounds += 1;
+        cx.generated += l;
+        cx.seen = Some((l, queued, used));
+        cx.saw_running = true;
+        self.counters.decode_steps += 1;
+        self.counters.fast_forwarded_steps += 1;
+        self.counters.slot_stops += u64::from(w.slot_stop);
+        self.counters.memory_stops += u64::from(w.memory_stop);
+        cx.t = end;
+        if asynchronous {
+            cx.pending = dur;
+        }
+        tr.advance();
+        Some(Outcome::Taken)
     }
 
     /// Give the turn up: the free queue as it was.
