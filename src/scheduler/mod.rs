@@ -521,7 +521,9 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
+    /// completion, no retraction (vLLM: preemptions of RUNNING's tail and admissions are taken
+    /// inside, and a run may end with the step that finishes requests, listed in
+    /// `out.finished` for the simulator to answer as after a batch) — and
     /// that all end before `limit` (the next event; time-series points and observations
     /// inside the run the simulator takes itself, from [`RunState`]), at most `max_steps` of
     /// them (the batches `run.max_events` leaves, so that a run stops where step by step would). Their

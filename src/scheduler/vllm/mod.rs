@@ -49,8 +49,9 @@
 //!
 //! Files: this one holds the state and the [`Scheduler`] protocol with the batch queue;
 //! `schedule.rs` one call of `schedule()`; `output.rs` `update_from_output`; `log.rs` the log
-//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps; `prefix.rs` and
-//! `own_cache.rs` the prefix cache.
+//! lines; `fast_forward.rs` and `turn.rs` the fast-forward, which follows a RUNNING whose every
+//! request decodes through its preemptions, admissions and completions, exactly and without
+//! visiting each request at each step; `prefix.rs` and `own_cache.rs` the prefix cache.
 
 mod fast_forward;
 mod log;
@@ -521,7 +522,6 @@ impl Scheduler for Vllm {
             // full ones; the fast-forward's runs do not follow the block pool: step by step.
             return None;
         }
-        // Its runs end at a completion, after the step that finishes it.
         let skip = self.fast_forward(now, limit, max_steps, reqs, out);
         self.check_queue();
         skip

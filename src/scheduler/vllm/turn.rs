@@ -7,7 +7,9 @@
 //!
 //! A turn is first tried — the free queue changed under its journal, nothing else — and then
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
-//! model or that would end too late.
+//! model or that would end too late. Most turns change nothing but the free blocks and the
+//! counters ([`Vllm::quiet_turn`]): no preemption, admission, first output or completion, and
+//! WAITING stopping where it stopped in the turn before.
 
 use super::fast_forward::{fin, hashed_at, Call, Place, Track, Waiting};
 use super::{blocks_of, full_blocks, Status, Vllm};
