@@ -470,7 +470,23 @@ impl Simulator<'_> {
                 }
                 None => {
                     let ends = &self.outbox.step_ends;
-                    self.recorder.on_decode_run(ends, first, resumed);
+                    let outside = &self.outbox.outside_tokens;
+                    if outside.is_empty() {
+                        self.recorder.on_decode_run(ends, first, resumed);
+                    } else {
+                        // First tokens and tokens after an eviction came with several steps:
+                        // from each such step to the next, the steps as one run.
+                        let (mut from, mut gaps) = (0, resumed.as_slice());
+                        for (k, &(at, first, n)) in outside.iter().enumerate() {
+                            if at > from {
+                                self.recorder.on_decode_run(&ends[from..at], 0, &[]);
+                            }
+                            let to = outside.get(k + 1).map_or(ends.len(), |o| o.0);
+                            let (now, rest) = gaps.split_at(n);
+                            self.recorder.on_decode_run(&ends[at..to], first, now);
+                            (from, gaps) = (to, rest);
+                        }
+                    }
                 }
             }
             self.drain_outbox_logs();

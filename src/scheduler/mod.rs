@@ -308,6 +308,11 @@ pub struct Outbox {
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end).
     pub step_ends: Vec<(SimTime, u64)>,
+    /// With `step_ends`: the steps that gave first tokens or tokens after an eviction, when
+    /// not only the first did — for each, in order, its index in `step_ends` and how many of
+    /// `first_tokens` and of `resumed_gaps` (taken in order) it gave. Empty: all came with the
+    /// first step.
+    pub outside_tokens: Vec<(usize, u64, usize)>,
     /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
     /// server's state during each and the tokens its end delivered, in order, so that the
     /// simulator can take the time-series points inside the run as the step-by-step path would.
@@ -336,6 +341,7 @@ impl Outbox {
         self.resumed_gaps.clear();
         self.abandoned_awaits.clear();
         self.step_ends.clear();
+        self.outside_tokens.clear();
         self.turns.clear();
         self.decode_run = None;
         self.run_ends.clear();
@@ -515,7 +521,9 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction (vLLM: preemptions of RUNNING's tail are taken inside) — and
+    /// completion, no retraction (vLLM: preemptions of RUNNING's tail and admissions are taken
+    /// inside, and a run may end with the step that finishes requests, listed in
+    /// `out.finished` for the simulator to answer as after a batch) — and
     /// that all end before `limit` (the next event; time-series points and observations
     /// inside the run the simulator takes itself, from [`RunState`]), at most `max_steps` of
     /// them (the batches `run.max_events` leaves, so that a run stops where step by step would). Their

@@ -269,6 +269,12 @@ impl StatsLog {
         };
     }
 
+    /// A snapshot after an output saw requests running (the fast-forward's runs hand the
+    /// logger only their last state).
+    pub(super) fn saw_running(&mut self) {
+        self.looked_up = true;
+    }
+
     /// When the next line is due.
     pub(super) fn next_at(&self) -> SimTime {
         self.next_at

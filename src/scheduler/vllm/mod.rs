@@ -49,8 +49,9 @@
 //!
 //! Files: this one holds the state and the [`Scheduler`] protocol with the batch queue;
 //! `schedule.rs` one call of `schedule()`; `output.rs` `update_from_output`; `log.rs` the log
-//! lines; `fast_forward.rs` the exact skip over runs of pure decode steps; `prefix.rs` and
-//! `own_cache.rs` the prefix cache.
+//! lines; `fast_forward.rs` and `turn.rs` the fast-forward, which follows a RUNNING whose every
+//! request decodes through its preemptions, admissions and completions, exactly and without
+//! visiting each request at each step; `prefix.rs` and `own_cache.rs` the prefix cache.
 
 mod fast_forward;
 mod log;
@@ -61,6 +62,7 @@ mod schedule;
 pub mod settings;
 #[cfg(test)]
 mod tests;
+mod turn;
 
 use std::collections::VecDeque;
 
@@ -235,8 +237,10 @@ pub struct Vllm {
     spare: Vec<Vec<Item>>,
     /// The schedule pass's plan, reused.
     plan: Vec<schedule::Planned>,
-    /// The fast-forward's scratch space.
-    run: fast_forward::RunScratch,
+    /// RUNNING as the fast-forward follows it (`fast_forward.rs`); while it is on, RUNNING's
+    /// counters in `seqs` (and under async scheduling the items of the batch on the GPU) lag
+    /// until [`Vllm::materialize`].
+    track: fast_forward::Track,
     /// The block pool with prefix caching (`prefix.rs`): on when `enable_prefix_caching` and
     /// the workload shares prefixes.
     pool: Option<prefix::PrefixPool>,
@@ -293,7 +297,7 @@ impl Vllm {
             ),
             spare: Vec::new(),
             plan: Vec::new(),
-            run: fast_forward::RunScratch::default(),
+            track: fast_forward::Track::default(),
             pool,
             own,
         }
@@ -328,16 +332,6 @@ impl Vllm {
     /// request of every step).
     fn blocks_for(&self, tokens: u64) -> u64 {
         blocks_of(self.p.block, tokens)
-    }
-
-    /// `tokens mod block_size`.
-    fn in_block(&self, tokens: u64) -> u64 {
-        let block = self.p.block;
-        if power_of_two(block) {
-            tokens & (block - 1)
-        } else {
-            tokens % block
-        }
     }
 
     /// `get_num_unfinished_requests() > 0 or has_finished_requests()` (`scheduler.py:
@@ -462,10 +456,12 @@ impl Scheduler for Vllm {
         if let Some(rec) = self.stats.startup() {
             out.log.push(rec);
         }
+        self.materialize();
         self.run_queue(now, reqs)
     }
 
     fn finish_current(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
+        self.materialize();
         let Some(Entry::Real(batch)) = self.queue.pop_front() else {
             panic!("invariant: finish_current with a batch on the GPU");
         };

@@ -55,6 +55,34 @@ pub(super) struct FreeQueue {
     pub first: u64,
     /// Hashed blocks evicted so far.
     pub evicted: u64,
+    /// Of `segs[0]`, the blocks already evicted (popped from the head one by one; the
+    /// segment leaves when none is left).
+    used: u64,
+    /// While a fast-forward turn is tried (`fast_forward.rs`): the queue as the turn found it,
+    /// to be restored if the turn is not taken.
+    journal: Option<Journal>,
+    /// The journal's change list, kept from one turn to the next.
+    changes: Vec<Change>,
+}
+
+/// The scalars of the queue when a journal was opened.
+#[derive(Clone, Copy, Debug)]
+struct Journal {
+    head: u64,
+    first: u64,
+    evicted: u64,
+    used: u64,
+}
+
+/// One change to the segments, undone in reverse order.
+#[derive(Clone, Copy, Debug)]
+enum Change {
+    /// The front segment, as it was, left.
+    PopFront(Seg),
+    /// A segment joined the back.
+    PushBack,
+    /// The segment at this index was this.
+    Set(usize, Seg),
 }
 
 impl FreeQueue {
@@ -69,7 +97,66 @@ impl FreeQueue {
     /// Free blocks in the queue.
     #[cfg(any(test, debug_assertions))]
     pub fn len(&self) -> u64 {
-        self.head + self.segs.iter().map(|s| s.len()).sum::<u64>()
+        self.head + self.segs.iter().map(|s| s.len()).sum::<u64>() - self.used
+    }
+
+    /// Blocks still in segment `i`.
+    fn left(&self, i: usize) -> u64 {
+        let n = self.segs[i].len();
+        if i == 0 {
+            n - self.used
+        } else {
+            n
+        }
+    }
+
+    /// Note every change from now on, so that [`FreeQueue::undo`] can restore the queue as it
+    /// is now (a fast-forward tries a turn on the queue itself, then takes it or not).
+    pub fn open(&mut self) {
+        self.journal = Some(Journal {
+            head: self.head,
+            first: self.first,
+            evicted: self.evicted,
+            used: self.used,
+        });
+        self.changes.clear();
+    }
+
+    /// Keep the changes since [`FreeQueue::open`].
+    pub fn close(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undo the changes since [`FreeQueue::open`].
+    pub fn undo(&mut self) {
+        let j = self
+            .journal
+            .take()
+            .expect("invariant: undo with an open journal");
+        while let Some(c) = self.changes.pop() {
+            match c {
+                Change::PopFront(seg) => self.segs.push_front(seg),
+                Change::PushBack => _ = self.segs.pop_back(),
+                Change::Set(i, seg) => self.segs[i] = seg,
+            }
+        }
+        (self.head, self.first, self.evicted, self.used) = (j.head, j.first, j.evicted, j.used);
+    }
+
+    fn note(&mut self, c: Change) {
+        if self.journal.is_some() {
+            self.changes.push(c);
+        }
+    }
+
+    fn set(&mut self, i: usize, seg: Seg) {
+        let old = std::mem::replace(&mut self.segs[i], seg);
+        self.note(Change::Set(i, old));
+    }
+
+    fn push_back(&mut self, seg: Seg) {
+        self.segs.push_back(seg);
+        self.note(Change::PushBack);
     }
 
     /// `get_new_blocks(n)`: pop `n` blocks from the head, evicting hashed ones.
@@ -77,9 +164,19 @@ impl FreeQueue {
     pub fn take(&mut self, n: u64) {
         if n <= self.head {
             self.head -= n;
-        } else {
-            self.take_hashed(n);
+            return;
         }
+        // Usually the rest comes out of the front segment, which keeps blocks.
+        let rest = n - self.head;
+        if let Some(front) = self.segs.front() {
+            if rest < front.len() - self.used {
+                self.head = 0;
+                self.used += rest;
+                self.evicted += rest;
+                return;
+            }
+        }
+        self.take_hashed(n);
     }
 
     /// `take` past the unhashed blocks.
@@ -88,27 +185,33 @@ impl FreeQueue {
         self.head -= a;
         let mut n = n - a;
         while n > 0 {
-            let seg = self
-                .segs
-                .front_mut()
-                .expect("invariant: allocation within the free blocks");
-            let (Seg::Hashed(k) | Seg::Own { blocks: k }) = seg;
-            let t = n.min(*k);
-            *k -= t;
+            debug_assert!(
+                !self.segs.is_empty(),
+                "invariant: allocation within the free blocks"
+            );
+            let t = n.min(self.left(0));
             n -= t;
             self.evicted += t;
-            if *k == 0 {
+            self.used += t;
+            if self.left(0) == 0 {
                 self.pop_front();
             }
         }
-        // Leave no empty segment at the front.
-        while self.segs.front().is_some_and(|s| s.len() == 0) {
+        self.drop_empty_front();
+    }
+
+    /// Leave no empty segment at the front.
+    fn drop_empty_front(&mut self) {
+        while !self.segs.is_empty() && self.left(0) == 0 {
             self.pop_front();
         }
     }
 
     fn pop_front(&mut self) {
-        self.segs.pop_front();
+        if let Some(seg) = self.segs.pop_front() {
+            self.note(Change::PopFront(seg));
+        }
+        self.used = 0;
         self.first += 1;
     }
 
@@ -117,9 +220,9 @@ impl FreeQueue {
         if n == 0 {
             return;
         }
-        match self.segs.back_mut() {
-            Some(Seg::Hashed(k)) => *k += n,
-            _ => self.segs.push_back(Seg::Hashed(n)),
+        match self.segs.back() {
+            Some(&Seg::Hashed(k)) => self.set(self.segs.len() - 1, Seg::Hashed(k + n)),
+            _ => self.push_back(Seg::Hashed(n)),
         }
     }
 
@@ -135,168 +238,49 @@ impl FreeQueue {
         if hashed == 0 {
             return 0;
         }
-        self.segs.push_back(Seg::Own { blocks: hashed });
+        self.push_back(Seg::Own { blocks: hashed });
         self.first + self.segs.len() as u64
     }
 
+    /// The index in `segs` of the segment `own` (serial + 1), if it is still there.
+    fn index(&self, own: u64) -> Option<usize> {
+        let i = own.checked_sub(1 + self.first)? as usize;
+        (i < self.segs.len()).then_some(i)
+    }
+
     /// The blocks still cached of the segment `own` (serial + 1; 0: none).
+    #[inline]
     pub fn cached(&self, own: u64) -> u64 {
-        match own.checked_sub(1 + self.first) {
-            Some(i) => self.segs.get(i as usize).map_or(0, |s| s.len()),
-            None => 0,
-        }
+        self.index(own).map_or(0, |i| self.left(i))
     }
 
     /// The re-admission of the owner of segment `own`: its first `hit` blocks leave the queue
     /// (`touch`); any rest can never hit again (the request registers new blocks for those
     /// places) and stays where it is as plain hashed blocks.
     pub fn take_back(&mut self, own: u64, hit: u64) {
-        let Some(i) = own.checked_sub(1 + self.first) else {
+        let Some(i) = self.index(own) else {
             return;
         };
-        if let Some(seg) = self.segs.get_mut(i as usize) {
-            let rest = seg.len() - hit;
-            *seg = if rest == 0 {
+        let rest = self.left(i) - hit;
+        self.set(
+            i,
+            if rest == 0 {
                 Seg::Own { blocks: 0 }
             } else {
                 Seg::Hashed(rest)
-            };
+            },
+        );
+        if i == 0 {
+            self.used = 0;
         }
-        while self.segs.front().is_some_and(|s| s.len() == 0) {
-            self.pop_front();
-        }
+        self.drop_empty_front();
     }
 
     /// The owner of segment `own` finished while waiting: its blocks can no longer hit.
     pub fn orphan(&mut self, own: u64) {
-        let Some(i) = own.checked_sub(1 + self.first) else {
-            return;
-        };
-        if let Some(seg) = self.segs.get_mut(i as usize) {
-            *seg = Seg::Hashed(seg.len());
-        }
-    }
-}
-
-/// A view of the queue after a fast-forward run's pops and pushes, without touching it: the
-/// head count, how far the pops went into the queue's segments and then into the segments the
-/// run appended (`pushed`, owned by the caller).
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct View {
-    pub head: u64,
-    /// Segments of the queue wholly popped, and blocks popped of the next one.
-    pub seg: usize,
-    pub used: u64,
-    /// The same for the appended segments.
-    pub app: usize,
-    pub app_used: u64,
-    /// Hashed blocks evicted.
-    pub evicted: u64,
-}
-
-impl View {
-    pub fn new(q: &FreeQueue) -> Self {
-        View {
-            head: q.head,
-            ..View::default()
-        }
-    }
-
-    /// Pop `n` blocks.
-    #[inline]
-    pub fn take(&mut self, q: &FreeQueue, pushed: &[u64], n: u64) {
-        if n <= self.head {
-            self.head -= n;
-        } else {
-            self.take_hashed(q, pushed, n);
-        }
-    }
-
-    fn take_hashed(&mut self, q: &FreeQueue, pushed: &[u64], n: u64) {
-        let a = n.min(self.head);
-        self.head -= a;
-        let mut n = n - a;
-        while n > 0 && self.seg < q.segs.len() {
-            let k = q.segs[self.seg].len() - self.used;
-            let t = n.min(k);
-            self.used += t;
-            n -= t;
-            self.evicted += t;
-            if self.used == q.segs[self.seg].len() {
-                self.seg += 1;
-                self.used = 0;
-            }
-        }
-        while n > 0 {
-            let k = pushed[self.app] - self.app_used;
-            let t = n.min(k);
-            self.app_used += t;
-            n -= t;
-            self.evicted += t;
-            if self.app_used == pushed[self.app] {
-                self.app += 1;
-                self.app_used = 0;
-            }
-        }
-    }
-
-    /// Blocks still cached of the queue's segment `own` (serial + 1).
-    pub fn cached(&self, q: &FreeQueue, own: u64) -> u64 {
-        let Some(i) = own.checked_sub(1 + q.first) else {
-            return 0;
-        };
-        let i = i as usize;
-        match i.cmp(&self.seg) {
-            std::cmp::Ordering::Less => 0,
-            std::cmp::Ordering::Equal => q.segs.get(i).map_or(0, |s| s.len() - self.used),
-            std::cmp::Ordering::Greater => q.segs.get(i).map_or(0, |s| s.len()),
-        }
-    }
-
-    /// Blocks still cached of the appended segment `k`.
-    pub fn cached_pushed(&self, q: &FreeQueue, pushed: &[u64], k: usize) -> u64 {
-        if self.seg < q.segs.len() || k > self.app {
-            pushed[k]
-        } else if k == self.app {
-            pushed[k] - self.app_used
-        } else {
-            0
-        }
-    }
-
-    /// Apply the view to the queue: the segments popped go, the appended ones join the tail.
-    /// Returns the serial + 1 of each appended segment (0: wholly evicted).
-    pub fn apply(&self, q: &mut FreeQueue, pushed: &[u64], serials: &mut Vec<u64>) {
-        let reached = self.seg >= q.segs.len();
-        q.head = self.head;
-        q.evicted += self.evicted;
-        for _ in 0..self.seg {
-            q.pop_front();
-        }
-        if self.used > 0 {
-            let (Seg::Hashed(k) | Seg::Own { blocks: k }) = q
-                .segs
-                .front_mut()
-                .expect("invariant: a segment partly popped");
-            *k -= self.used;
-        }
-        serials.clear();
-        for (k, &n) in pushed.iter().enumerate() {
-            let left = match k.cmp(&self.app) {
-                _ if !reached => n,
-                std::cmp::Ordering::Greater => n,
-                std::cmp::Ordering::Equal => n - self.app_used,
-                std::cmp::Ordering::Less => 0,
-            };
-            if left == 0 {
-                serials.push(0);
-            } else {
-                q.segs.push_back(Seg::Own { blocks: left });
-                serials.push(q.first + q.segs.len() as u64);
-            }
-        }
-        while q.segs.front().is_some_and(|s| s.len() == 0) {
-            q.pop_front();
+        if let Some(i) = self.index(own) {
+            let n = self.segs[i].len();
+            self.set(i, Seg::Hashed(n));
         }
     }
 }
@@ -324,30 +308,33 @@ mod tests {
     }
 
     #[test]
-    fn the_view_of_a_run_applies_as_the_same_pops_and_pushes() {
+    fn a_journal_undoes_pops_pushes_and_changes_in_the_middle() {
         let mut q = FreeQueue::new(4);
-        let a = q.free_preempted(0, 0);
-        assert_eq!(a, 0);
         q.take(4);
-        let own = q.free_preempted(5, 3);
-        let mut real = q.clone();
-        let mut v = View::new(&q);
-        let mut pushed = Vec::new();
-        v.take(&q, &pushed, 3);
-        real.take(3);
-        pushed.push(2);
-        v.head += 1;
-        let own2 = real.free_preempted(3, 2);
-        v.take(&q, &pushed, 2);
-        real.take(2);
-        assert_eq!(v.cached(&q, own), real.cached(own));
-        assert_eq!(v.cached_pushed(&q, &pushed, 0), real.cached(own2));
-        let mut serials = Vec::new();
-        v.apply(&mut q, &pushed, &mut serials);
+        let a = q.free_preempted(5, 3);
+        q.free_finished(2, 2);
+        let b = q.free_preempted(4, 4);
+        let before = q.clone();
+        q.open();
+        // Evict past the head into the first two segments, take back part of the third,
+        // append to the back and merge a finished request's hashed blocks into it.
+        q.take(2 + 3 + 1);
+        assert_eq!((q.cached(a), q.evicted), (0, 4));
+        q.take_back(b, 2);
+        q.free_finished(1, 1);
+        let c = q.free_preempted(2, 2);
+        q.free_finished(3, 1);
+        assert_eq!(q.cached(c), 2);
+        q.undo();
         assert_eq!(
-            (q.head, q.len(), q.evicted),
-            (real.head, real.len(), real.evicted)
+            (q.head, q.first, q.evicted, &q.segs),
+            (before.head, before.first, before.evicted, &before.segs)
         );
-        assert_eq!(q.cached(serials[0]), real.cached(own2));
+        assert_eq!((q.cached(a), q.cached(b)), (3, 4));
+        // A closed journal keeps the changes.
+        q.open();
+        q.take(3);
+        q.close();
+        assert_eq!((q.cached(a), q.evicted), (2, 1));
     }
 }

@@ -58,11 +58,25 @@ type Outcome = (u64, u64, u32);
 /// at their times; a batch ends before the arrivals of its instant; the scheduler starts the
 /// next batch once every event of an instant is handled.
 fn drive(s: &mut Vllm, arrivals: &[(u64, u32, u32)]) -> Vec<Outcome> {
+    drive_with(s, arrivals, false).0
+}
+
+/// [`drive`], and with `fast` the fast-forward tried whenever no batch is on the GPU, as the
+/// simulator tries it: a run stops before the next arrival, and one that finishes requests
+/// answers them, then the next run is tried. Also returns how many batches `start_next`
+/// started.
+fn drive_with(s: &mut Vllm, arrivals: &[(u64, u32, u32)], fast: bool) -> (Vec<Outcome>, u64) {
     let mut reqs = Requests::default();
-    let mut ids = Vec::new();
     let mut out = Outbox::default();
     let mut results = vec![(0, 0, 0); arrivals.len()];
     let (mut now, mut busy, mut next_arrival) = (SimTime::ZERO, None::<SimTime>, 0);
+    let mut started = 0;
+    let mut answer = |out: &Outbox, reqs: &mut Requests, now: SimTime| {
+        for &id in &out.finished {
+            let r = reqs.remove(id);
+            results[r.seq as usize] = (r.first_token_at.unwrap().as_ns(), now.as_ns(), r.evictions);
+        }
+    };
     loop {
         while next_arrival < arrivals.len() && arrivals[next_arrival].0 == now.as_ns() {
             let (_, prompt, output) = arrivals[next_arrival];
@@ -86,13 +100,25 @@ fn drive(s: &mut Vllm, arrivals: &[(u64, u32, u32)]) -> Vec<Outcome> {
                 cached_tokens: 0,
             });
             s.arrive(now, id, &mut reqs).unwrap();
-            ids.push(id);
             next_arrival += 1;
+        }
+        let arrival = arrivals.get(next_arrival).map(|a| SimTime::from_ns(a.0));
+        while fast && busy.is_none() {
+            out.clear();
+            let limit = arrival.unwrap_or(SimTime::LIMIT);
+            let Some(skip) = s.skip_decode(now, limit, u64::MAX, &mut reqs, &mut out) else {
+                break;
+            };
+            now = skip.end;
+            answer(&out, &mut reqs, now);
+            if out.finished.is_empty() {
+                break;
+            }
         }
         if busy.is_none() {
             busy = s.start_next(now, &mut reqs, &mut out).map(|d| now + d);
+            started += u64::from(busy.is_some());
         }
-        let arrival = arrivals.get(next_arrival).map(|a| SimTime::from_ns(a.0));
         now = match (busy, arrival) {
             (Some(b), Some(a)) => b.min(a),
             (Some(b), None) => b,
@@ -103,15 +129,52 @@ fn drive(s: &mut Vllm, arrivals: &[(u64, u32, u32)]) -> Vec<Outcome> {
             busy = None;
             out.clear();
             s.finish_current(now, &mut reqs, &mut out);
-            for &id in &out.finished {
-                let r = reqs.remove(id);
-                results[r.seq as usize] =
-                    (r.first_token_at.unwrap().as_ns(), now.as_ns(), r.evictions);
-            }
+            answer(&out, &mut reqs, now);
         }
     }
     assert!(reqs.is_empty(), "every request finished");
-    results
+    (results, started)
+}
+
+#[test]
+fn the_fast_forward_takes_admissions_preemptions_and_completions_inside_its_runs() {
+    // 12 usable blocks of 16 tokens for eight requests arriving at once and two later: the pool
+    // fills, the tail of RUNNING is preempted again and again (with prefix caching, a victim
+    // finds its own blocks still cached unless reused), and every completion frees blocks for
+    // WAITING's head. Fast-forwarded, the same times, preemptions and counters as step by
+    // step, nearly every step taken by the runs.
+    let ms = 1_000_000;
+    let mut arrivals: Vec<(u64, u32, u32)> = (0..8).map(|k| (0, 5 + 7 * k, 30 + 11 * k)).collect();
+    arrivals.push((40 * ms + 300_000, 33, 17));
+    arrivals.push((95 * ms, 1, 1));
+    for (asynchronous, caching) in [(false, false), (true, false), (false, true), (true, true)] {
+        let set = VllmSettings {
+            async_scheduling: asynchronous,
+            enable_prefix_caching: caching,
+            ..settings()
+        };
+        let mut step = vllm(12, PRICED, set.clone());
+        let mut fast = vllm(12, PRICED, set);
+        let (want, batches) = drive_with(&mut step, &arrivals, false);
+        let (got, started) = drive_with(&mut fast, &arrivals, true);
+        let what = format!("async {asynchronous}, caching {caching}");
+        assert_eq!(got, want, "{what}");
+        let (c, f) = (step.counters(), fast.counters());
+        assert!(c.evictions >= 10, "{what}: {c:?}");
+        assert_eq!(
+            SchedulerCounters {
+                fast_forwarded_steps: 0,
+                ..f
+            },
+            c,
+            "{what}"
+        );
+        assert_eq!(f.fast_forwarded_steps + started, batches, "{what}");
+        assert!(
+            started * 10 < batches,
+            "{what}: {started} of {batches} batches step by step"
+        );
+    }
 }
 
 #[test]

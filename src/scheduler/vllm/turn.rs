@@ -1,0 +1,518 @@
+//! One turn of the fast-forward's track (`fast_forward.rs`): `schedule()` for a RUNNING whose
+//! every request decodes one token (`v1/core/sched/scheduler.py: Scheduler.schedule`, with
+//! `AsyncScheduler._update_after_schedule` under async scheduling), then the output of the
+//! batch that ends the turn (`update_from_output`) — the same decisions, counters and reports as
+//! `schedule.rs` and `output.rs`, in O(1) plus O(1) per request preempted, admitted, reporting
+//! its first output in the track, or finishing.
+//!
+//! A turn is first tried — the free queue changed under its journal, nothing else — and then
+//! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
+//! model or that would end too late. Most turns change nothing but the free blocks and the
+//! counters ([`Vllm::quiet_turn`]): no preemption, admission, first output or completion, and
+//! WAITING stopping where it stopped in the turn before.
+
+use super::fast_forward::{fin, hashed_at, Call, Place, Track, Waiting};
+use super::{blocks_of, full_blocks, Status, Vllm};
+use crate::cost::MixedStep;
+use crate::request::{Phase, ReqId, Requests};
+use crate::scheduler::{Outbox, Turn};
+
+/// A request of WAITING admitted in a turn, with its whole known sequence in one chunk.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Admit {
+    id: ReqId,
+    /// Known tokens (`num_tokens`).
+    known: u64,
+    /// Of them, the tokens of its own blocks found still cached.
+    cached: u64,
+}
+
+/// How a turn went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// Not taken: left to `schedule()`, or past the run's limit.
+    Stop,
+    /// Taken.
+    Taken,
+    /// Taken, and requests finished: the run ends here.
+    Finished,
+}
+
+impl Vllm {
+    /// Try turn `tr.turn + 1` from `cx.t` and take it if the track models it and it ends before
+    /// `cx.limit`.
+    pub(super) fn turn(
+        &mut self,
+        tr: &mut Track,
+        cx: &mut Call,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> Outcome {
+        let asynchronous = self.p.depth > 1;
+        let lag = u64::from(asynchronous);
+        let block = self.p.block;
+        let j = tr.turn + 1;
+        let len = tr.len();
+        let t = cx.t;
+        // Async: the turn ends with the batch already on the GPU.
+        if asynchronous && t + cx.pending >= cx.limit {
+            return Outcome::Stop;
+        }
+        let eligible = len + self.waiting.len();
+        // The class of the requests that need a block: `base + j` a multiple of the block.
+        let want = tr.want_at(j, block);
+        let mut wanting = tr.classes[want];
+        // Async: a request whose last token (by `max_tokens`) is already in flight is not
+        // scheduled (`schedule`: `num_output_placeholders` past `max_tokens`); it finishes
+        // this turn, and so may others.
+        let (mut unscheduled, mut unscheduled_kv) = (0u64, 0i64);
+        let finishing = asynchronous && tr.min_fin(len) == j;
+        if finishing {
+            for p in tr.places.iter().filter(|p| p.fin == j && p.max_stop) {
+                unscheduled += 1;
+                unscheduled_kv += p.base + j as i64 + 1;
+                wanting -= u64::from(p.class as usize == want);
+            }
+        }
+        let mut free = self.free_blocks();
+        if let Some(q) = &mut self.own {
+            q.open();
+        }
+        // RUNNING: the first `free` requests needing a block take one; the next preempts the
+        // tail, and so on, until a request preempts itself.
+        let mut l = len;
+        let mut victims_base = 0i64;
+        tr.victims.clear();
+        if wanting <= free {
+            free -= wanting;
+            if let Some(q) = &mut self.own {
+                q.take(wanting);
+            }
+        } else {
+            let mut served = free;
+            if let Some(q) = &mut self.own {
+                q.take(free);
+            }
+            free = 0;
+            while served < wanting {
+                let p = tr.places[l - 1];
+                if finishing && p.fin == j {
+                    // Its stale output would finish it in WAITING.
+                    return self.give_up();
+                }
+                let in_class = p.class as usize == want;
+                let itself = in_class && served + 1 == wanting;
+                l -= 1;
+                victims_base += p.base;
+                let held = blocks_of(block, (p.base + j as i64) as u64);
+                free += held;
+                let own = match &mut self.own {
+                    Some(q) => q.free_preempted(held, hashed_at(block, &p, j, lag)),
+                    None => 0,
+                };
+                tr.victims.push(own);
+                if itself {
+                    break;
+                }
+                if in_class {
+                    wanting -= 1;
+                }
+                let take = (wanting - served).min(free);
+                served += take;
+                free -= take;
+                if let Some(q) = &mut self.own {
+                    q.take(take);
+                }
+            }
+            if l == 0 {
+                // Everything preempted: an empty step.
+                return self.give_up();
+            }
+        }
+        let preempted = (len - l) as u64;
+        // WAITING, only if nothing was preempted.
+        tr.admits.clear();
+        let (mut slot_stop, mut memory_stop) = (false, false);
+        // WAITING stopped where it will stop again while its head, RUNNING and the budget stay
+        // and the free blocks only shrink (the head's cached blocks only shrink too).
+        let mut settled = false;
+        if preempted == 0 {
+            let threshold = if eligible > 1 { self.p.threshold } else { 0 };
+            let mut left = self.p.budget - (l as u64 - unscheduled);
+            let mml = self.p.max_model_len;
+            while left > 0 {
+                let Some(&id) = self.waiting.get(tr.admits.len()) else {
+                    settled = true;
+                    break;
+                };
+                if l + tr.admits.len() >= self.p.max_seqs {
+                    slot_stop = true;
+                    settled = true;
+                    break;
+                }
+                let s = &self.seqs[id.0 as usize];
+                if s.stale > 0 {
+                    // Skipped for its output in flight (`deferred`).
+                    return self.give_up();
+                }
+                let known = s.tokens();
+                let own_hit = match &self.own {
+                    Some(q) if s.own > 0 => q.cached(s.own).min((known - 1) / block),
+                    _ => 0,
+                };
+                let cached = own_hit * block;
+                let n = if threshold > 0 && known - cached > threshold {
+                    threshold
+                } else {
+                    known - cached
+                };
+                if !self.p.chunked && n > left {
+                    // Fewer cached blocks only lengthen the chunk.
+                    settled = true;
+                    break;
+                }
+                let n = n.min(left);
+                let full = self.p.full_isl && blocks_of(block, known.min(mml)) > free;
+                if full || blocks_of(block, (cached + n).min(mml)) > free {
+                    memory_stop = true;
+                    // Unless the chunk was cut short, what it needs is its whole sequence.
+                    settled = full || cached + n == known;
+                    break;
+                }
+                if cached + n < known {
+                    // A partial chunk: it samples nothing and goes on prefilling.
+                    return self.give_up();
+                }
+                let blocks = blocks_of(block, known);
+                if let Some(q) = &mut self.own {
+                    if s.own > 0 {
+                        q.take_back(s.own, own_hit);
+                    }
+                    q.take(blocks - own_hit);
+                }
+                free -= blocks;
+                left -= n;
+                tr.admits.push(Admit { id, known, cached });
+            }
+            settled |= left == 0;
+        }
+        // The step's cost: RUNNING decodes; an admitted request computes its prompt (and
+        // outputs), or decodes if only its last token is missing (`num_computed_tokens <
+        // num_tokens − 1`).
+        let l_sched = l as u64 - unscheduled;
+        let mut step = MixedStep {
+            decode_seqs: l_sched,
+            decode_kv_tokens: (tr.base_sum - victims_base + l as i64 * (j as i64 + 1)
+                - unscheduled_kv) as u64,
+            ..MixedStep::default()
+        };
+        for a in &tr.admits {
+            if a.cached + 1 < a.known {
+                step.prefill_seqs += 1;
+                step.prefill_tokens += a.known - a.cached;
+                step.prefill_kv_tokens += a.known;
+            } else {
+                step.decode_seqs += 1;
+                step.decode_kv_tokens += a.known;
+            }
+        }
+        if step.decode_seqs == 0 {
+            // A step without decodes (or an empty one) is not the track's.
+            return self.give_up();
+        }
+        let dur = self.cost.mixed(step);
+        let seg = if asynchronous { cx.pending } else { dur };
+        if t + seg >= cx.limit {
+            return self.give_up();
+        }
+        if let Some(q) = &mut self.own {
+            q.close();
+        }
+
+        // Take it. The stats lines due before its output see the outputs before.
+        let end = t + seg;
+        self.log_until(cx, end, out);
+        let turn_index = out.step_ends.len();
+        let (first0, resumed0) = (out.first_tokens, out.resumed_gaps.len());
+        let (mut prompts, mut events) = (0u64, 0u64);
+        // The victims, tail first, each prepended to WAITING (`_preempt_request`); under async
+        // scheduling its output in flight arrives now, stale, with the preemption.
+        for k in 0..tr.victims.len() {
+            let own = tr.victims[k];
+            let p = tr.pop();
+            let id = self.running.pop().expect("invariant: the track is RUNNING");
+            debug_assert_eq!(id, p.id, "invariant: the track is RUNNING");
+            let s = &mut self.seqs[id.0 as usize];
+            let c = (p.base + j as i64) as u64;
+            let before = c + 1 - lag - u64::from(p.prompt);
+            s.output = (before + lag) as u32;
+            s.computed = 0;
+            s.blocks = 0;
+            s.hashed = 0;
+            s.own = own;
+            s.in_flight = 0;
+            s.stale = 0;
+            s.placeholders = 0;
+            s.status = Status::Waiting;
+            s.preemption_events += 1;
+            s.resumed = true;
+            let r = &mut reqs[id];
+            r.evictions += 1;
+            r.evicted(t);
+            r.phase = Phase::Waiting;
+            if asynchronous {
+                events += u64::from(std::mem::take(&mut s.preemption_events));
+                if before == 0 {
+                    prompts += u64::from(p.prompt);
+                    s.resumed = false;
+                    out.first_token(r, end);
+                }
+            }
+            self.waiting.push_front(id);
+        }
+        if preempted > 0 {
+            self.counters.evictions += preempted;
+            self.counters.eviction_events += 1;
+        }
+        // The admitted, appended to RUNNING; the batch starts when the GPU is free.
+        let start = if asynchronous { end } else { t };
+        for k in 0..tr.admits.len() {
+            let a = tr.admits[k];
+            let id = self
+                .waiting
+                .pop_front()
+                .expect("invariant: admitted from WAITING");
+            debug_assert_eq!(id, a.id, "invariant: admitted in order");
+            let s = &mut self.seqs[id.0 as usize];
+            s.status = Status::Running;
+            s.computed = a.known as u32;
+            s.in_flight = (a.known - a.cached) as u32;
+            s.placeholders = lag as u32;
+            s.blocks = blocks_of(block, a.known) as u32;
+            if self.own.is_some() {
+                s.own = 0;
+                s.hashed = full_blocks(block, a.known) as u32;
+            }
+            let r = &mut reqs[id];
+            r.phase = Phase::Running;
+            if r.admitted_at.is_none() {
+                r.cached_tokens = a.cached as u32;
+                self.counters.first_admissions += 1;
+                self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
+                self.counters.cached_prompt_tokens += a.cached;
+                self.counters.cache_hit_requests += u64::from(a.cached > 0);
+            }
+            r.admitted_at.get_or_insert(start);
+            self.running.push(id);
+            // Its computed tokens before turn j + 1 are its known ones.
+            let base = a.known as i64 - j as i64 - 1;
+            tr.push(Place {
+                id,
+                base,
+                class: base.rem_euclid(block as i64) as u32,
+                prompt: s.prompt,
+                h0: s.hashed,
+                in_flight0: s.in_flight,
+                since: j + 1,
+                out0: j + lag,
+                fin: fin(s, base, lag as i64),
+                max_stop: s.stop_at == s.max_tokens,
+            });
+        }
+        self.used_blocks = self.p.usable_blocks - free;
+        self.finished_pending = false;
+        let state = (
+            self.running.len() as u64,
+            self.waiting.len() as u64,
+            self.used_blocks * block,
+        );
+
+        // The output: under async scheduling the batch scheduled last turn (the places at
+        // the turn's start, victims included), without it this turn's.
+        let generated = if asynchronous {
+            len as u64
+        } else {
+            tr.len() as u64
+        };
+        // The requests whose first output in the track this is (a suffix of RUNNING): a first
+        // token, or the first since a preemption, and the preemptions they carried.
+        let (mut from, mut to) = (0, 0);
+        if tr.places.last().is_some_and(|p| p.out0 >= j) {
+            to = tr.len();
+            while to > 0 && tr.places[to - 1].out0 > j {
+                to -= 1;
+            }
+            from = to;
+            while from > 0 && tr.places[from - 1].out0 == j {
+                from -= 1;
+            }
+        }
+        for p in &tr.places[from..to] {
+            let s = &mut self.seqs[p.id.0 as usize];
+            events += u64::from(std::mem::take(&mut s.preemption_events));
+            let r = &mut reqs[p.id];
+            if s.output == 0 {
+                prompts += u64::from(p.prompt);
+                out.first_token(r, end);
+            } else if s.resumed {
+                out.token_after_eviction(r, end);
+            }
+            s.resumed = false;
+        }
+        // Those that reach their stop leave (`_free_request`): their hashed blocks to the free
+        // queue's tail, the rest to its head.
+        let finished = tr.min_fin(tr.len()) == j;
+        if finished {
+            let mut n = 0;
+            for p in tr.places.iter().filter(|p| p.fin == j) {
+                n += 1;
+                let c = (p.base + j as i64) as u64;
+                let blocks = if asynchronous && p.max_stop {
+                    blocks_of(block, c)
+                } else {
+                    blocks_of(block, c + 1)
+                };
+                self.used_blocks -= blocks;
+                if let Some(q) = &mut self.own {
+                    let hashed = u64::from(p.h0).max(full_blocks(block, c + 1 - lag));
+                    q.free_finished(blocks, hashed);
+                }
+                let s = &mut self.seqs[p.id.0 as usize];
+                let r = &mut reqs[p.id];
+                r.out_tokens = s.stop_at;
+                r.phase = Phase::Finished;
+                *s = Default::default();
+                out.finished.push(p.id);
+            }
+            tr.remove_finished(j, n);
+            let seqs = &self.seqs;
+            self.running
+                .retain(|id| seqs[id.0 as usize].status == Status::Running);
+            self.finished_pending = true;
+        }
+        tr.waiting =
+            (preempted == 0 && tr.admits.is_empty() && settled && !finished).then(|| Waiting {
+                head: self.waiting.front().copied(),
+                running: l,
+                free,
+                slot_stop,
+                memory_stop,
+            });
+        let firsts = out.first_tokens - first0;
+        let resumed = out.resumed_gaps.len() - resumed0;
+        if firsts > 0 || resumed > 0 {
+            out.outside_tokens.push((turn_index, firsts, resumed));
+        }
+        out.step_ends.push((end, generated));
+        out.turns.push(Turn {
+            end,
+            running: state.0,
+            queued: state.1,
+            kv_used_tokens: state.2,
+            tokens: generated,
+        });
+        out.generated_tokens += generated;
+        out.decode_rounds += u64::from(generated > firsts);
+        cx.generated += generated;
+        cx.prompts += prompts;
+        cx.events += events;
+        let seen = (
+            self.running.len() as u64,
+            self.waiting.len() as u64,
+            self.used_blocks * block,
+        );
+        cx.saw_running |= seen.0 > 0;
+        cx.seen = Some(seen);
+        self.counters.decode_steps += 1;
+        self.counters.fast_forwarded_steps += 1;
+        self.counters.slot_stops += u64::from(slot_stop);
+        self.counters.memory_stops += u64::from(memory_stop);
+        cx.t = end;
+        if asynchronous {
+            cx.pending = dur;
+        }
+        tr.advance();
+        if finished {
+            Outcome::Finished
+        } else {
+            Outcome::Taken
+        }
+    }
+
+    /// A quiet turn — nothing to preempt, admit, report or finish, WAITING stopping as in
+    /// the turn before ([`Waiting`]) — taken in a few steps; `None` if the turn is not one.
+    pub(super) fn quiet_turn(
+        &mut self,
+        tr: &mut Track,
+        cx: &mut Call,
+        out: &mut Outbox,
+    ) -> Option<Outcome> {
+        let w = tr.waiting?;
+        let asynchronous = self.p.depth > 1;
+        let block = self.p.block;
+        let (j, l) = (tr.turn + 1, tr.len());
+        if l != w.running
+            || self.waiting.front().copied() != w.head
+            || tr.min_fin(l) == j
+            || tr.places.last().is_some_and(|p| p.out0 >= j)
+        {
+            return None;
+        }
+        let wanting = tr.classes[tr.want_at(j, block)];
+        let free = self.free_blocks();
+        if wanting > free || free - wanting > w.free {
+            return None;
+        }
+        let dur = self.cost.mixed(MixedStep {
+            decode_seqs: l as u64,
+            decode_kv_tokens: (tr.base_sum + l as i64 * (j as i64 + 1)) as u64,
+            ..MixedStep::default()
+        });
+        let end = cx.t + if asynchronous { cx.pending } else { dur };
+        if end >= cx.limit {
+            return Some(Outcome::Stop);
+        }
+        if let Some(q) = &mut self.own {
+            q.take(wanting);
+        }
+        self.used_blocks += wanting;
+        self.finished_pending = false;
+        self.log_until(cx, end, out);
+        let (l, queued, used) = (
+            l as u64,
+            self.waiting.len() as u64,
+            self.used_blocks * block,
+        );
+        out.step_ends.push((end, l));
+        out.turns.push(Turn {
+            end,
+            running: l,
+            queued,
+            kv_used_tokens: used,
+            tokens: l,
+        });
+        out.generated_tokens += l;
+        out.decode_rounds += 1;
+        cx.generated += l;
+        cx.seen = Some((l, queued, used));
+        cx.saw_running = true;
+        self.counters.decode_steps += 1;
+        self.counters.fast_forwarded_steps += 1;
+        self.counters.slot_stops += u64::from(w.slot_stop);
+        self.counters.memory_stops += u64::from(w.memory_stop);
+        cx.t = end;
+        if asynchronous {
+            cx.pending = dur;
+        }
+        tr.advance();
+        Some(Outcome::Taken)
+    }
+
+    /// Give the turn up: the free queue as it was.
+    fn give_up(&mut self) -> Outcome {
+        if let Some(q) = &mut self.own {
+            q.undo();
+        }
+        Outcome::Stop
+    }
+}
