@@ -101,6 +101,18 @@ impl Linear {
         (self.p.decode_per_seq_ns.checked_mul(batch)?).checked_add(self.p.decode_base_ns)
     }
 
+    /// [`StepTimeModel::mixed`] in 128 bits (every term fits; the sum is clamped to
+    /// `[1, u64::MAX]` ns).
+    fn mixed_wide(&self, step: MixedStep) -> SimDuration {
+        let p = &self.p;
+        let kv = u128::from(step.decode_kv_tokens) + u128::from(step.prefill_kv_tokens);
+        let ns = u128::from(p.decode_base_ns)
+            + u128::from(p.decode_per_seq_ns) * u128::from(step.decode_seqs)
+            + ps_times(p.prefill_per_token_ps, u128::from(step.prefill_tokens))
+            + ps_times(p.decode_per_kv_token_ps, kv);
+        at_least_one(ns)
+    }
+
     /// `c·x` ps as whole nanoseconds and the picoseconds left over (below 1000), if they fit in
     /// 64 bits.
     fn split(&self, x: u64) -> Option<(u64, u64)> {
@@ -374,13 +386,21 @@ impl StepTimeModel for Linear {
     }
 
     fn mixed(&self, step: MixedStep) -> SimDuration {
-        let p = &self.p;
-        let kv = u128::from(step.decode_kv_tokens) + u128::from(step.prefill_kv_tokens);
-        let ns = u128::from(p.decode_base_ns)
-            + u128::from(p.decode_per_seq_ns) * u128::from(step.decode_seqs)
-            + ps_times(p.prefill_per_token_ps, u128::from(step.prefill_tokens))
-            + ps_times(p.decode_per_kv_token_ps, kv);
-        at_least_one(ns)
+        // In 64 bits when every term and sum fits (the usual case), else in 128: the same value.
+        let narrow = || {
+            let kv = step.decode_kv_tokens.checked_add(step.prefill_kv_tokens)?;
+            let kv_ns = self.p.decode_per_kv_token_ps.checked_mul(kv)? / 1000;
+            let prefill_ns = self
+                .p
+                .prefill_per_token_ps
+                .checked_mul(step.prefill_tokens)?
+                / 1000;
+            (self.fixed(step.decode_seqs)?.checked_add(prefill_ns))?.checked_add(kv_ns)
+        };
+        match narrow() {
+            Some(ns) => SimDuration::from_ns(ns.max(1)),
+            None => self.mixed_wide(step),
+        }
     }
 
     /// An arithmetic series plus a sum of floors ([`Run::total`], or in 128 bits).

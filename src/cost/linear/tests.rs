@@ -283,3 +283,38 @@ proptest! {
         prop_assert_eq!(m.decode_run_within(batch, kv0, most, budget), expect);
     }
 }
+
+/// A value of about `2^bits`, so that products and sums reach past 64 bits sometimes.
+fn sized(bits: u32, low: u64) -> u64 {
+    match bits {
+        0 => 0,
+        64.. => u64::MAX - low % 7,
+        b => (1u64 << (b - 1)) | (low & ((1u64 << (b - 1)) - 1)),
+    }
+}
+
+proptest! {
+    #[test]
+    fn a_mixed_step_in_64_bits_is_the_wide_one(
+        // Mostly sizes whose products fit in 64 bits, sometimes ones that do not.
+        bits in proptest::collection::vec(prop_oneof![4 => 0u32..=32, 1 => 0u32..=64], 9),
+        low in proptest::collection::vec(any::<u64>(), 9),
+    ) {
+        let v = |i: usize| sized(bits[i], low[i]);
+        let m = Linear::new(LinearStepTime {
+            decode_base_ns: v(0),
+            decode_per_seq_ns: v(1),
+            decode_per_kv_token_ps: v(2),
+            prefill_base_ns: v(3),
+            prefill_per_token_ps: v(4),
+        });
+        let step = MixedStep {
+            decode_seqs: v(5),
+            decode_kv_tokens: v(6),
+            prefill_seqs: 1,
+            prefill_tokens: v(7),
+            prefill_kv_tokens: v(8),
+        };
+        prop_assert_eq!(m.mixed(step), m.mixed_wide(step));
+    }
+}

@@ -315,7 +315,16 @@ impl Vllm {
     }
 
     /// The stats lines due before `end`, each after the outputs before it.
+    #[inline]
     pub(super) fn log_until(&mut self, cx: &mut Call, end: SimTime, out: &mut Outbox) {
+        if cx.next_log < end {
+            self.log_lines_until(cx, end, out);
+        }
+    }
+
+    /// [`Vllm::log_until`] when a line is due (every 10 s of the run: out of line).
+    #[inline(never)]
+    fn log_lines_until(&mut self, cx: &mut Call, end: SimTime, out: &mut Outbox) {
         while cx.next_log < end {
             self.flush_stats(cx);
             if let Some(rec) = self.stats.tick(cx.next_log) {

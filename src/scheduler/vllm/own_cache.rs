@@ -180,6 +180,7 @@ impl FreeQueue {
     }
 
     /// `take` past the unhashed blocks.
+    #[inline(never)]
     fn take_hashed(&mut self, n: u64) {
         let a = n.min(self.head);
         self.head -= a;
