@@ -14,7 +14,7 @@
 use super::floors::{
     floor_sum, floor_sum_small, floor_sums, floor_sums_small, power_sums, SMALL_TERMS,
 };
-use super::{FloorLine, MixedStep, StepTimeModel};
+use super::{one_by_one, FloorLine, MixedStep, StepTimeModel};
 use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
 
@@ -168,14 +168,9 @@ impl Linear {
             u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
         if steps == 0 || fixed == 0 {
             // No steps, or steps that may hit the 1 ns floor: add them one by one.
-            let mut total = SimDuration::ZERO;
-            let mut weighted = 0u128;
-            for i in 0..steps {
-                let d = self.decode(batch, kv_first + batch * i);
-                weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
-                total = total + d;
-            }
-            return (total, weighted);
+            return one_by_one::weighted(steps, w_first, w_slope, |i| {
+                self.decode(batch, kv_first + batch * i)
+            });
         }
         // d_j = fixed + ⌊(a·j + b) / 1000⌋ with a = c·batch, b = c·kv_first.
         let n = u128::from(steps);

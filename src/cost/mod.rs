@@ -6,6 +6,7 @@
 
 pub mod floors;
 pub mod linear;
+pub mod one_by_one;
 pub mod roofline;
 pub mod table;
 
@@ -190,11 +191,7 @@ pub trait StepTimeModel: Send + Sync {
     /// attending `kv_first` tokens and each later one `batch` more. Must equal the sum of
     /// [`decode`](Self::decode) over those steps exactly; the default adds them one by one.
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        let mut total = SimDuration::ZERO;
-        for i in 0..steps {
-            total = total + self.decode(batch, kv_first + batch * i);
-        }
-        total
+        one_by_one::total(steps, |i| self.decode(batch, kv_first + batch * i))
     }
 
     /// The longest prefix of such a run, at most `most` steps, whose total stays below `budget`:
@@ -208,15 +205,7 @@ pub trait StepTimeModel: Send + Sync {
         most: u64,
         budget: SimDuration,
     ) -> (u64, SimDuration) {
-        let mut total = SimDuration::ZERO;
-        for i in 0..most {
-            let next = total + self.decode(batch, kv_first + batch * i);
-            if next >= budget {
-                return (i, total);
-            }
-            total = next;
-        }
-        (most, total)
+        one_by_one::within(most, budget, |i| self.decode(batch, kv_first + batch * i))
     }
 
     /// Like [`decode_run`](Self::decode_run), and also `Σ_j (w_first + w_slope·j) × d_j` in
@@ -231,14 +220,9 @@ pub trait StepTimeModel: Send + Sync {
         w_first: u64,
         w_slope: u64,
     ) -> (SimDuration, u128) {
-        let mut total = SimDuration::ZERO;
-        let mut weighted = 0u128;
-        for i in 0..steps {
-            let d = self.decode(batch, kv_first + batch * i);
-            weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
-            total = total + d;
-        }
-        (total, weighted)
+        one_by_one::weighted(steps, w_first, w_slope, |i| {
+            self.decode(batch, kv_first + batch * i)
+        })
     }
 
     /// Whether [`decode_run`](Self::decode_run), [`decode_run_within`](Self::decode_run_within)
@@ -276,16 +260,9 @@ pub trait StepTimeModel: Send + Sync {
         budget: SimDuration,
         ends: &mut Vec<u64>,
     ) -> u64 {
-        let mut total = SimDuration::ZERO;
-        for i in 0..most {
-            let next = total + self.decode(batch, kv_first + batch * i);
-            if next >= budget {
-                return i;
-            }
-            total = next;
-            ends.push(total.as_ns());
-        }
-        most
+        one_by_one::ends_within(most, budget, ends, |i| {
+            self.decode(batch, kv_first + batch * i)
+        })
     }
 
     /// The `steps` decode steps of a constant `batch` from `kv_first` as one line of floors,

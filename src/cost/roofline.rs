@@ -43,7 +43,7 @@
 
 use serde::Serialize;
 
-use super::{MixedStep, RooflineChoice, StepTimeModel};
+use super::{one_by_one, MixedStep, RooflineChoice, StepTimeModel};
 use crate::catalog::{Attention, Gpu, Model};
 use crate::settings::{keys, Bad, Values, When};
 use crate::time::SimDuration;
@@ -585,9 +585,7 @@ impl StepTimeModel for Roofline {
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
         let at = self.decode_at(batch);
-        (0..steps).fold(SimDuration::ZERO, |t, i| {
-            t + at.duration(kv_first + batch * i)
-        })
+        one_by_one::total(steps, |i| at.duration(kv_first + batch * i))
     }
 
     fn decode_run_within(
@@ -598,15 +596,7 @@ impl StepTimeModel for Roofline {
         budget: SimDuration,
     ) -> (u64, SimDuration) {
         let at = self.decode_at(batch);
-        let mut total = SimDuration::ZERO;
-        for i in 0..most {
-            let next = total + at.duration(kv_first + batch * i);
-            if next >= budget {
-                return (i, total);
-            }
-            total = next;
-        }
-        (most, total)
+        one_by_one::within(most, budget, |i| at.duration(kv_first + batch * i))
     }
 
     fn decode_run_weighted(
@@ -618,14 +608,9 @@ impl StepTimeModel for Roofline {
         w_slope: u64,
     ) -> (SimDuration, u128) {
         let at = self.decode_at(batch);
-        let mut total = SimDuration::ZERO;
-        let mut weighted = 0u128;
-        for i in 0..steps {
-            let d = at.duration(kv_first + batch * i);
-            weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
-            total = total + d;
-        }
-        (total, weighted)
+        one_by_one::weighted(steps, w_first, w_slope, |i| {
+            at.duration(kv_first + batch * i)
+        })
     }
 
     /// With non-negative terms and scale every operation on the KV is monotone, rounding
@@ -653,16 +638,9 @@ impl StepTimeModel for Roofline {
             .checked_mul(most)
             .and_then(|k| k.checked_add(kv_first));
         if last.is_none_or(|k| k >= EXACT_INTEGERS) {
-            let mut total = SimDuration::ZERO;
-            for i in 0..most {
-                let next = total + at.duration(kv_first + batch * i);
-                if next >= budget {
-                    return i;
-                }
-                total = next;
-                ends.push(total.as_ns());
-            }
-            return most;
+            return one_by_one::ends_within(most, budget, ends, |i| {
+                at.duration(kv_first + batch * i)
+            });
         }
         // Every context of the run is below 2⁵³: the float one is stepped by exact additions
         // (the same value as `as f64` of each), and the steps are summed in u64 as

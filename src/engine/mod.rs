@@ -535,7 +535,7 @@ impl Simulator<'_> {
                 // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
                 (k, ends) => {
                     let e = u128::from(ends[k as usize - 1]);
-                    let before = sum_of_ends(&ends[..k as usize - 1]);
+                    let before = cost::one_by_one::sum_of_ends(&ends[..k as usize - 1]);
                     u128::from(used_first) * e + u128::from(b) * (u128::from(k - 1) * e - before)
                 }
             }
@@ -781,32 +781,5 @@ impl Simulator<'_> {
             let r = self.requests.remove(id);
             self.respond(r, actions);
         }
-    }
-}
-
-/// `Σ ends`, exactly, for a run's step ends (non-decreasing): in 64 bits when their count
-/// times the last cannot overflow them (a sum the compiler vectorizes), else in 128.
-fn sum_of_ends(ends: &[u64]) -> u128 {
-    let Some(&last) = ends.last() else {
-        return 0;
-    };
-    if last.checked_mul(ends.len() as u64).is_some() {
-        u128::from(ends.iter().sum::<u64>())
-    } else {
-        ends.iter().map(|&e| u128::from(e)).sum()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sum_of_ends;
-
-    #[test]
-    fn the_sum_of_ends_is_exact_in_either_width() {
-        assert_eq!(sum_of_ends(&[]), 0);
-        assert_eq!(sum_of_ends(&[3, 5, 9]), 17);
-        let big = [u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX];
-        let want = u128::from(u64::MAX / 2) * 2 + 1 + u128::from(u64::MAX);
-        assert_eq!(sum_of_ends(&big), want);
     }
 }

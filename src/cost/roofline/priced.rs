@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 
 use super::{DecodeAt, Roofline, EXACT_INTEGERS};
-use crate::cost::{MixedStep, StepTimeModel};
+use crate::cost::{one_by_one, MixedStep, StepTimeModel};
 use crate::time::SimDuration;
 
 /// Batch sizes below this have their terms kept once computed.
@@ -106,9 +106,7 @@ impl StepTimeModel for PricedRoofline {
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
         let at = self.at(batch);
-        (0..steps).fold(SimDuration::ZERO, |t, i| {
-            t + at.duration(kv_first + batch * i)
-        })
+        one_by_one::total(steps, |i| at.duration(kv_first + batch * i))
     }
 
     fn decode_run_within(
@@ -119,15 +117,7 @@ impl StepTimeModel for PricedRoofline {
         budget: SimDuration,
     ) -> (u64, SimDuration) {
         let at = self.at(batch);
-        let mut total = SimDuration::ZERO;
-        for i in 0..most {
-            let next = total + at.duration(kv_first + batch * i);
-            if next >= budget {
-                return (i, total);
-            }
-            total = next;
-        }
-        (most, total)
+        one_by_one::within(most, budget, |i| at.duration(kv_first + batch * i))
     }
 
     fn decode_run_weighted(
@@ -139,14 +129,9 @@ impl StepTimeModel for PricedRoofline {
         w_slope: u64,
     ) -> (SimDuration, u128) {
         let at = self.at(batch);
-        let mut total = SimDuration::ZERO;
-        let mut weighted = 0u128;
-        for i in 0..steps {
-            let d = at.duration(kv_first + batch * i);
-            weighted += u128::from(w_first + w_slope * i) * u128::from(d.as_ns());
-            total = total + d;
-        }
-        (total, weighted)
+        one_by_one::weighted(steps, w_first, w_slope, |i| {
+            at.duration(kv_first + batch * i)
+        })
     }
 
     fn decode_non_decreasing(&self, _batch: u64) -> bool {

@@ -120,7 +120,7 @@ impl Sglang {
             // Σ j·d_j = (n − 1)·T − Σ_{j < n − 1} end_j.
             ends => {
                 let t = u128::from(ends[ends.len() - 1]);
-                let before_last = sum_of_ends(&ends[..ends.len() - 1]);
+                let before_last = crate::cost::one_by_one::sum_of_ends(&ends[..ends.len() - 1]);
                 let weighted = u128::from(s.used_first) * t
                     + u128::from(b) * (u128::from(n - 1) * t - before_last);
                 (SimDuration::from_ns(t as u64), weighted)
@@ -211,37 +211,5 @@ impl Sglang {
             !out.finished.is_empty(),
             "invariant: a run that ends at a completion completes requests"
         );
-    }
-}
-
-/// `Σ ends`, exactly, for a run's step ends (non-decreasing): in 64 bits when their count
-/// times the last cannot overflow them (a sum the compiler vectorizes), else in 128.
-fn sum_of_ends(ends: &[u64]) -> u128 {
-    let Some(&last) = ends.last() else {
-        return 0;
-    };
-    debug_assert!(
-        ends.windows(2).all(|w| w[0] <= w[1]),
-        "invariant: ends never go back"
-    );
-    if last.checked_mul(ends.len() as u64).is_some() {
-        u128::from(ends.iter().sum::<u64>())
-    } else {
-        ends.iter().map(|&e| u128::from(e)).sum()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::sum_of_ends;
-
-    #[test]
-    fn the_sum_of_ends_is_exact_in_either_width() {
-        assert_eq!(sum_of_ends(&[]), 0);
-        assert_eq!(sum_of_ends(&[3, 5, 9]), 17);
-        // Past 64 bits: the wide sum.
-        let big = [u64::MAX / 2, u64::MAX / 2 + 1, u64::MAX];
-        let want = u128::from(u64::MAX / 2) * 2 + 1 + u128::from(u64::MAX);
-        assert_eq!(sum_of_ends(&big), want);
     }
 }
