@@ -255,11 +255,12 @@ impl Vllm {
         let mut tr = std::mem::take(&mut self.track);
         let mut steps = 0;
         while steps < max_steps {
-            let outcome = match self.quiet_turn(&mut tr, &mut cx, out) {
-                Some(o) => o,
-                None => self.turn(&mut tr, &mut cx, reqs, out),
-            };
-            match outcome {
+            let (quiet, stopped) = self.quiet_turns(&mut tr, &mut cx, out, max_steps - steps);
+            steps += quiet;
+            if stopped || steps == max_steps {
+                break;
+            }
+            match self.turn(&mut tr, &mut cx, reqs, out) {
                 super::turn::Outcome::Stop => break,
                 super::turn::Outcome::Taken => steps += 1,
                 super::turn::Outcome::Finished => {

@@ -8,7 +8,7 @@
 //! A turn is first tried — the free queue changed under its journal, nothing else — and then
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
 //! model or that would end too late. Most turns change nothing but the free blocks and the
-//! counters ([`Vllm::quiet_turn`]): no preemption, admission, first output or completion, and
+//! counters ([`Vllm::quiet_turns`]): no preemption, admission, first output or completion, and
 //! WAITING stopping where it stopped in the turn before.
 
 use super::fast_forward::{fin, hashed_at, Call, Place, Track, Waiting};
@@ -439,73 +439,85 @@ impl Vllm {
         }
     }
 
-    /// A quiet turn — nothing to preempt, admit, report or finish, WAITING stopping as in
-    /// the turn before ([`Waiting`]) — taken in a few steps; `None` if the turn is not one.
-    pub(super) fn quiet_turn(
+    /// Quiet turns — nothing to preempt, admit, report or finish, WAITING stopping as in the
+    /// turn before ([`Waiting`]) — each taken in a few steps, at most `most` of them: how many
+    /// were taken, and whether the next would end past the run's limit (the run stops; else
+    /// the next turn, if any, is not quiet). While turns are quiet, RUNNING, WAITING and where
+    /// WAITING stops do not change, so their checks are made once for the stretch.
+    pub(super) fn quiet_turns(
         &mut self,
         tr: &mut Track,
         cx: &mut Call,
         out: &mut Outbox,
-    ) -> Option<Outcome> {
-        let w = tr.waiting?;
+        most: u64,
+    ) -> (u64, bool) {
+        let Some(w) = tr.waiting else {
+            return (0, false);
+        };
+        let l = tr.len();
+        if l != w.running || self.waiting.front().copied() != w.head {
+            return (0, false);
+        }
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
-        let (j, l) = (tr.turn + 1, tr.len());
-        if l != w.running
-            || self.waiting.front().copied() != w.head
-            || tr.min_fin(l) == j
-            || tr.places.last().is_some_and(|p| p.out0 >= j)
-        {
-            return None;
-        }
-        let wanting = tr.classes[tr.want_at(j, block)];
-        let free = self.free_blocks();
-        if wanting > free || free - wanting > w.free {
-            return None;
-        }
-        let dur = self.cost.mixed(MixedStep {
-            decode_seqs: l as u64,
-            decode_kv_tokens: (tr.base_sum + l as i64 * (j as i64 + 1)) as u64,
-            ..MixedStep::default()
-        });
-        let end = cx.t + if asynchronous { cx.pending } else { dur };
-        if end >= cx.limit {
-            return Some(Outcome::Stop);
-        }
-        if let Some(q) = &mut self.own {
-            q.take(wanting);
-        }
-        self.used_blocks += wanting;
-        self.finished_pending = false;
-        self.log_until(cx, end, out);
-        let (l, queued, used) = (
-            l as u64,
-            self.waiting.len() as u64,
-            self.used_blocks * block,
-        );
-        out.step_ends.push((end, l));
-        out.turns.push(Turn {
-            end,
-            running: l,
-            queued,
-            kv_used_tokens: used,
-            tokens: l,
-        });
-        out.generated_tokens += l;
-        out.decode_rounds += 1;
-        cx.generated += l;
-        cx.seen = Some((l, queued, used));
-        cx.saw_running = true;
-        self.counters.decode_steps += 1;
-        self.counters.fast_forwarded_steps += 1;
-        self.counters.slot_stops += u64::from(w.slot_stop);
-        self.counters.memory_stops += u64::from(w.memory_stop);
-        cx.t = end;
-        if asynchronous {
-            cx.pending = dur;
-        }
-        tr.advance();
-        Some(Outcome::Taken)
+        // The first turn at which a request finishes, and the last at which one still reports
+        // its first output: neither turn is quiet.
+        let finish = tr.min_fin(l);
+        let first_output = tr.places.last().map_or(0, |p| p.out0);
+        let queued = self.waiting.len() as u64;
+        let decode_seqs = l as u64;
+        let mut taken = 0;
+        let stopped = loop {
+            let j = tr.turn + 1;
+            if taken == most || finish == j || first_output >= j {
+                break false;
+            }
+            let wanting = tr.classes[tr.want_at(j, block)];
+            let free = self.free_blocks();
+            if wanting > free || free - wanting > w.free {
+                break false;
+            }
+            let dur = self.cost.mixed(MixedStep {
+                decode_seqs,
+                decode_kv_tokens: (tr.base_sum + l as i64 * (j as i64 + 1)) as u64,
+                ..MixedStep::default()
+            });
+            let end = cx.t + if asynchronous { cx.pending } else { dur };
+            if end >= cx.limit {
+                break true;
+            }
+            if let Some(q) = &mut self.own {
+                q.take(wanting);
+            }
+            self.used_blocks += wanting;
+            self.finished_pending = false;
+            self.log_until(cx, end, out);
+            let used = self.used_blocks * block;
+            out.step_ends.push((end, decode_seqs));
+            out.turns.push(Turn {
+                end,
+                running: decode_seqs,
+                queued,
+                kv_used_tokens: used,
+                tokens: decode_seqs,
+            });
+            cx.generated += decode_seqs;
+            cx.seen = Some((decode_seqs, queued, used));
+            cx.saw_running = true;
+            cx.t = end;
+            if asynchronous {
+                cx.pending = dur;
+            }
+            tr.advance();
+            taken += 1;
+        };
+        out.generated_tokens += decode_seqs * taken;
+        out.decode_rounds += taken;
+        self.counters.decode_steps += taken;
+        self.counters.fast_forwarded_steps += taken;
+        self.counters.slot_stops += taken * u64::from(w.slot_stop);
+        self.counters.memory_stops += taken * u64::from(w.memory_stop);
+        (taken, stopped)
     }
 
     /// Give the turn up: the free queue as it was.
