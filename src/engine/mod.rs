@@ -447,6 +447,9 @@ impl Simulator<'_> {
         let left = self.max_batches.saturating_sub(batches);
         self.sync_state();
         self.outbox.clear();
+        // Turns are listed only from where a time-series point or an observation may fall.
+        let due = self.recorder.next_snapshot_at();
+        self.outbox.turns.start(self.now, due);
         let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
         if let Some(skip) = self.scheduler.skip_decode(now, limit, left, reqs, out) {
             match skip.state {
@@ -591,18 +594,36 @@ impl Simulator<'_> {
         self.outbox.log.clear();
     }
 
-    /// A run listed turn by turn (`Outbox::turns`), ending at `end`: the recorder sees each
-    /// turn as the step-by-step path shows it — the state set when the turn starts, the
-    /// engine's lines on its own clock and the time-series points and observations before the
-    /// turn's end in time order (a line before a point of the same instant), then the turn's
-    /// tokens.
+    /// A run of turns (`Outbox::turns`), ending at `end`. Those before the next time-series
+    /// point or observation come summed: their lines, then their state's time integrals at
+    /// once (nothing falls due among them). The recorder sees each later turn as the
+    /// step-by-step path shows it — the state set when the turn starts, the engine's lines on
+    /// its own clock and the time-series points and observations before the turn's end in
+    /// time order (a line before a point of the same instant), then the turn's tokens.
     fn take_turns(&mut self, end: SimTime) {
         let capacity = self.scheduler.state().kv_capacity_tokens;
         let in_flight = self.client.in_flight();
         let log = std::mem::take(&mut self.outbox.log);
         let mut lines = log.iter().peekable();
         let mut start = self.now;
-        for turn in &self.outbox.turns {
+        let sums = self.outbox.turns.sums;
+        if let Some(last) = sums.last {
+            // The turns before the next point or observation, at once: their lines in order
+            // (none makes a point due), then the state's integrals.
+            while let Some(rec) = lines.next_if(|r| r.at() < sums.until) {
+                self.recorder.on_log(rec);
+            }
+            let state = ServerState {
+                running: last.running,
+                queued: last.queued,
+                kv_used_tokens: last.kv_used_tokens,
+                kv_capacity_tokens: capacity,
+            };
+            self.recorder.integrate_turns(sums.until, &sums, state);
+            self.recorder.on_generated(sums.tokens);
+            start = sums.until;
+        }
+        for turn in &self.outbox.turns.list {
             let state = ServerState {
                 running: turn.running,
                 queued: turn.queued,

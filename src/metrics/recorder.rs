@@ -23,7 +23,7 @@ use super::{
 use crate::metrics::latency::round_to_u64;
 use crate::metrics::Distribution;
 use crate::request::Request;
-use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
+use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, TurnSums, Words};
 use crate::time::{SimDuration, SimTime, NS_PER_S};
 use crate::workload::overhead::Overhead;
 
@@ -417,6 +417,24 @@ impl<'a> Recorder<'a> {
         self.state.running = running;
         self.state.queued = queued;
         self.state.kv_used_tokens = kv_last;
+    }
+
+    /// A fast-forward's turns summed ([`TurnSums`]) from the last `set_state` to `end`, the
+    /// server in `last` from then on: the same integrals as setting each turn's state at its
+    /// start. No point may fall inside the run.
+    pub fn integrate_turns(&mut self, end: SimTime, sums: &TurnSums, last: ServerState) {
+        debug_assert!(
+            self.next_snapshot_at() >= end,
+            "invariant: no time-series point falls inside a run of summed turns"
+        );
+        let dt = u128::from((end - self.last_t).as_ns());
+        self.int_running += sums.running_ns;
+        self.int_queued += sums.queued_ns;
+        self.int_queue_busy += sums.queue_busy_ns;
+        self.int_kv += sums.kv_used_ns;
+        self.int_in_flight += dt * u128::from(self.in_flight);
+        self.last_t = end;
+        self.state = last;
     }
 
     /// Emit every time-series point and observation strictly before `t` (the next event time).

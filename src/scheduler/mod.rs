@@ -314,9 +314,10 @@ pub struct Outbox {
     /// first step.
     pub outside_tokens: Vec<(usize, u64, usize)>,
     /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
-    /// server's state during each and the tokens its end delivered, in order, so that the
-    /// simulator can take the time-series points inside the run as the step-by-step path would.
-    pub turns: Vec<Turn>,
+    /// server's state during each and the tokens its end delivered, listed in order when a
+    /// time-series point may fall inside the run (so that the simulator takes it as the
+    /// step-by-step path would), else summed.
+    pub turns: Turns,
     /// A fast-forward's decode steps of a constant batch, described instead of listed in
     /// `step_ends`: the engine reads their gaps from the step-time model
     /// ([`Scheduler::step_time`]).
@@ -342,7 +343,7 @@ impl Outbox {
         self.abandoned_awaits.clear();
         self.step_ends.clear();
         self.outside_tokens.clear();
-        self.turns.clear();
+        self.turns.start(SimTime::ZERO, SimTime::ZERO);
         self.decode_run = None;
         self.run_ends.clear();
         self.decode_rounds = 0;
@@ -404,6 +405,74 @@ pub struct Turn {
     pub kv_used_tokens: u64,
     /// Output tokens delivered at its end.
     pub tokens: u64,
+}
+
+/// A fast-forward's turns ([`Outbox::turns`]): those that end before the next time-series
+/// point or observation is due only summed (their time integrals are all the recorder takes
+/// from them), the others listed, in order, for the simulator to take each point as the
+/// step-by-step path would.
+#[derive(Clone, Debug, Default)]
+pub struct Turns {
+    /// Turns ending at or before this instant, while none has been listed, are summed (the
+    /// recorder's next point or observation: points are taken strictly before a turn's end).
+    pub sum_until: SimTime,
+    /// The summed turns, from the run's start.
+    pub sums: TurnSums,
+    /// The turns after them.
+    pub list: Vec<Turn>,
+}
+
+/// Turns summed from a run's start: the time integrals (ns × value) of the server's state over
+/// them — exactly the sums of setting each turn's state at its start — their tokens, and the
+/// last turn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TurnSums {
+    /// The end of the latest turn summed (the run's start before the first).
+    pub until: SimTime,
+    /// ∫ running requests dt.
+    pub running_ns: u128,
+    /// ∫ queued requests dt.
+    pub queued_ns: u128,
+    /// Time with requests queued.
+    pub queue_busy_ns: u128,
+    /// ∫ KV slots in use dt.
+    pub kv_used_ns: u128,
+    /// Output tokens delivered.
+    pub tokens: u64,
+    /// The latest turn summed.
+    pub last: Option<Turn>,
+}
+
+impl Turns {
+    /// A run's turns from `at` on: those ending by `sum_until` summed.
+    pub fn start(&mut self, at: SimTime, sum_until: SimTime) {
+        self.sum_until = sum_until;
+        self.list.clear();
+        self.sums = TurnSums {
+            until: at,
+            ..TurnSums::default()
+        };
+    }
+
+    /// The next turn.
+    #[inline]
+    pub fn push(&mut self, t: Turn) {
+        if t.end > self.sum_until || !self.list.is_empty() {
+            self.list.push(t);
+            return;
+        }
+        let s = &mut self.sums;
+        let dt = u128::from((t.end - s.until).as_ns());
+        s.running_ns += dt * u128::from(t.running);
+        s.queued_ns += dt * u128::from(t.queued);
+        if t.queued > 0 {
+            s.queue_busy_ns += dt;
+        }
+        s.kv_used_ns += dt * u128::from(t.kv_used_tokens);
+        s.tokens += t.tokens;
+        s.until = t.end;
+        s.last = Some(t);
+    }
 }
 
 /// Decode steps of a constant batch taken at once: step `j` (from 0) attends
