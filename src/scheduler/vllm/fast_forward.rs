@@ -63,6 +63,27 @@ pub(super) struct Place {
     pub max_stop: bool,
 }
 
+/// A request of WAITING admitted in a turn, with its whole known sequence in one chunk.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Admit {
+    pub id: ReqId,
+    /// Known tokens (`num_tokens`).
+    pub known: u64,
+    /// Of them, the tokens of its own blocks found still cached.
+    pub cached: u64,
+}
+
+/// How a turn went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Outcome {
+    /// Not taken: left to `schedule()`, or past the run's limit.
+    Stop,
+    /// Taken.
+    Taken,
+    /// Taken, and requests finished: the run ends here.
+    Finished,
+}
+
 /// RUNNING as a stack of [`Place`]s, with the counts of each prefix.
 #[derive(Debug, Default)]
 pub(super) struct Track {
@@ -84,7 +105,7 @@ pub(super) struct Track {
     /// A turn's scratch: the victims' segments (serial + 1) in preemption order, the
     /// admissions.
     pub victims: Vec<u64>,
-    pub admits: Vec<super::turn::Admit>,
+    pub admits: Vec<Admit>,
 }
 
 impl Track {
@@ -261,9 +282,9 @@ impl Vllm {
                 break;
             }
             match self.turn(&mut tr, &mut cx, reqs, out) {
-                super::turn::Outcome::Stop => break,
-                super::turn::Outcome::Taken => steps += 1,
-                super::turn::Outcome::Finished => {
+                Outcome::Stop => break,
+                Outcome::Taken => steps += 1,
+                Outcome::Finished => {
                     steps += 1;
                     break;
                 }

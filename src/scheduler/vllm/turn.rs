@@ -11,32 +11,11 @@
 //! counters ([`Vllm::quiet_turns`]): no preemption, admission, first output or completion, and
 //! WAITING stopping where it stopped in the turn before.
 
-use super::fast_forward::{fin, hashed_at, Call, Place, Track, Waiting};
+use super::fast_forward::{fin, hashed_at, Admit, Call, Outcome, Place, Track, Waiting};
 use super::{blocks_of, full_blocks, Status, Vllm};
 use crate::cost::MixedStep;
-use crate::request::{Phase, ReqId, Requests};
+use crate::request::{Phase, Requests};
 use crate::scheduler::{Outbox, Turn};
-
-/// A request of WAITING admitted in a turn, with its whole known sequence in one chunk.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Admit {
-    id: ReqId,
-    /// Known tokens (`num_tokens`).
-    known: u64,
-    /// Of them, the tokens of its own blocks found still cached.
-    cached: u64,
-}
-
-/// How a turn went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Outcome {
-    /// Not taken: left to `schedule()`, or past the run's limit.
-    Stop,
-    /// Taken.
-    Taken,
-    /// Taken, and requests finished: the run ends here.
-    Finished,
-}
 
 impl Vllm {
     /// Try turn `tr.turn + 1` from `cx.t` and take it if the track models it and it ends before
