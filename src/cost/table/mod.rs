@@ -81,22 +81,35 @@ fn at_least_one_ns(ns: i128) -> SimDuration {
     SimDuration::from_ns(ns.clamp(1, i128::from(u64::MAX)) as u64)
 }
 
+/// The corners of the decode grid's cell `(j, i)`: its batch bounds `b`, its KV bounds `k` and
+/// its four measured times `t[batch corner][KV corner]` in picoseconds.
+pub(super) struct Corners {
+    pub b: [i128; 2],
+    pub k: [i128; 2],
+    pub t: [[i128; 2]; 2],
+}
+
 impl StepTable {
+    /// The corners of the decode cell of batch segment `j` and KV segment `i`.
+    pub(super) fn corners(&self, j: usize, i: usize) -> Corners {
+        let nk = self.decode_kv_tokens.len();
+        let t = |bj: usize, ki: usize| i128::from(self.decode_ps[bj * nk + ki]);
+        Corners {
+            b: [j, j + 1].map(|x| i128::from(self.decode_batch[x])),
+            k: [i, i + 1].map(|x| i128::from(self.decode_kv_tokens[x])),
+            t: [[t(j, i), t(j, i + 1)], [t(j + 1, i), t(j + 1, i + 1)]],
+        }
+    }
+
     /// The decode line of `batch` on KV segment `i`: bilinear in (batch, KV), so linear in KV
     /// for a fixed batch.
     fn decode_line(&self, batch: u64, i: usize) -> Line {
-        let nk = self.decode_kv_tokens.len();
         let j = segment(&self.decode_batch, batch);
-        let (b0, b1) = (
-            i128::from(self.decode_batch[j]),
-            i128::from(self.decode_batch[j + 1]),
-        );
-        let (k0, k1) = (
-            i128::from(self.decode_kv_tokens[i]),
-            i128::from(self.decode_kv_tokens[i + 1]),
-        );
-        let t = |bj: usize, ki: usize| i128::from(self.decode_ps[bj * nk + ki]);
-        let (t00, t01, t10, t11) = (t(j, i), t(j, i + 1), t(j + 1, i), t(j + 1, i + 1));
+        let Corners {
+            b: [b0, b1],
+            k: [k0, k1],
+            t: [[t00, t01], [t10, t11]],
+        } = self.corners(j, i);
         let b = i128::from(batch);
         let (low, high) = (b1 - b, b - b0);
         Line {

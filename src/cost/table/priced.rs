@@ -64,17 +64,11 @@ fn divmod(x: u128, d: u64) -> (u128, u64) {
 
 impl Cell {
     fn new(t: &StepTable, j: usize, i: usize) -> Self {
-        let nk = t.decode_kv_tokens.len();
-        let (b0, b1) = (
-            i128::from(t.decode_batch[j]),
-            i128::from(t.decode_batch[j + 1]),
-        );
-        let (k0, k1) = (
-            i128::from(t.decode_kv_tokens[i]),
-            i128::from(t.decode_kv_tokens[i + 1]),
-        );
-        let at = |bj: usize, ki: usize| i128::from(t.decode_ps[bj * nk + ki]);
-        let (t00, t01, t10, t11) = (at(j, i), at(j, i + 1), at(j + 1, i), at(j + 1, i + 1));
+        let super::Corners {
+            b: [b0, b1],
+            k: [k0, k1],
+            t: [[t00, t01], [t10, t11]],
+        } = t.corners(j, i);
         // decode_line: α = (b₁ − b)·p + (b − b₀)·q, β = (b₁ − b)·u + (b − b₀)·v.
         let (p, q) = (k1 * t00 - k0 * t01, k1 * t10 - k0 * t11);
         let (u, v) = (t01 - t00, t11 - t10);
