@@ -67,14 +67,15 @@ fn same_run(t: &StepTable, batch: u64, kv0: u64, steps: u64, w: (u64, u64), budg
         1,
         first.saturating_sub(1),
         first,
-        (first + last) / 2,
+        first / 2 + last / 2,
         last,
-        last + 1,
+        // A step may last u64::MAX ns (the clamp): no limit past it.
+        last.saturating_add(1),
     ];
     if steps <= 40 {
         for j in 0..steps {
             let d = t.decode(batch, kv0 + batch * j).as_ns();
-            limits.extend([d - 1, d, d + 1]);
+            limits.extend([d - 1, d, d.saturating_add(1)]);
         }
     }
     for limit in limits {
