@@ -40,29 +40,60 @@ pub struct Event {
 }
 
 /// A min-queue of events in the order above.
+///
+/// The earliest event is kept apart from the others (`front`), so that a queue holding one
+/// event at a time — the batch in flight, in a closed loop without off-GPU time — never touches
+/// the heap; the order is the same total order either way.
 #[derive(Debug, Default)]
 pub struct EventQueue {
+    /// The earliest event; `None` exactly when the queue is empty.
+    front: Option<Event>,
+    /// The others, none earlier than `front`.
     heap: BinaryHeap<Reverse<Event>>,
     next_seq: u64,
 }
 
 impl EventQueue {
     /// Schedule `kind` at `at`; returns the event's sequence number.
+    #[inline]
     pub fn push(&mut self, at: SimTime, kind: EventKind) -> u64 {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Reverse(Event { at, kind, seq }));
+        let e = Event { at, kind, seq };
+        match self.front {
+            None => self.front = Some(e),
+            Some(f) if e < f => {
+                self.heap.push(Reverse(f));
+                self.front = Some(e);
+            }
+            Some(_) => self.heap.push(Reverse(e)),
+        }
         seq
     }
 
     /// The time of the next event.
+    #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|Reverse(e)| e.at)
+        self.front.map(|e| e.at)
     }
 
     /// Take the next event.
+    #[inline]
     pub fn pop(&mut self) -> Option<Event> {
-        self.heap.pop().map(|Reverse(e)| e)
+        let e = self.front.take()?;
+        if !self.heap.is_empty() {
+            self.front = self.heap.pop().map(|Reverse(e)| e);
+        }
+        Some(e)
+    }
+
+    /// Take the next event if it happens at `t`.
+    #[inline]
+    pub fn pop_at(&mut self, t: SimTime) -> Option<Event> {
+        match self.front {
+            Some(e) if e.at == t => self.pop(),
+            _ => None,
+        }
     }
 }
 
@@ -96,5 +127,56 @@ mod tests {
                 (5, EventKind::ServerArrival, 5),
             ]
         );
+    }
+
+    /// The queue against the plain heap of every event (its reference): the same events in
+    /// the same order, whatever the pushes and pops interleaved.
+    mod reference {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn kind(k: u8) -> EventKind {
+            [
+                EventKind::StepEnd,
+                EventKind::Delivery,
+                EventKind::ClientWake,
+                EventKind::Arrival,
+                EventKind::ServerArrival,
+            ][usize::from(k % 5)]
+        }
+
+        proptest! {
+            #[test]
+            fn pops_what_a_plain_heap_pops(ops in prop::collection::vec((0u8..3, 0u64..6, 0u8..5), 0..200)) {
+                let mut q = EventQueue::default();
+                let mut heap = BinaryHeap::new();
+                let mut seq = 0;
+                for (op, at, k) in ops {
+                    match op {
+                        0 | 1 => {
+                            let at = SimTime::from_ns(at);
+                            prop_assert_eq!(q.push(at, kind(k)), seq);
+                            heap.push(Reverse(Event { at, kind: kind(k), seq }));
+                            seq += 1;
+                        }
+                        _ => {
+                            let t = SimTime::from_ns(at);
+                            let want = heap.peek().map(|Reverse(e)| e.at);
+                            prop_assert_eq!(q.peek_time(), want);
+                            if want == Some(t) {
+                                prop_assert_eq!(q.pop_at(t), heap.pop().map(|Reverse(e)| e));
+                            } else {
+                                prop_assert_eq!(q.pop_at(t), None);
+                                prop_assert_eq!(q.pop(), heap.pop().map(|Reverse(e)| e));
+                            }
+                        }
+                    }
+                }
+                while let Some(Reverse(e)) = heap.pop() {
+                    prop_assert_eq!(q.pop(), Some(e));
+                }
+                prop_assert_eq!(q.pop(), None);
+            }
+        }
     }
 }

@@ -101,6 +101,9 @@ struct Simulator<'s> {
     returning: BTreeMap<u64, Request>,
     /// Note when each decode round ends (for per-token times).
     keep_token_times: bool,
+    /// The engine prints lines on its own clock ([`Scheduler::next_log_at`] is `Some` at the
+    /// start, and `None` means never).
+    engine_clock: bool,
     /// With [`SteadyFrom::StartUpClearedUntil`]: the end of the part of the steady window the
     /// run records (no fast-forward crosses it; the run stops once the part is recorded).
     part_until: Option<SimTime>,
@@ -229,6 +232,7 @@ pub fn run_with_sinks<'s>(
         ),
         _ => None,
     };
+    let engine_clock = scheduler.next_log_at().is_some();
     let sim = Simulator {
         scenario,
         now: SimTime::ZERO,
@@ -261,6 +265,7 @@ pub fn run_with_sinks<'s>(
         in_transit: VecDeque::new(),
         returning: BTreeMap::new(),
         keep_token_times: opts.keep_token_times,
+        engine_clock,
         part_until: match opts.steady_from {
             SteadyFrom::StartUpCleared => None,
             SteadyFrom::StartUpClearedUntil(t) => Some(t),
@@ -313,7 +318,13 @@ impl Simulator<'_> {
                     scheduler::words(self.scenario.engine.kind()),
                 ));
             }
-            self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
+            if self.engine_clock {
+                self.log_on_engine_clock(next.min(max_sim.unwrap_or(SimTime::MAX)));
+            }
+            debug_assert!(
+                self.engine_clock || self.scheduler.next_log_at().is_none(),
+                "invariant: an engine without a clock of its own never gets one"
+            );
             if let Some(limit) = max_sim {
                 if next > limit {
                     self.recorder.advance_to(limit);
@@ -351,8 +362,7 @@ impl Simulator<'_> {
     /// Handle every event of the instant `t` (now), in the queue's order, those scheduled
     /// meanwhile for `t` included.
     fn handle_events_at(&mut self, t: SimTime, actions: &mut Vec<ClientAction>) {
-        while self.events.peek_time() == Some(t) {
-            let ev = self.events.pop().expect("invariant: peeked event exists");
+        while let Some(ev) = self.events.pop_at(t) {
             match ev.kind {
                 EventKind::StepEnd => self.end_batch(actions),
                 EventKind::Delivery => self.deliver(ev.seq, actions),
@@ -383,14 +393,13 @@ impl Simulator<'_> {
         {
             return Err(SimError::Interrupted);
         }
-        let c = self.scheduler.counters();
-        let batches = c.decode_steps + c.prefill_batches;
+        let batches = self.scheduler.batches();
         if batches >= self.max_batches {
             return Err(SimError::TooManyBatches {
                 limit: self.max_batches,
                 at_s: self.now.as_secs_f64(),
                 left: self.client.remaining() + self.client.in_flight(),
-                retractions: c.evictions,
+                retractions: self.scheduler.counters().evictions,
                 engine: self.scenario.engine.kind(),
             });
         }
@@ -703,7 +712,15 @@ impl Simulator<'_> {
         self.outbox.log.clear();
     }
 
+    #[inline]
     fn answer_finished(&mut self, actions: &mut Vec<ClientAction>) {
+        if !self.outbox.finished.is_empty() {
+            self.answer_finished_now(actions);
+        }
+    }
+
+    #[inline(never)]
+    fn answer_finished_now(&mut self, actions: &mut Vec<ClientAction>) {
         let finished = std::mem::take(&mut self.outbox.finished);
         for &id in &finished {
             let r = self.requests.remove(id);
@@ -743,7 +760,15 @@ impl Simulator<'_> {
         self.client.on_response(self.now, actions);
     }
 
+    #[inline]
     fn handle_actions(&mut self, actions: &mut Vec<ClientAction>) {
+        if !actions.is_empty() {
+            self.handle_actions_now(actions);
+        }
+    }
+
+    #[inline(never)]
+    fn handle_actions_now(&mut self, actions: &mut Vec<ClientAction>) {
         // Sending can answer at once (a rejection), which can send again: work through a queue.
         let mut i = 0;
         while i < actions.len() {

@@ -581,6 +581,13 @@ pub trait Scheduler {
     /// Counters so far.
     fn counters(&self) -> SchedulerCounters;
 
+    /// Scheduler batches run so far, as `run.max_events` counts them: the counters' decode
+    /// steps plus prefill batches (the simulator asks before every batch).
+    fn batches(&self) -> u64 {
+        let c = self.counters();
+        c.decode_steps + c.prefill_batches
+    }
+
     /// The step-time model that prices its steps.
     fn step_time(&self) -> &dyn StepTimeModel;
 
