@@ -129,6 +129,19 @@ impl Requests {
         r
     }
 
+    /// Remove a request that has left the system, without handing it back.
+    #[inline]
+    pub fn release(&mut self, id: ReqId) {
+        let slot = &mut self.slots[id.0 as usize];
+        debug_assert!(
+            slot.is_some(),
+            "invariant: releasing a request that is not in the arena"
+        );
+        *slot = None;
+        self.free.push(id.0);
+        self.live -= 1;
+    }
+
     /// The request at `id`, if it is live.
     pub fn get(&self, id: ReqId) -> Option<&Request> {
         self.slots.get(id.0 as usize).and_then(Option::as_ref)

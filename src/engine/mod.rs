@@ -454,13 +454,18 @@ impl Simulator<'_> {
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
         let left = self.max_batches.saturating_sub(batches);
-        self.sync_state();
         self.outbox.clear();
         // Turns are listed only from where a time-series point or an observation may fall.
         let due = self.recorder.next_snapshot_at();
         self.outbox.turns.start(self.now, due);
         let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
         if let Some(skip) = self.scheduler.skip_decode(now, limit, left, reqs, out) {
+            // The run's state integrals start now: the recorder integrates up to now and takes
+            // the requests in flight. The server state it is given is the one after the run,
+            // which the run overwrites before anything reads it (`integrate_run`,
+            // `integrate_turns`, the first listed turn's `set_state`) but for the KV pool's
+            // size, the same throughout; so no attempt that takes no run asks for the state.
+            self.sync_state();
             match skip.state {
                 RunState::Constant {
                     running,
@@ -723,19 +728,21 @@ impl Simulator<'_> {
     fn answer_finished_now(&mut self, actions: &mut Vec<ClientAction>) {
         let finished = std::mem::take(&mut self.outbox.finished);
         for &id in &finished {
-            let r = self.requests.remove(id);
-            self.respond(r, actions);
+            self.respond(id, actions);
         }
         self.outbox.finished = finished;
         self.outbox.finished.clear();
     }
 
-    /// The engine is done with a request (finished, refused or aborted): the response reaches
-    /// the client now, or after its way back.
-    fn respond(&mut self, r: Request, actions: &mut Vec<ClientAction>) {
+    /// The engine is done with request `id` (finished, refused or aborted): it leaves the
+    /// arena, and its response reaches the client now, or after its way back.
+    fn respond(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
         if self.overhead.is_zero() {
-            self.receive(&r, actions);
+            Self::record_response(&mut self.recorder, self.now, &self.requests[id]);
+            self.requests.release(id);
+            self.client.on_response(self.now, actions);
         } else {
+            let r = self.requests.remove(id);
             let at = self.overhead.seen_at(self.now, r.out_tokens);
             let seq = self.events.push(at, EventKind::Delivery);
             self.returning.insert(seq, r);
@@ -753,11 +760,17 @@ impl Simulator<'_> {
 
     /// The client has the whole response: it is counted, and its slot is free.
     fn receive(&mut self, r: &Request, actions: &mut Vec<ClientAction>) {
-        match r.phase {
-            Phase::Finished => self.recorder.on_completion(self.now, r),
-            _ => self.recorder.on_rejection(self.now, r),
-        }
+        Self::record_response(&mut self.recorder, self.now, r);
         self.client.on_response(self.now, actions);
+    }
+
+    /// A response reached the client at `now`: the recorder counts it.
+    #[inline]
+    fn record_response(recorder: &mut Recorder, now: SimTime, r: &Request) {
+        match r.phase {
+            Phase::Finished => recorder.on_completion(now, r),
+            _ => recorder.on_rejection(now, r),
+        }
     }
 
     #[inline]
@@ -824,8 +837,7 @@ impl Simulator<'_> {
             .arrive(self.now, id, &mut self.requests)
             .is_err()
         {
-            let r = self.requests.remove(id);
-            self.respond(r, actions);
+            self.respond(id, actions);
         }
     }
 }
