@@ -105,18 +105,19 @@ impl Request {
 
 impl Requests {
     /// Store a request; returns its id.
+    #[inline]
     pub fn insert(&mut self, r: Request) -> ReqId {
         self.live += 1;
-        if let Some(i) = self.free.pop() {
-            self.slots[i as usize] = Some(r);
-            ReqId(i)
-        } else {
-            self.slots.push(Some(r));
-            ReqId(
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
                 u32::try_from(self.slots.len() - 1)
-                    .expect("invariant: fewer than 2^32 requests in flight"),
-            )
-        }
+                    .expect("invariant: fewer than 2^32 requests in flight")
+            }
+        };
+        self.slots[i as usize] = Some(r);
+        ReqId(i)
     }
 
     /// Remove a request that has left the system.

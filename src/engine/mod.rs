@@ -428,7 +428,7 @@ impl Simulator<'_> {
             }
             self.recorder.advance_to(t);
             self.now = t;
-            self.outbox.clear();
+            self.outbox.clear_outputs();
             self.scheduler.log_at(t, &mut self.outbox);
             self.drain_outbox_logs();
         }
@@ -454,7 +454,7 @@ impl Simulator<'_> {
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
         let left = self.max_batches.saturating_sub(batches);
-        self.outbox.clear();
+        self.outbox.clear_outputs();
         // Turns are listed only from where a time-series point or an observation may fall.
         let due = self.recorder.next_snapshot_at();
         self.outbox.turns.start(self.now, due);
@@ -668,7 +668,7 @@ impl Simulator<'_> {
     }
 
     fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
-        self.outbox.clear();
+        self.outbox.clear_outputs();
         if let Some(d) = self
             .scheduler
             .start_next(self.now, &mut self.requests, &mut self.outbox)
@@ -685,7 +685,7 @@ impl Simulator<'_> {
 
     fn end_batch(&mut self, actions: &mut Vec<ClientAction>) {
         self.busy = false;
-        self.outbox.clear();
+        self.outbox.clear_outputs();
         self.scheduler
             .finish_current(self.now, &mut self.requests, &mut self.outbox);
         self.recorder.on_generated(self.outbox.generated_tokens);

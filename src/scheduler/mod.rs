@@ -316,7 +316,7 @@ pub struct Outbox {
     /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
     /// server's state during each and the tokens its end delivered, listed in order when a
     /// time-series point may fall inside the run (so that the simulator takes it as the
-    /// step-by-step path would), else summed.
+    /// step-by-step path would), else summed. Only [`Scheduler::skip_decode`] writes them.
     pub turns: Turns,
     /// A fast-forward's decode steps of a constant batch, described instead of listed in
     /// `step_ends`: the engine reads their gaps from the step-time model
@@ -336,6 +336,14 @@ pub struct Outbox {
 impl Outbox {
     /// Empty the outbox for reuse.
     pub fn clear(&mut self) {
+        self.clear_outputs();
+        self.turns.start(SimTime::ZERO, SimTime::ZERO);
+    }
+
+    /// Empty the outbox but for [`Outbox::turns`], which only [`Scheduler::skip_decode`]
+    /// writes (the simulator starts them itself before each call).
+    #[inline]
+    pub fn clear_outputs(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
         self.first_tokens = 0;
@@ -343,7 +351,6 @@ impl Outbox {
         self.abandoned_awaits.clear();
         self.step_ends.clear();
         self.outside_tokens.clear();
-        self.turns.start(SimTime::ZERO, SimTime::ZERO);
         self.decode_run = None;
         self.run_ends.clear();
         self.decode_rounds = 0;

@@ -217,6 +217,7 @@ impl Client {
         self.spec.concurrency().map_or(u64::MAX, u64::from)
     }
 
+    #[inline]
     fn send(&mut self, ready_at: SimTime, out: &mut Vec<ClientAction>) {
         out.push(ClientAction::Send {
             seq: self.sent,
@@ -297,6 +298,7 @@ impl Client {
     }
 
     /// A response (completion or rejection) reached the client at `now`.
+    #[inline]
     pub fn on_response(&mut self, now: SimTime, out: &mut Vec<ClientAction>) {
         debug_assert!(
             self.in_flight > 0,
