@@ -501,7 +501,7 @@ impl LengthDist {
     }
 
     /// Draw one token count.
-    #[inline]
+    #[inline(always)]
     pub fn sample(&self, rng: &mut Stream) -> u32 {
         let x = match &self.sampler {
             Sampler::Constant(value) => *value,

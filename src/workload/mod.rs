@@ -264,6 +264,7 @@ impl WorkloadSpec {
     ///
     /// A sampled request (or a row drawn from a lengths file) that `prefixes` puts in a group
     /// gets the group's prefix before its own prompt; a trace row has its own.
+    #[inline]
     pub fn draw(
         &self,
         seq: u64,
