@@ -80,10 +80,12 @@ impl EventQueue {
     /// Take the next event.
     #[inline]
     pub fn pop(&mut self) -> Option<Event> {
-        let e = self.front.take()?;
-        if !self.heap.is_empty() {
-            self.front = self.heap.pop().map(|Reverse(e)| e);
-        }
+        let e = self.front?;
+        self.front = if self.heap.is_empty() {
+            None
+        } else {
+            self.heap.pop().map(|Reverse(e)| e)
+        };
         Some(e)
     }
 

@@ -93,6 +93,10 @@ struct Simulator<'s> {
     interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Off-GPU time on the way to the engine and back.
     overhead: Overhead,
+    /// `overhead` is nil.
+    no_overhead: bool,
+    /// `overhead.to_server()`.
+    to_server: SimDuration,
     /// Requests sent and not yet in the engine's queue, in send order (they all travel for the
     /// same time, so they arrive in that order).
     in_transit: VecDeque<ReqId>,
@@ -262,6 +266,8 @@ pub fn run_with_sinks<'s>(
         max_batches: scenario.run.max_events,
         interrupt: opts.interrupt.clone(),
         overhead: scenario.overhead,
+        no_overhead: scenario.overhead.is_zero(),
+        to_server: scenario.overhead.to_server(),
         in_transit: VecDeque::new(),
         returning: BTreeMap::new(),
         keep_token_times: opts.keep_token_times,
@@ -361,7 +367,15 @@ impl Simulator<'_> {
 
     /// Handle every event of the instant `t` (now), in the queue's order, those scheduled
     /// meanwhile for `t` included.
+    #[inline]
     fn handle_events_at(&mut self, t: SimTime, actions: &mut Vec<ClientAction>) {
+        if self.events.peek_time() == Some(t) {
+            self.handle_events_now(t, actions);
+        }
+    }
+
+    #[inline(never)]
+    fn handle_events_now(&mut self, t: SimTime, actions: &mut Vec<ClientAction>) {
         while let Some(ev) = self.events.pop_at(t) {
             match ev.kind {
                 EventKind::StepEnd => self.end_batch(actions),
@@ -726,18 +740,20 @@ impl Simulator<'_> {
 
     #[inline(never)]
     fn answer_finished_now(&mut self, actions: &mut Vec<ClientAction>) {
-        let finished = std::mem::take(&mut self.outbox.finished);
-        for &id in &finished {
+        // Responding leaves the outbox alone.
+        let mut i = 0;
+        while let Some(&id) = self.outbox.finished.get(i) {
             self.respond(id, actions);
+            i += 1;
         }
-        self.outbox.finished = finished;
         self.outbox.finished.clear();
     }
 
     /// The engine is done with request `id` (finished, refused or aborted): it leaves the
     /// arena, and its response reaches the client now, or after its way back.
+    #[inline(always)]
     fn respond(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
-        if self.overhead.is_zero() {
+        if self.no_overhead {
             Self::record_response(&mut self.recorder, self.now, &self.requests[id]);
             self.requests.release(id);
             self.client.on_response(self.now, actions);
@@ -800,7 +816,7 @@ impl Simulator<'_> {
             .scenario
             .workload
             .draw(seq, &mut self.lengths_rng, self.prefixes.as_mut());
-        let arrived_at = self.now + self.overhead.to_server();
+        let arrived_at = self.now + self.to_server;
         let id = self.requests.insert(Request {
             seq,
             prompt_tokens: d.prompt_tokens,

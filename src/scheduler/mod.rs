@@ -452,6 +452,7 @@ pub struct TurnSums {
 
 impl Turns {
     /// A run's turns from `at` on: those ending by `sum_until` summed.
+    #[inline]
     pub fn start(&mut self, at: SimTime, sum_until: SimTime) {
         self.sum_until = sum_until;
         self.list.clear();

@@ -298,7 +298,7 @@ impl Client {
     }
 
     /// A response (completion or rejection) reached the client at `now`.
-    #[inline]
+    #[inline(always)]
     pub fn on_response(&mut self, now: SimTime, out: &mut Vec<ClientAction>) {
         debug_assert!(
             self.in_flight > 0,

@@ -526,30 +526,22 @@ impl LengthDist {
 
     /// `x` rounded to the nearest integer (half away from zero, as [`f64::round`]) and
     /// clamped to `[min, max]`; NaN gives `min`.
+    #[inline(always)]
     fn clamp(&self, x: f64) -> u32 {
-        // Below 2^52 the fraction `x − ⌊x⌋` is exact, so rounding is a truncation and one
-        // comparison (`f64::round` is a libm call on the baseline x86-64 target); above it
-        // every double is an integer already.
-        let r = if (0.0..4_503_599_627_370_496.0).contains(&x) {
-            let t = x as i64;
-            t + i64::from(x - t as f64 >= 0.5)
-        } else {
-            let r = x.round();
-            if r.is_nan() || r < f64::from(self.min) {
-                return self.min;
-            }
-            if r > f64::from(self.max) {
-                return self.max;
-            }
-            return r as u32;
-        };
-        if r < i64::from(self.min) {
-            self.min
-        } else if r > i64::from(self.max) {
-            self.max
-        } else {
-            r as u32
+        // Rounding is monotone and keeps integers, so rounding then clamping to integer bounds
+        // is clamping then rounding (`tests::clamp_reference` is the first way). Below `min`,
+        // or NaN:
+        if !(x >= f64::from(self.min)) {
+            return self.min;
         }
+        if x > f64::from(self.max) {
+            return self.max;
+        }
+        // Below 2^32 the fraction `x − ⌊x⌋` is exact, so rounding is a truncation and one
+        // comparison (`f64::round` is a libm call on the baseline x86-64 target); the result
+        // stays within `max`.
+        let t = x as u32;
+        t + u32::from(x - f64::from(t) >= 0.5)
     }
 
     /// The smallest count the distribution can return.
@@ -595,6 +587,49 @@ impl LengthDist {
 mod tests {
     use super::*;
     use crate::rng::{Seeds, StreamName};
+
+    /// [`LengthDist::clamp`] as it was written first, rounding then clamping: its reference.
+    fn clamp_reference(min: u32, max: u32, x: f64) -> u32 {
+        let r = if (0.0..4_503_599_627_370_496.0).contains(&x) {
+            let t = x as i64;
+            t + i64::from(x - t as f64 >= 0.5)
+        } else {
+            let r = x.round();
+            if r.is_nan() || r < f64::from(min) {
+                return min;
+            }
+            if r > f64::from(max) {
+                return max;
+            }
+            return r as u32;
+        };
+        if r < i64::from(min) {
+            min
+        } else if r > i64::from(max) {
+            max
+        } else {
+            r as u32
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clamping_rounds_as_its_reference(
+            a in 1u32..=u32::MAX,
+            b in 1u32..=u32::MAX,
+            x in proptest::num::f64::ANY,
+            near in -3i64..4,
+            half in proptest::bool::ANY,
+        ) {
+            let (min, max) = (a.min(b), a.max(b));
+            let d = LengthDist::new(Shape::Constant { value: 1.0 }, min, max);
+            // Any double, and those at and around the bounds and their halves.
+            let edge = |n: u32| f64::from(n) + near as f64 + if half { 0.5 } else { 0.0 };
+            for x in [x, edge(min), edge(max), f64::from(min) - 0.5, f64::from(max) + 0.5] {
+                proptest::prop_assert_eq!(d.clamp(x), clamp_reference(min, max, x), "x = {}", x);
+            }
+        }
+    }
 
     fn draws(d: &LengthDist, n: usize) -> Vec<u32> {
         let mut rng = Seeds::new(3).stream(StreamName::OutputTokens);
