@@ -90,7 +90,8 @@ struct Simulator<'s> {
     stepping: Stepping,
     max_sim: Option<SimTime>,
     max_batches: u64,
-    interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Set on Ctrl-C (never, without [`RunOptions::interrupt`]).
+    interrupt: Arc<std::sync::atomic::AtomicBool>,
     /// Off-GPU time on the way to the engine and back.
     overhead: Overhead,
     /// `overhead` is nil.
@@ -111,6 +112,38 @@ struct Simulator<'s> {
     /// With [`SteadyFrom::StartUpClearedUntil`]: the end of the part of the steady window the
     /// run records (no fast-forward crosses it; the run stops once the part is recorded).
     part_until: Option<SimTime>,
+    /// The bounds of the loop's checks, computed once ([`Caps`]).
+    caps: Caps,
+}
+
+/// The bounds that `max_sim_s`, [`SimTime::LIMIT`] and `part_until` set, as the event loop
+/// compares them.
+struct Caps {
+    /// No event up to this instant reaches `part_until`, `max_sim_s` or the limit: the loop's
+    /// checks of them are skipped.
+    quiet_until: SimTime,
+    /// `part_until`, or never.
+    part_end: SimTime,
+    /// Where a fast-forward stops while the clock is at or before `part_end`: `max_sim_s`, or
+    /// just after `part_until`.
+    in_part: SimTime,
+    /// Where it stops after: `max_sim_s`.
+    after_part: SimTime,
+}
+
+impl Caps {
+    fn new(max_sim: Option<SimTime>, part_until: Option<SimTime>) -> Self {
+        let after_part = max_sim.unwrap_or(SimTime::LIMIT);
+        let last = SimTime::from_ns(SimTime::LIMIT.as_ns() - 1);
+        Caps {
+            quiet_until: last
+                .min(max_sim.unwrap_or(SimTime::MAX))
+                .min(part_until.unwrap_or(SimTime::MAX)),
+            part_end: part_until.unwrap_or(SimTime::MAX),
+            in_part: part_until.map_or(after_part, |u| after_part.min(u + SimDuration::from_ns(1))),
+            after_part,
+        }
+    }
 }
 
 /// What [`Simulator::fast_forward`] did.
@@ -237,6 +270,11 @@ pub fn run_with_sinks<'s>(
         _ => None,
     };
     let engine_clock = scheduler.next_log_at().is_some();
+    let max_sim = scenario.run.max_sim.map(|d| SimTime::ZERO + d);
+    let part_until = match opts.steady_from {
+        SteadyFrom::StartUpCleared => None,
+        SteadyFrom::StartUpClearedUntil(t) => Some(t),
+    };
     let sim = Simulator {
         scenario,
         now: SimTime::ZERO,
@@ -262,9 +300,9 @@ pub fn run_with_sinks<'s>(
         } else {
             opts.stepping
         },
-        max_sim: scenario.run.max_sim.map(|d| SimTime::ZERO + d),
+        max_sim,
         max_batches: scenario.run.max_events,
-        interrupt: opts.interrupt.clone(),
+        interrupt: opts.interrupt.clone().unwrap_or_default(),
         overhead: scenario.overhead,
         no_overhead: scenario.overhead.is_zero(),
         to_server: scenario.overhead.to_server(),
@@ -272,10 +310,8 @@ pub fn run_with_sinks<'s>(
         returning: BTreeMap::new(),
         keep_token_times: opts.keep_token_times,
         engine_clock,
-        part_until: match opts.steady_from {
-            SteadyFrom::StartUpCleared => None,
-            SteadyFrom::StartUpClearedUntil(t) => Some(t),
-        },
+        part_until,
+        caps: Caps::new(max_sim, part_until),
     };
     sim.run_loop()
 }
@@ -315,7 +351,11 @@ impl Simulator<'_> {
             let Some(next) = self.events.peek_time() else {
                 break StopReason::AllAnswered;
             };
-            if self.part_until.is_some_and(|u| next > u) && self.recorder.past_steady_until() {
+            let quiet = next <= self.caps.quiet_until;
+            if !quiet
+                && self.part_until.is_some_and(|u| next > u)
+                && self.recorder.past_steady_until()
+            {
                 // The part of the steady window asked for is recorded: nothing else is read.
                 return Ok(self.recorder.finish(
                     self.now,
@@ -331,14 +371,17 @@ impl Simulator<'_> {
                 self.engine_clock || self.scheduler.next_log_at().is_none(),
                 "invariant: an engine without a clock of its own never gets one"
             );
-            if let Some(limit) = max_sim {
-                if next > limit {
-                    self.recorder.advance_to(limit);
-                    self.now = limit;
-                    break StopReason::MaxSimTime;
+            if !quiet {
+                if let Some(limit) = max_sim {
+                    if next > limit {
+                        self.recorder.advance_to(limit);
+                        self.now = limit;
+                        break StopReason::MaxSimTime;
+                    }
                 }
+                self.check_time(next)?;
             }
-            self.check_time(next)?;
+            debug_assert!(self.check_time(next).is_ok());
             self.recorder.advance_to(next);
             debug_assert!(next >= self.now, "invariant: the clock never goes back");
             self.now = next;
@@ -400,11 +443,7 @@ impl Simulator<'_> {
     /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches; else
     /// the batches run so far.
     fn check_limits(&self) -> Result<u64, SimError> {
-        if self
-            .interrupt
-            .as_ref()
-            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
-        {
+        if self.interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             return Err(SimError::Interrupted);
         }
         let batches = self.scheduler.batches();
@@ -456,15 +495,14 @@ impl Simulator<'_> {
     /// whether its last step completed requests (in the outbox, to be answered at the run's
     /// end, now).
     fn fast_forward(&mut self, batches: u64) -> Run {
-        let mut limit = self
-            .events
-            .peek_time()
-            .unwrap_or(SimTime::LIMIT)
-            .min(self.max_sim.unwrap_or(SimTime::LIMIT));
-        // A part of the steady window ends at its end: the steps up to it, then the others.
-        if let Some(u) = self.part_until.filter(|&u| self.now <= u) {
-            limit = limit.min(u + SimDuration::from_ns(1));
-        }
+        // `max_sim_s`; and a part of the steady window ends at its end: the steps up to it,
+        // then the others.
+        let cap = if self.now <= self.caps.part_end {
+            self.caps.in_part
+        } else {
+            self.caps.after_part
+        };
+        let limit = self.events.peek_time().unwrap_or(SimTime::LIMIT).min(cap);
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
         let left = self.max_batches.saturating_sub(batches);
@@ -847,13 +885,21 @@ impl Simulator<'_> {
     }
 
     /// A request reaches the engine's queue.
+    #[inline]
     fn reach_server(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
         if self
             .scheduler
             .arrive(self.now, id, &mut self.requests)
             .is_err()
         {
-            self.respond(id, actions);
+            self.refused(id, actions);
         }
+    }
+
+    /// The engine refused request `id` on arrival: it answers at once.
+    #[cold]
+    #[inline(never)]
+    fn refused(&mut self, id: ReqId, actions: &mut Vec<ClientAction>) {
+        self.respond(id, actions);
     }
 }
