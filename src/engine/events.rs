@@ -44,13 +44,30 @@ pub struct Event {
 /// The earliest event is kept apart from the others (`front`), so that a queue holding one
 /// event at a time — the batch in flight, in a closed loop without off-GPU time — never touches
 /// the heap; the order is the same total order either way.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EventQueue {
-    /// The earliest event; `None` exactly when the queue is empty.
-    front: Option<Event>,
+    /// The earliest event, when `queued`.
+    front: Event,
+    /// The queue is not empty.
+    queued: bool,
     /// The others, none earlier than `front`.
     heap: BinaryHeap<Reverse<Event>>,
     next_seq: u64,
+}
+
+impl Default for EventQueue {
+    fn default() -> Self {
+        EventQueue {
+            front: Event {
+                at: SimTime::ZERO,
+                kind: EventKind::StepEnd,
+                seq: 0,
+            },
+            queued: false,
+            heap: BinaryHeap::new(),
+            next_seq: 0,
+        }
+    }
 }
 
 impl EventQueue {
@@ -60,13 +77,14 @@ impl EventQueue {
         let seq = self.next_seq;
         self.next_seq += 1;
         let e = Event { at, kind, seq };
-        match self.front {
-            None => self.front = Some(e),
-            Some(f) if e < f => {
-                self.heap.push(Reverse(f));
-                self.front = Some(e);
-            }
-            Some(_) => self.heap.push(Reverse(e)),
+        if !self.queued {
+            self.front = e;
+            self.queued = true;
+        } else if e < self.front {
+            self.heap.push(Reverse(self.front));
+            self.front = e;
+        } else {
+            self.heap.push(Reverse(e));
         }
         seq
     }
@@ -74,27 +92,30 @@ impl EventQueue {
     /// The time of the next event.
     #[inline]
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.front.map(|e| e.at)
+        self.queued.then_some(self.front.at)
     }
 
     /// Take the next event.
     #[inline]
     pub fn pop(&mut self) -> Option<Event> {
-        let e = self.front?;
-        self.front = if self.heap.is_empty() {
-            None
-        } else {
-            self.heap.pop().map(|Reverse(e)| e)
-        };
+        if !self.queued {
+            return None;
+        }
+        let e = self.front;
+        match self.heap.pop() {
+            Some(Reverse(next)) => self.front = next,
+            None => self.queued = false,
+        }
         Some(e)
     }
 
     /// Take the next event if it happens at `t`.
     #[inline]
     pub fn pop_at(&mut self, t: SimTime) -> Option<Event> {
-        match self.front {
-            Some(e) if e.at == t => self.pop(),
-            _ => None,
+        if self.queued && self.front.at == t {
+            self.pop()
+        } else {
+            None
         }
     }
 }
