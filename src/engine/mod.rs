@@ -481,7 +481,7 @@ impl Simulator<'_> {
             }
             self.recorder.advance_to(t);
             self.now = t;
-            self.outbox.clear_outputs();
+            self.outbox.clear_for_step();
             self.scheduler.log_at(t, &mut self.outbox);
             self.drain_outbox_logs();
         }
@@ -506,10 +506,9 @@ impl Simulator<'_> {
         // `check_limits` stops a run that has used up `run.max_events` batches: a run takes
         // no more than are left, so that it stops where step by step would.
         let left = self.max_batches.saturating_sub(batches);
-        self.outbox.clear_outputs();
         // Turns are listed only from where a time-series point or an observation may fall.
         let due = self.recorder.next_snapshot_at();
-        self.outbox.turns.start(self.now, due);
+        self.outbox.clear_for_run(self.now, due);
         let (now, reqs, out) = (self.now, &mut self.requests, &mut self.outbox);
         if let Some(skip) = self.scheduler.skip_decode(now, limit, left, reqs, out) {
             // The run's state integrals start now: the recorder integrates up to now and takes
@@ -720,7 +719,7 @@ impl Simulator<'_> {
     }
 
     fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
-        self.outbox.clear_outputs();
+        self.outbox.clear_for_step();
         if let Some(d) = self
             .scheduler
             .start_next(self.now, &mut self.requests, &mut self.outbox)
@@ -737,7 +736,7 @@ impl Simulator<'_> {
 
     fn end_batch(&mut self, actions: &mut Vec<ClientAction>) {
         self.busy = false;
-        self.outbox.clear_outputs();
+        self.outbox.clear_for_step();
         self.scheduler
             .finish_current(self.now, &mut self.requests, &mut self.outbox);
         self.recorder.on_generated(self.outbox.generated_tokens);

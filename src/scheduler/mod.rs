@@ -306,7 +306,8 @@ pub struct Outbox {
     /// outside a decode step: when it got that one (see [`Outbox::evicted`]).
     pub abandoned_awaits: Vec<SimTime>,
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
-    /// inter-token latencies by them; a single batch ends at the batch's end).
+    /// inter-token latencies by them; a single batch ends at the batch's end). This and the
+    /// fields after it to `run_ends` only [`Scheduler::skip_decode`] writes.
     pub step_ends: Vec<(SimTime, u64)>,
     /// With `step_ends`: the steps that gave first tokens or tokens after an eviction, when
     /// not only the first did — for each, in order, its index in `step_ends` and how many of
@@ -316,7 +317,7 @@ pub struct Outbox {
     /// A fast-forward's turns when the state changed inside the run ([`RunState::Turns`]): the
     /// server's state during each and the tokens its end delivered, listed in order when a
     /// time-series point may fall inside the run (so that the simulator takes it as the
-    /// step-by-step path would), else summed. Only [`Scheduler::skip_decode`] writes them.
+    /// step-by-step path would), else summed.
     pub turns: Turns,
     /// A fast-forward's decode steps of a constant batch, described instead of listed in
     /// `step_ends`: the engine reads their gaps from the step-time model
@@ -336,25 +337,34 @@ pub struct Outbox {
 impl Outbox {
     /// Empty the outbox for reuse.
     pub fn clear(&mut self) {
-        self.clear_outputs();
-        self.turns.start(SimTime::ZERO, SimTime::ZERO);
+        self.clear_for_run(SimTime::ZERO, SimTime::ZERO);
     }
 
-    /// Empty the outbox but for [`Outbox::turns`], which only [`Scheduler::skip_decode`]
-    /// writes (the simulator starts them itself before each call).
+    /// Empty what any call of a scheduler writes: all but what only
+    /// [`Scheduler::skip_decode`] writes (`step_ends`, `outside_tokens`, `turns`,
+    /// `decode_run`, `run_ends`), which the simulator reads after a run only and empties
+    /// before each attempt ([`Outbox::clear_for_run`]).
     #[inline]
-    pub fn clear_outputs(&mut self) {
+    pub fn clear_for_step(&mut self) {
         self.finished.clear();
         self.generated_tokens = 0;
         self.first_tokens = 0;
         self.resumed_gaps.clear();
         self.abandoned_awaits.clear();
+        self.decode_rounds = 0;
+        self.log.clear();
+    }
+
+    /// Empty the whole outbox for a [`Scheduler::skip_decode`] from `at`, its turns ending
+    /// by `sum_until` summed ([`Turns::start`]).
+    #[inline]
+    pub fn clear_for_run(&mut self, at: SimTime, sum_until: SimTime) {
+        self.clear_for_step();
         self.step_ends.clear();
         self.outside_tokens.clear();
         self.decode_run = None;
         self.run_ends.clear();
-        self.decode_rounds = 0;
-        self.log.clear();
+        self.turns.start(at, sum_until);
     }
 
     /// Request `r` gets an output token at `now`: if it is its first, note when, and count it;
