@@ -529,19 +529,20 @@ impl LengthDist {
     #[inline(always)]
     fn clamp(&self, x: f64) -> u32 {
         // Rounding is monotone and keeps integers, so rounding then clamping to integer bounds
-        // is clamping then rounding (`tests::clamp_reference` is the first way). Below `min`,
-        // or NaN:
-        if !(x >= f64::from(self.min)) {
-            return self.min;
+        // is clamping then rounding (`tests::clamp_reference` is the first way).
+        if x >= f64::from(self.min) {
+            if x > f64::from(self.max) {
+                return self.max;
+            }
+            // Below 2^32 the fraction `x − ⌊x⌋` is exact, so rounding is a truncation and one
+            // comparison (`f64::round` is a libm call on the baseline x86-64 target); the
+            // result stays within `max`.
+            let t = x as u32;
+            t + u32::from(x - f64::from(t) >= 0.5)
+        } else {
+            // Below `min`, or NaN.
+            self.min
         }
-        if x > f64::from(self.max) {
-            return self.max;
-        }
-        // Below 2^32 the fraction `x − ⌊x⌋` is exact, so rounding is a truncation and one
-        // comparison (`f64::round` is a libm call on the baseline x86-64 target); the result
-        // stays within `max`.
-        let t = x as u32;
-        t + u32::from(x - f64::from(t) >= 0.5)
     }
 
     /// The smallest count the distribution can return.
