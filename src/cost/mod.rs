@@ -492,6 +492,14 @@ impl<'a> DecodeSteps<'a> {
         }
     }
 
+    /// The run's line of floors, when the model gave one ([`StepTimeModel::decode_floor_line`]).
+    pub fn line(&self) -> Option<&FloorLine> {
+        match &self.priced {
+            Priced::Line(line) => Some(line),
+            _ => None,
+        }
+    }
+
     /// Whether the steps' durations are non-decreasing.
     pub fn non_decreasing(&self) -> bool {
         self.model.decode_non_decreasing(self.batch)

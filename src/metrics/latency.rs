@@ -10,6 +10,8 @@ use std::borrow::Cow;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::cost::FloorLine;
+
 /// Significant digits kept: relative error ≤ 10⁻³.
 const SIGFIG: u8 = 3;
 
@@ -301,6 +303,37 @@ impl Distribution {
         }
     }
 
+    /// The gaps `d_j + add` of the steps `j` in `from..to` of `line` (step `j` lasting `d_j`
+    /// ns), as [`Distribution::sorted_groups`] gives them, into `groups` (cleared first); `false`
+    /// (and no groups) when the line's steps get shorter. A bucket's steps are those from its
+    /// first up to its top ([`FloorLine::up_to`]: one division), so each run costs a division
+    /// and the next step's duration, whatever the run's length ([`FloorLine::runs`]).
+    pub fn line_groups(
+        &self,
+        line: &FloorLine,
+        (from, to): (u64, u64),
+        add: u64,
+        groups: &mut Vec<(u64, u64)>,
+    ) -> bool {
+        // A step of d ns is in the bucket of d + add, which holds the gaps up to its top.
+        let class = |d: u64| {
+            let (lo, hi) = self.bucket(d + add);
+            (lo, hi - add)
+        };
+        line.runs((from, to), class, groups)
+    }
+
+    /// One more value `v` in `groups` (runs of values the histogram cannot tell apart, as
+    /// [`Distribution::sorted_groups`] gives them): in the first run if it is of its bucket,
+    /// else as a run of its own.
+    pub fn group_one(&self, v: u64, groups: &mut Vec<(u64, u64)>) {
+        let lo = self.hist.lowest_equivalent(v);
+        match groups.first_mut() {
+            Some((l, m)) if *l == lo => *m += 1,
+            _ => groups.push((lo, 1)),
+        }
+    }
+
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
     /// each `(the bucket's lowest value, count)`), each `weight` times, whose sum is `sum` — the
     /// same as adding each value with [`Distribution::add_n`], with one histogram update per
@@ -329,6 +362,21 @@ impl Distribution {
         if n > 0 && self.hist.record_n(v, n).is_err() {
             self.hist.saturating_record_n(v, n);
         }
+    }
+
+    /// The histogram's count in each bucket that has one: `(its lowest value, count)`.
+    #[cfg(test)]
+    pub(crate) fn bucket_counts(&self) -> Vec<(u64, u64)> {
+        let h = self.histogram();
+        let buckets = h.iter_recorded();
+        buckets
+            .map(|v| {
+                (
+                    h.lowest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
+            .collect()
     }
 
     /// Values added.

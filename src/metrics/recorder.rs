@@ -14,6 +14,8 @@
 
 mod gaps;
 mod runs;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 
