@@ -30,19 +30,75 @@ pub struct Distribution {
     /// does not depend on the order the values come in, and a distribution of some of the
     /// values can be taken away ([`Distribution::subtract`]).
     sum_fraction: u128,
-    /// The latest values given to [`Distribution::add_int`], all equal, not yet in the
-    /// histogram: `(value, how many)` (a histogram keeps counts, so when they go in does not
-    /// matter; every reader sees them).
-    pending: (u64, u64),
+    /// Counts held back from the histogram, by bucket (allocated with the first value): slot
+    /// `i mod` [`HELD_SLOTS`] holds `(i, count)` for the histogram's bucket `i`
+    /// ([`bucket`]). A histogram keeps a count per bucket, so when counts go in does not
+    /// matter, and every reader sees them ([`Distribution::histogram`]). A count held here
+    /// costs a dozen instructions and the histogram's update (`record_n`) some seventy, now
+    /// paid once per bucket and eviction from its slot rather than once per value.
+    held: Option<Box<[(u64, u64); HELD_SLOTS]>>,
+}
+
+/// Buckets whose counts a distribution holds back from its histogram (a power of two): the
+/// neighbouring buckets of a thousand in a row wait together.
+const HELD_SLOTS: usize = 1024;
+
+/// `v`'s bucket in a histogram of three significant digits whose lowest discernible value is
+/// 1: `(its index, its lowest value, its highest value)`, the index being hdrhistogram's index
+/// of its count. The values below 2048 are a bucket each, then come 1024 buckets per power of
+/// two, each `2^shift` values wide.
+#[inline]
+fn bucket(v: u64) -> (u64, u64, u64) {
+    let shift = 53 - (v | 2047).leading_zeros();
+    let q = v >> shift;
+    // (The top bucket's end, 2^64, wraps to 0.)
+    let hi = ((q + 1) << shift).wrapping_sub(1);
+    ((u64::from(shift) << 10) + q, q << shift, hi)
+}
+
+/// The lowest value of the bucket numbered `i` ([`bucket`]).
+fn bucket_lowest(i: u64) -> u64 {
+    match i {
+        0..2048 => i,
+        _ => {
+            let shift = (i >> 10) - 1;
+            (i - (shift << 10)) << shift
+        }
+    }
 }
 
 /// The binary places kept of a value added as a float (see `Distribution::sum_fraction`).
 const FRACTION_BITS: i32 = 32;
 
 /// `x` (finite, ≥ 0) in units of 2^−[`FRACTION_BITS`]: `x · 2^32` is exact in binary floating
-/// point, and so is its rounding to an integer.
+/// point, and so is its rounding to an integer, `(x · 2^32).round() as u128` — below 2^64 that
+/// of [`round_to_u64`], above it the value itself (every double from 2^52 on is an integer).
 fn in_fraction_units(x: f64) -> u128 {
-    (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128
+    let y = x * f64::from(2u32).powi(FRACTION_BITS);
+    if y < 18_446_744_073_709_551_616.0 {
+        u128::from(round_to_u64(y))
+    } else {
+        y as u128
+    }
+}
+
+/// A value added as a float ([`Distribution::add`]), converted once for the distributions it
+/// goes to: its rounding for the histogram and its exact share of the mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fraction {
+    rounded: u64,
+    units: u128,
+}
+
+impl Fraction {
+    /// The value `x` in base units (negative counts as 0).
+    pub fn new(x: f64) -> Self {
+        let x = x.max(0.0);
+        Fraction {
+            rounded: round_to_u64(x),
+            units: in_fraction_units(x),
+        }
+    }
 }
 
 /// Every integer up to this one is a double.
@@ -87,21 +143,21 @@ impl Distribution {
             count: 0,
             sum_exact: 0,
             sum_fraction: 0,
-            pending: (0, 0),
+            held: None,
         }
     }
 
     /// Add one value in base units (rounded to an integer for the percentiles; the mean uses it
     /// to 2^−32 of a unit). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
-        let x = x.max(0.0);
-        let v = round_to_u64(x);
-        // `record` grows the histogram; only beyond its 2^62 ceiling does it saturate.
-        if self.hist.record(v).is_err() {
-            self.hist.saturating_record(v);
-        }
+        self.add_fraction(Fraction::new(x));
+    }
+
+    /// Add one value converted already ([`Distribution::add`]).
+    pub fn add_fraction(&mut self, x: Fraction) {
+        self.record_run(x.rounded, 1);
         self.count += 1;
-        self.sum_fraction += in_fraction_units(x);
+        self.sum_fraction += x.units;
     }
 
     /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
@@ -117,28 +173,25 @@ impl Distribution {
         // `v as f64` is integral, so it is its own rounding (`add` would record
         // `x.round() as u64`), and up to 2^53 it is `v` exactly.
         let r = if v <= EXACT_F64 { v } else { rounded(v) };
-        // Equal values in a row (a queueing time of 0 while nothing waits) go in at once.
-        if self.pending.0 == r && self.pending.1 > 0 {
-            self.pending.1 += 1;
-        } else {
-            let (held, n) = std::mem::replace(&mut self.pending, (r, 1));
-            self.record_run(held, n);
-        }
+        self.record_run(r, 1);
         self.count += 1;
         self.sum_exact += u128::from(v);
     }
 
-    /// Put the values [`Distribution::add_int`] holds back into the histogram.
+    /// Put the counts held back into the histogram.
     pub fn flush(&mut self) {
-        let (v, n) = std::mem::take(&mut self.pending);
-        self.record_run(v, n);
+        if let Some(held) = self.held.take() {
+            for &(i, n) in held.iter() {
+                self.record_now(i, n);
+            }
+        }
     }
 
-    /// The histogram with the values held back in it.
+    /// The histogram with the counts held back in it.
     fn histogram(&self) -> Cow<'_, Histogram<u64>> {
-        match self.pending {
-            (_, 0) => Cow::Borrowed(&self.hist),
-            _ => {
+        match self.held {
+            None => Cow::Borrowed(&self.hist),
+            Some(_) => {
                 let mut d = self.clone();
                 d.flush();
                 Cow::Owned(d.hist)
@@ -154,11 +207,11 @@ impl Distribution {
         self.sum_exact += u128::from(v);
     }
 
-    /// Count the value `x` once, as [`Distribution::add`] does, but leave it out of the
-    /// histogram (see [`Distribution::count_int`]).
-    pub fn count_f64(&mut self, x: f64) {
+    /// Count the value `x` once, as [`Distribution::add_fraction`] does, but leave it out of
+    /// the histogram (see [`Distribution::count_int`]).
+    pub fn count_fraction(&mut self, x: Fraction) {
         self.count += 1;
-        self.sum_fraction += in_fraction_units(x.max(0.0));
+        self.sum_fraction += x.units;
     }
 
     /// Count `n` values whose exact sum is `sum`, as [`Distribution::add_n`] or
@@ -198,9 +251,7 @@ impl Distribution {
         if n == 0 {
             return;
         }
-        if self.hist.record_n(v, n).is_err() {
-            self.hist.saturating_record_n(v, n);
-        }
+        self.record_run(v, n);
         self.count += n;
         self.sum_exact += u128::from(v) * u128::from(n);
     }
@@ -216,7 +267,7 @@ impl Distribution {
         };
         // The current run's count and the values the histogram cannot tell from its first (the
         // bucket's bounds, so that each value costs two comparisons); the totals added.
-        let ((mut lo, mut hi), mut m) = (self.bucket(v), n);
+        let ((mut i, mut lo, mut hi), mut m) = (bucket(v), n);
         let (mut count, mut sum) = (n, u128::from(v) * u128::from(n));
         for (v, n) in values {
             count += n;
@@ -224,19 +275,19 @@ impl Distribution {
             if lo <= v && v <= hi {
                 m += n;
             } else {
-                self.record_run(lo, m);
-                ((lo, hi), m) = (self.bucket(v), n);
+                self.record_index(i, m);
+                ((i, lo, hi), m) = (bucket(v), n);
             }
         }
-        self.record_run(lo, m);
+        self.record_index(i, m);
         self.count += count;
         self.sum_exact += sum;
         (count, sum)
     }
 
     /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
-    /// histogram cannot tell apart, each `(the bucket's lowest value, count)`, into `groups`
-    /// (cleared first).
+    /// histogram cannot tell apart, each `(the bucket's index, count)`, into `groups` (cleared
+    /// first).
     ///
     /// Each run's end is searched from a guess, the values' mean rise per step so far
     /// extrapolated to the bucket's top: for values that rise about evenly (a run of decode
@@ -256,7 +307,7 @@ impl Distribution {
         // The mean rise per step so far is `rise / steps`.
         let (mut rise, mut steps) = (second - first, 1);
         loop {
-            let (lo, hi) = self.bucket(v);
+            let (index, _, hi) = bucket(v);
             let left = n - i;
             let guess = match (hi - v).checked_mul(steps) {
                 Some(x) if rise > 0 => (x / rise + 1).min(left),
@@ -293,7 +344,7 @@ impl Distribution {
                     run_end(&at, hi, 0, left - 1, Some(y), false)
                 }
             };
-            groups.push((lo, m));
+            groups.push((index, m));
             i += m;
             match next {
                 Some(x) if i < n => v = x,
@@ -317,8 +368,8 @@ impl Distribution {
     ) -> bool {
         // A step of d ns is in the bucket of d + add, which holds the gaps up to its top.
         let class = |d: u64| {
-            let (lo, hi) = self.bucket(d + add);
-            (lo, hi - add)
+            let (index, _, hi) = bucket(d + add);
+            (index, hi - add)
         };
         line.runs((from, to), class, groups)
     }
@@ -327,41 +378,95 @@ impl Distribution {
     /// [`Distribution::sorted_groups`] gives them): in the first run if it is of its bucket,
     /// else as a run of its own.
     pub fn group_one(&self, v: u64, groups: &mut Vec<(u64, u64)>) {
-        let lo = self.hist.lowest_equivalent(v);
+        let index = bucket(v).0;
         match groups.first_mut() {
-            Some((l, m)) if *l == lo => *m += 1,
-            _ => groups.push((lo, 1)),
+            Some((i, m)) if *i == index => *m += 1,
+            _ => groups.push((index, 1)),
         }
     }
 
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
-    /// each `(the bucket's lowest value, count)`), each `weight` times, whose sum is `sum` — the
+    /// each `(the bucket's index, count)`), each `weight` times, whose sum is `sum` — the
     /// same as adding each value with [`Distribution::add_n`], with one histogram update per
     /// bucket.
     pub fn add_groups(&mut self, groups: &[(u64, u64)], weight: u64, sum: u128) {
         if weight == 0 {
             return;
         }
-        for &(lo, m) in groups {
+        for &(i, m) in groups {
             self.count += m * weight;
-            self.record_run(lo, m * weight);
+            self.record_index(i, m * weight);
         }
         self.sum_exact += sum * u128::from(weight);
     }
 
-    /// The values the histogram cannot tell from `v`: its bucket's bounds.
-    fn bucket(&self, v: u64) -> (u64, u64) {
-        (
-            self.hist.lowest_equivalent(v),
-            self.hist.highest_equivalent(v),
-        )
+    /// `n` values equivalent to `v` into the histogram only.
+    #[inline(always)]
+    fn record_run(&mut self, v: u64, n: u64) {
+        self.record_index(bucket(v).0, n);
     }
 
-    /// `n` values equivalent to `v` into the histogram only.
-    fn record_run(&mut self, v: u64, n: u64) {
+    /// `n` values of the bucket numbered `i` into the histogram only: held back in its slot,
+    /// whose counts of another bucket go into the histogram.
+    #[inline(always)]
+    fn record_index(&mut self, i: u64, n: u64) {
+        let Some(held) = self.held.as_mut() else {
+            return self.hold_first(i, n);
+        };
+        let at = &mut held[i as usize & (HELD_SLOTS - 1)];
+        if at.0 == i {
+            // (The histogram saturates its counts too.)
+            at.1 = at.1.saturating_add(n);
+        } else {
+            let (j, m) = std::mem::replace(at, (i, n));
+            self.record_now(j, m);
+        }
+    }
+
+    /// The first count held back, `n` in bucket `i`.
+    #[cold]
+    fn hold_first(&mut self, i: u64, n: u64) {
+        let mut held = Box::new([(0, 0); HELD_SLOTS]);
+        held[i as usize & (HELD_SLOTS - 1)] = (i, n);
+        self.held = Some(held);
+    }
+
+    /// `n` values of the bucket numbered `i` into the histogram now.
+    #[inline(never)]
+    fn record_now(&mut self, i: u64, n: u64) {
+        let v = bucket_lowest(i);
+        debug_assert!(
+            self.same_bucket(v),
+            "invariant: the buckets held back are the histogram's"
+        );
+        // `record_n` grows the histogram; only beyond its 2^62 ceiling does it saturate.
         if n > 0 && self.hist.record_n(v, n).is_err() {
             self.hist.saturating_record_n(v, n);
         }
+    }
+
+    /// Whether [`bucket`]`(v)` is the histogram's bucket of `v`: from the histogram's lowest
+    /// value equivalent to `v` to the last value before the next one's (hdrhistogram's highest
+    /// equivalent value is one short of `u64::MAX` in the top bucket).
+    fn same_bucket(&self, v: u64) -> bool {
+        let (_, lo, hi) = bucket(v);
+        let h = &self.hist;
+        h.lowest_equivalent(v) == lo
+            && h.lowest_equivalent(hi) == lo
+            && (hi == u64::MAX || h.lowest_equivalent(hi + 1) == hi + 1)
+    }
+
+    /// [`Distribution::add`] with the value recorded in the histogram at once (nothing held
+    /// back): the reference.
+    #[cfg(test)]
+    pub(crate) fn add_at_once(&mut self, x: f64) {
+        let x = x.max(0.0);
+        let v = round_to_u64(x);
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
+        self.count += 1;
+        self.sum_fraction += in_fraction_units(x);
     }
 
     /// The histogram's count in each bucket that has one: `(its lowest value, count)`.
@@ -440,14 +545,15 @@ impl Distribution {
 
 /// `x.round() as u64`: for `x` in `[0, 2^52)` the fraction `x − ⌊x⌋` is exact, so the rounding
 /// (half away from zero) is a truncation and one comparison rather than a libm call on the
-/// baseline x86-64 target; the others (integers already, negative or NaN) go through `round`.
+/// baseline x86-64 target. The others are integers already (their rounding is themselves) or
+/// negative or NaN (0 either way), which the conversion takes as `round` would leave them.
 pub(super) fn round_to_u64(x: f64) -> u64 {
     if (0.0..4_503_599_627_370_496.0).contains(&x) {
         // (Through i64: one conversion instruction, exact in this range.)
         let t = x as i64;
         (t + i64::from(x - t as f64 >= 0.5)) as u64
     } else {
-        x.round() as u64
+        x as u64
     }
 }
 
@@ -571,6 +677,39 @@ mod tests {
         }
     }
 
+    /// Runs of values labelled by their buckets' numbers, labelled by their lowest values.
+    fn lowest(groups: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        groups.iter().map(|&(i, m)| (bucket_lowest(i), m)).collect()
+    }
+
+    #[test]
+    fn the_buckets_are_the_histograms() {
+        use rand::{Rng, RngExt, SeedableRng};
+        let d = Distribution::nanos_as_ms();
+        let h = &d.hist;
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(5);
+        let mut values: Vec<u64> = (0..5_000).collect();
+        for k in 1..64 {
+            let p = 1u64 << k;
+            values.extend([p - 2, p - 1, p, p + 1, p + 2, p + p / 3, p | (p - 1)]);
+        }
+        values.extend([u64::MAX, u64::MAX - 1, u64::MAX / 2]);
+        values.extend((0..100_000).map(|_| rng.next_u64() >> rng.random_range(0..64u32)));
+        for v in values {
+            let (i, lo, hi) = bucket(v);
+            assert!(d.same_bucket(v), "v = {v}");
+            if hi < u64::MAX {
+                assert_eq!((lo, hi), (h.lowest_equivalent(v), h.highest_equivalent(v)));
+            }
+            assert_eq!(bucket_lowest(i), lo, "v = {v}");
+            // The numbers are the buckets' order, without gaps.
+            if hi < u64::MAX {
+                assert_eq!(bucket(hi + 1).0, i + 1, "v = {v}");
+            }
+        }
+        assert_eq!(bucket(0).0, 0);
+    }
+
     /// Runs of values the histogram cannot tell apart, one value at a time (the definition).
     fn groups_one_by_one(d: &Distribution, values: &[u64]) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
@@ -612,13 +751,17 @@ mod tests {
                 values.push(start.saturating_add(slope_ps * j / 1000 + extra));
             }
             d.sorted_groups(n, |i| values[i as usize], &mut groups);
-            assert_eq!(groups, groups_one_by_one(&d, &values), "case {case}");
+            assert_eq!(
+                lowest(&groups),
+                groups_one_by_one(&d, &values),
+                "case {case}"
+            );
         }
         // Constant values are one run; a single value is one.
         d.sorted_groups(1000, |_| 77_777, &mut groups);
-        assert_eq!(groups, [(d.hist.lowest_equivalent(77_777), 1000)]);
+        assert_eq!(lowest(&groups), [(d.hist.lowest_equivalent(77_777), 1000)]);
         d.sorted_groups(1, |_| 5, &mut groups);
-        assert_eq!(groups, [(5, 1)]);
+        assert_eq!(lowest(&groups), [(5, 1)]);
         d.sorted_groups(0, |_| 5, &mut groups);
         assert!(groups.is_empty());
     }
@@ -650,8 +793,20 @@ mod tests {
             let x = f64::from(i) * 0.25 + f64::from(i % 7) * 1e-9;
             xs.extend([x, x * 1234.567, (f64::from(i) * 0.37).exp2()]);
         }
+        // Around 2^32 (2^64 fraction units) and 2^20 (2^52 of them).
+        for p in [20, 32] {
+            let p = f64::from(2u32).powi(p);
+            for k in 0..2_000u32 {
+                let d = f64::from(k) * 2f64.powi(-40) * p;
+                xs.extend([p - d, p + d, p - 0.5 + d, p * 3.0 + d]);
+            }
+        }
         for x in xs {
             assert_eq!(round_to_u64(x), x.round() as u64, "{x:e}");
+            if x >= 0.0 {
+                let units = (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128;
+                assert_eq!(in_fraction_units(x), units, "{x:e}");
+            }
         }
         let mut d = Distribution::plain();
         d.add_int(u64::MAX);
@@ -663,7 +818,7 @@ mod tests {
     fn values_held_back_count_in_every_reading() {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(3);
-        // `add` records each value at once: the reference.
+        // `add_at_once` records each value at once: the reference.
         let (mut held, mut each) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
         let (mut other, mut other_each) =
             (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
@@ -676,10 +831,10 @@ mod tests {
                 _ => u64::MAX - rng.random_range(0..3),
             };
             held.add_int(v);
-            each.add(v as f64);
+            each.add_at_once(v as f64);
             if i % 3 == 0 {
                 other.add_int(v / 2);
-                other_each.add((v / 2) as f64);
+                other_each.add_at_once((v / 2) as f64);
             }
             if i % 4999 == 0 {
                 // Read while values are held back.
@@ -696,6 +851,7 @@ mod tests {
         assert_eq!(held.stats(), each.stats());
         assert_eq!(held.cdf_points(50), each.cdf_points(50));
         assert_eq!(held.hist.len(), each.hist.len());
+        assert_eq!(held.bucket_counts(), each.bucket_counts());
     }
 
     #[test]
@@ -749,6 +905,6 @@ mod tests {
             d.add((i % 5000) as f64);
         }
         assert_eq!(d.count(), 1_000_000);
-        assert!(d.hist.len() == 1_000_000);
+        assert!(d.histogram().len() == 1_000_000);
     }
 }

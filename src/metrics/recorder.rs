@@ -23,7 +23,7 @@ use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
     SteadyFrom, StopReason, TimeAverages, Totals,
 };
-use crate::metrics::latency::round_to_u64;
+use crate::metrics::latency::{round_to_u64, Fraction};
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
@@ -603,8 +603,8 @@ impl<'a> Recorder<'a> {
         }
         self.completed += 1;
         self.first_completion.get_or_insert(now);
+        // (Those that left the window go at the next snapshot, which counts the others.)
         self.window_completions.push_back(now);
-        self.prune_window(now);
         let e2e = now - r.sent_at;
         self.sum_e2e_ns += u128::from(e2e.as_ns());
         self.output_tokens += u64::from(r.out_tokens);
@@ -810,14 +810,14 @@ fn record_latencies(
 ) {
     let ttft = first - r.sent_at;
     let tpot = (r.out_tokens > 1)
-        .then(|| (e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
+        .then(|| Fraction::new((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1)));
     let queue = (admitted - r.arrived_at).as_ns();
     let client_wait = (r.sent_at - r.ready_at).as_ns();
     let Some(lat) = steady else {
         whole.ttft_ms.add_int(ttft.as_ns());
         whole.e2e_ms.add_int(e2e.as_ns());
         if let Some(tpot) = tpot {
-            whole.tpot_ms.add(tpot);
+            whole.tpot_ms.add_fraction(tpot);
         }
         whole.queue_ms.add_int(queue);
         whole.client_wait_ms.add_int(client_wait);
@@ -828,8 +828,8 @@ fn record_latencies(
     lat.ttft_ms.add_int(ttft.as_ns());
     lat.e2e_ms.add_int(e2e.as_ns());
     if let Some(tpot) = tpot {
-        whole.tpot_ms.count_f64(tpot);
-        lat.tpot_ms.add(tpot);
+        whole.tpot_ms.count_fraction(tpot);
+        lat.tpot_ms.add_fraction(tpot);
     }
     whole.queue_ms.count_int(queue);
     whole.client_wait_ms.count_int(client_wait);

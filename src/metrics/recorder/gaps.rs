@@ -20,39 +20,51 @@ impl Recorder<'_> {
     /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
         let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
-        let per_token = self.overhead.per_token.as_ns();
-        // A steady gap goes into the steady window's histogram only (the whole run's takes its
-        // counts at the end).
-        let mut gaps = |gap: SimDuration, n: u64| {
-            let v = gap.as_ns() + per_token;
-            if steady {
-                self.latency
-                    .itl_ms
-                    .count_exact(n, u128::from(v) * u128::from(n));
-                self.steady_latency.itl_ms.add_n(v, n);
-            } else {
-                self.latency.itl_ms.add_n(v, n);
+        if first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() {
+            // Decode tokens only, all timed from the previous decode step (the general case
+            // below with nothing outside a decode step).
+            if tokens > 0 {
+                if let Some(prev) = self.last_decode_end {
+                    self.gaps(steady, at - prev, tokens);
+                }
+                self.last_decode_end = Some(at);
             }
-        };
+            return;
+        }
         for &gap in resumed {
-            gaps(gap, 1);
+            self.gaps(steady, gap, 1);
         }
         let mut later = tokens.saturating_sub(first + resumed.len() as u64);
         if later > 0 {
-            for &(t, n) in &self.awaiting_next {
+            for k in 0..self.awaiting_next.len() {
+                let (t, n) = self.awaiting_next[k];
                 let n = n.min(later);
-                gaps(at - t, n);
+                self.gaps(steady, at - t, n);
                 later -= n;
             }
             self.awaiting_next.clear();
             if let (Some(prev), true) = (self.last_decode_end, later > 0) {
-                gaps(at - prev, later);
+                self.gaps(steady, at - prev, later);
             }
             self.last_decode_end = Some(at);
         }
         let outside = first + resumed.len() as u64;
         if outside > 0 {
             self.awaiting_next.push((at, outside));
+        }
+    }
+
+    /// `n` inter-token gaps of `gap` (and the per-token streaming time) ending at a time in the
+    /// steady window (`steady`) or not. A steady gap goes into the steady window's histogram
+    /// only (the whole run's takes its counts at the end).
+    fn gaps(&mut self, steady: bool, gap: SimDuration, n: u64) {
+        let v = gap.as_ns() + self.overhead.per_token.as_ns();
+        if steady {
+            let whole = &mut self.latency.itl_ms;
+            whole.count_exact(n, u128::from(v) * u128::from(n));
+            self.steady_latency.itl_ms.add_n(v, n);
+        } else {
+            self.latency.itl_ms.add_n(v, n);
         }
     }
 
