@@ -292,8 +292,8 @@ impl FloorLine {
     /// The steps `from..to` (`to ≤ steps`) of a line whose steps never get shorter, cut into
     /// runs of steps of the same class: `class(d)` gives the label of the class of a step of
     /// `d` ns and the longest duration of that class (at least `d`; a class holds the
-    /// durations from `d` to it). Pushes each run's `(label, steps)` to `out` (cleared first)
-    /// and returns `true`; `false` (and nothing) when the steps may get shorter.
+    /// durations from `d` to it). Hands each run's label and steps to `emit`, in order, and
+    /// returns `true`; `false` (and nothing) when the steps may get shorter.
     ///
     /// Each run costs the division of its first step and one to count it ([`Self::up_to`]),
     /// in 64 bits when the run's numerators fit (the linear model's always do).
@@ -301,9 +301,8 @@ impl FloorLine {
         &self,
         (from, to): (u64, u64),
         class: impl Fn(u64) -> (u64, u64),
-        out: &mut Vec<(u64, u64)>,
+        mut emit: impl FnMut(u64, u64),
     ) -> bool {
-        out.clear();
         if self.c1 < 0 {
             return false;
         }
@@ -318,16 +317,22 @@ impl FloorLine {
             u64::try_from(last),
         ) {
             let den = self.den;
+            if c1 == 0 {
+                emit(class(num / den).0, to - from);
+                return true;
+            }
             let mut j = from;
             loop {
                 let (label, top) = class(num / den);
-                // The steps from j with a numerator below (top + 1)·den, which is past every
-                // 64-bit numerator when it overflows.
-                let m = match (top.checked_add(1).and_then(|t| t.checked_mul(den)), c1) {
-                    (Some(room), 1..) => ((room - 1 - num) / c1 + 1).min(to - j),
-                    _ => to - j,
+                // The steps from j whose numerators are below (top + 1)·den (all the others
+                // when that is past 64 bits); at least step j, as top ≥ ⌊num/den⌋.
+                let room = (u128::from(top) + 1) * u128::from(den) - u128::from(num) - 1;
+                let left = to - j;
+                let m = match u64::try_from(room) {
+                    Ok(room) => (room / c1 + 1).min(left),
+                    Err(_) => left,
                 };
-                out.push((label, m));
+                emit(label, m);
                 j += m;
                 if j >= to {
                     return true;
@@ -339,7 +344,7 @@ impl FloorLine {
         while j < to {
             let (label, top) = class(self.duration(j));
             let m = self.up_to(j, top).unwrap_or(1).clamp(1, to - j);
-            out.push((label, m));
+            emit(label, m);
             j += m;
         }
         true
@@ -509,8 +514,8 @@ mod tests {
                 (1.min(steps), steps / 2 + 1),
             ] {
                 let to = to.min(steps);
-                let mut out = Vec::new();
-                let ok = line.runs((from, to), class, &mut out);
+                let mut out: Vec<(u64, u64)> = Vec::new();
+                let ok = line.runs((from, to), class, |l, m| out.push((l, m)));
                 let mut expect: Vec<(u64, u64)> = Vec::new();
                 for &x in d.get(from as usize..to as usize).unwrap_or(&[]) {
                     match expect.last_mut() {

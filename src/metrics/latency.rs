@@ -30,18 +30,30 @@ pub struct Distribution {
     /// does not depend on the order the values come in, and a distribution of some of the
     /// values can be taken away ([`Distribution::subtract`]).
     sum_fraction: u128,
-    /// Counts held back from the histogram, by bucket (allocated with the first value): slot
-    /// `i mod` [`HELD_SLOTS`] holds `(i, count)` for the histogram's bucket `i`
-    /// ([`bucket`]). A histogram keeps a count per bucket, so when counts go in does not
-    /// matter, and every reader sees them ([`Distribution::histogram`]). A count held here
-    /// costs a dozen instructions and the histogram's update (`record_n`) some seventy, now
-    /// paid once per bucket and eviction from its slot rather than once per value.
-    held: Option<Box<[(u64, u64); HELD_SLOTS]>>,
+    /// Counts held back from the histogram, by bucket (from the first value on). A histogram
+    /// keeps a count per bucket, so when counts go in does not matter, and every reader sees
+    /// them ([`Distribution::histogram`]). A count held here costs a dozen instructions and
+    /// the histogram's update (`record_n`) some seventy, now paid once per bucket and eviction
+    /// from its slot rather than once per value.
+    held: Option<Held>,
 }
 
+/// Counts held back from a histogram: slot `i mod` [`HELD_SLOTS`] holds `i << 32 | count` for
+/// the histogram's bucket `i` ([`bucket`]), 0 when free.
+#[derive(Clone, Debug)]
+struct Held {
+    slots: Box<[u64; HELD_SLOTS]>,
+    /// The highest bucket given a slot so far.
+    top: u64,
+}
+
+/// A held count's bits (below its bucket's number).
+const COUNT: u64 = u32::MAX as u64;
+
 /// Buckets whose counts a distribution holds back from its histogram (a power of two): the
-/// neighbouring buckets of a thousand in a row wait together.
-const HELD_SLOTS: usize = 1024;
+/// neighbouring buckets of four powers of two wait together, in 32 KiB. (Bucket numbers are
+/// below 2^16, and a count that would reach 2^32 goes into the histogram at once.)
+const HELD_SLOTS: usize = 4096;
 
 /// `v`'s bucket in a histogram of three significant digits whose lowest discernible value is
 /// 1: `(its index, its lowest value, its highest value)`, the index being hdrhistogram's index
@@ -180,9 +192,17 @@ impl Distribution {
 
     /// Put the counts held back into the histogram.
     pub fn flush(&mut self) {
-        if let Some(held) = self.held.take() {
-            for &(i, n) in held.iter() {
-                self.record_now(i, n);
+        if let Some(Held { slots, top }) = self.held.take() {
+            // The highest bucket first (unless it went in already): the histogram grows once
+            // to take every count.
+            let at_top = slots[top as usize & (HELD_SLOTS - 1)];
+            if at_top >> 32 == top {
+                self.record_now(top, at_top & COUNT);
+            }
+            for &x in slots.iter() {
+                if x & COUNT > 0 && x >> 32 != top {
+                    self.record_now(x >> 32, x & COUNT);
+                }
             }
         }
     }
@@ -354,35 +374,31 @@ impl Distribution {
         }
     }
 
-    /// The gaps `d_j + add` of the steps `j` in `from..to` of `line` (step `j` lasting `d_j`
-    /// ns), as [`Distribution::sorted_groups`] gives them, into `groups` (cleared first); `false`
-    /// (and no groups) when the line's steps get shorter. A bucket's steps are those from its
-    /// first up to its top ([`FloorLine::up_to`]: one division), so each run costs a division
-    /// and the next step's duration, whatever the run's length ([`FloorLine::runs`]).
-    pub fn line_groups(
-        &self,
+    /// Add the gaps `d_j + add` of the steps `j` in `from..to` of `line` (step `j` lasting
+    /// `d_j` ns), each `weight` times, whose sum is `sum`: the same as adding each with
+    /// [`Distribution::add_n`], with one count per bucket the gaps pass through — the steps of
+    /// a bucket are those from its first up to its top, counted with a division
+    /// ([`FloorLine::runs`]). `false` (and nothing added) when the line's steps get shorter.
+    pub fn add_line(
+        &mut self,
         line: &FloorLine,
         (from, to): (u64, u64),
         add: u64,
-        groups: &mut Vec<(u64, u64)>,
+        (weight, sum): (u64, u128),
     ) -> bool {
         // A step of d ns is in the bucket of d + add, which holds the gaps up to its top.
         let class = |d: u64| {
             let (index, _, hi) = bucket(d + add);
             (index, hi - add)
         };
-        line.runs((from, to), class, groups)
-    }
-
-    /// One more value `v` in `groups` (runs of values the histogram cannot tell apart, as
-    /// [`Distribution::sorted_groups`] gives them): in the first run if it is of its bucket,
-    /// else as a run of its own.
-    pub fn group_one(&self, v: u64, groups: &mut Vec<(u64, u64)>) {
-        let index = bucket(v).0;
-        match groups.first_mut() {
-            Some((i, m)) if *i == index => *m += 1,
-            _ => groups.push((index, 1)),
+        let added = line.runs((from, to), class, |i, m| {
+            self.count += m * weight;
+            self.record_index(i, m * weight);
+        });
+        if added {
+            self.sum_exact += sum * u128::from(weight);
         }
+        added
     }
 
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
@@ -413,22 +429,32 @@ impl Distribution {
         let Some(held) = self.held.as_mut() else {
             return self.hold_first(i, n);
         };
-        let at = &mut held[i as usize & (HELD_SLOTS - 1)];
-        if at.0 == i {
+        let at = &mut held.slots[i as usize & (HELD_SLOTS - 1)];
+        if *at >> 32 == i {
             // (The histogram saturates its counts too.)
-            at.1 = at.1.saturating_add(n);
+            let count = (*at & COUNT).saturating_add(n);
+            if count < COUNT {
+                *at += n;
+            } else {
+                *at = i << 32;
+                self.record_now(i, count);
+            }
+        } else if n < COUNT {
+            let old = std::mem::replace(at, i << 32 | n);
+            held.top = held.top.max(i);
+            self.record_now(old >> 32, old & COUNT);
         } else {
-            let (j, m) = std::mem::replace(at, (i, n));
-            self.record_now(j, m);
+            self.record_now(i, n);
         }
     }
 
     /// The first count held back, `n` in bucket `i`.
     #[cold]
     fn hold_first(&mut self, i: u64, n: u64) {
-        let mut held = Box::new([(0, 0); HELD_SLOTS]);
-        held[i as usize & (HELD_SLOTS - 1)] = (i, n);
-        self.held = Some(held);
+        let slots = vec![0; HELD_SLOTS].into_boxed_slice().try_into();
+        let slots = slots.expect("invariant: the slots are HELD_SLOTS long");
+        self.held = Some(Held { slots, top: 0 });
+        self.record_index(i, n);
     }
 
     /// `n` values of the bucket numbered `i` into the histogram now.
@@ -851,6 +877,27 @@ mod tests {
         assert_eq!(held.stats(), each.stats());
         assert_eq!(held.cdf_points(50), each.cdf_points(50));
         assert_eq!(held.hist.len(), each.hist.len());
+        assert_eq!(held.bucket_counts(), each.bucket_counts());
+    }
+
+    #[test]
+    fn counts_past_what_a_slot_holds_go_in_whole() {
+        let (mut held, mut each) = (Distribution::plain(), Distribution::plain());
+        let big = 1u64 << 32;
+        for (v, n) in [
+            (5, 3_000_000_000),
+            (5, 3_000_000_000),
+            (7, big << 8),
+            (5, 1),
+            (9_000, big - 2),
+            (9_000, 1),
+            (9_000, 1),
+            (9_000, 5),
+            (9_000 + 4096 * 1024, 3),
+        ] {
+            held.add_n(v, n);
+            each.hist.record_n(v, n).expect("in range");
+        }
         assert_eq!(held.bucket_counts(), each.bucket_counts());
     }
 

@@ -54,6 +54,17 @@ impl Recorder<'_> {
         }
     }
 
+    /// Whether, after a step of `b` tokens ending at `at`, every token of the next decode step
+    /// is timed from `at`: those that await a gap from outside a decode step all got their
+    /// token at `at`, and the others' previous decode step ended then.
+    fn only_awaiting_since(&self, at: SimTime, b: u64) -> bool {
+        match self.awaiting_next.as_slice() {
+            [] => self.last_decode_end == Some(at),
+            &[(t, n)] => t == at && (n >= b || self.last_decode_end == Some(at)),
+            _ => false,
+        }
+    }
+
     /// `n` inter-token gaps of `gap` (and the per-token streaming time) ending at a time in the
     /// steady window (`steady`) or not. A steady gap goes into the steady window's histogram
     /// only (the whole run's takes its counts at the end).
@@ -150,6 +161,11 @@ impl Recorder<'_> {
                         std::mem::take(&mut resumed),
                     );
                     k += 1;
+                    if k == 1 && k < n && self.only_awaiting_since(at, b) {
+                        // Every token of the second step is timed from the first's end.
+                        self.awaiting_next.clear();
+                        break;
+                    }
                 }
                 (k, None)
             }
@@ -223,24 +239,26 @@ impl Steps<'_, '_> {
     ) {
         let (run, per_token, b) = (self.run, self.per_token, self.run.batch());
         let lead = self.lead.filter(|l| l.0 == from).map(|l| l.1);
-        // The steps after the lead, by bucket.
-        let after = from + u64::from(lead.is_some());
-        let grouped = match run.line() {
-            Some(line) => d.line_groups(line, (after, to), per_token, g),
-            None => false,
-        };
-        if !grouped {
-            if !run.non_decreasing() {
-                let gaps = (after..to).map(|j| (run.duration(j) + per_token, b));
-                d.add_grouped(lead.map(|v| (v, b)).into_iter().chain(gaps));
+        // The lead alone (its bucket's count is held back with the others'), then the steps
+        // after it by bucket.
+        if let Some(v) = lead {
+            d.add_n(v, b);
+        }
+        let (after, sum) = (
+            from + u64::from(lead.is_some()),
+            sum - lead.map_or(0, u128::from),
+        );
+        if let Some(line) = run.line() {
+            if d.add_line(line, (after, to), per_token, (b, sum)) {
                 return;
             }
+        }
+        if run.non_decreasing() {
             d.sorted_groups(to - after, |i| run.duration(after + i) + per_token, g);
+            d.add_groups(g, b, sum);
+        } else {
+            d.add_grouped((after..to).map(|j| (run.duration(j) + per_token, b)));
         }
-        if let Some(v) = lead {
-            d.group_one(v, g);
-        }
-        d.add_groups(g, b, sum);
     }
 }
 

@@ -164,9 +164,9 @@ fn same_latencies(
 
 fn runs() -> impl Strategy<Value = Vec<Run>> {
     let run = (
-        1u64..300,
+        prop_oneof![1u64..300, 1u64..4],
         0u64..200_000,
-        1u64..400,
+        prop_oneof![1u64..400, 1u64..3],
         prop_oneof![Just(0u64), 0u64..50_000_000],
         prop_oneof![3 => Just(0u64), 1 => 0u64..5],
         proptest::collection::vec(0u64..90_000_000, 0..3),
