@@ -292,7 +292,7 @@ impl FloorLine {
     /// The steps `from..to` (`to ≤ steps`) of a line whose steps never get shorter, cut into
     /// runs of steps of the same class: `class(d)` gives the label of the class of a step of
     /// `d` ns and the longest duration of that class (at least `d`; a class holds the
-    /// durations from `d` to it). Hands each run's label and steps to `emit`, in order, and
+    /// durations from `d` to it, and the classes of longer steps come after it). Hands each run's label and steps to `emit`, in order, and
     /// returns `true`; `false` (and nothing) when the steps may get shorter.
     ///
     /// Each run costs the division of its first step and one to count it ([`Self::up_to`]),
@@ -309,35 +309,34 @@ impl FloorLine {
         if from >= to {
             return true;
         }
-        // The numerators from step `from` to step `to − 1`, in 64 bits if the last fits.
+        // The numerators from step `from` to step `to − 1`, and the room below the last one's
+        // class (the classes rise with the durations), in 64 bits if they fit.
         let last = self.n0 + self.c1 * i128::from(to - 1);
-        if let (Ok(mut num), Ok(c1), Ok(_)) = (
+        if let (Ok(mut num), Ok(c1), Ok(last)) = (
             u64::try_from(self.n0 + self.c1 * i128::from(from)),
             u64::try_from(self.c1),
             u64::try_from(last),
         ) {
             let den = self.den;
+            let room = |top: u64| top.checked_add(1).and_then(|t| t.checked_mul(den));
             if c1 == 0 {
                 emit(class(num / den).0, to - from);
                 return true;
             }
-            let mut j = from;
-            loop {
-                let (label, top) = class(num / den);
-                // The steps from j whose numerators are below (top + 1)·den (all the others
-                // when that is past 64 bits); at least step j, as top ≥ ⌊num/den⌋.
-                let room = (u128::from(top) + 1) * u128::from(den) - u128::from(num) - 1;
-                let left = to - j;
-                let m = match u64::try_from(room) {
-                    Ok(room) => (room / c1 + 1).min(left),
-                    Err(_) => left,
-                };
-                emit(label, m);
-                j += m;
-                if j >= to {
-                    return true;
+            if room(class(last / den).1).is_some() {
+                let mut j = from;
+                loop {
+                    let (label, top) = class(num / den);
+                    // The steps from j whose numerators are below (top + 1)·den: at least
+                    // step j, as top ≥ ⌊num/den⌋.
+                    let m = (((top + 1) * den - 1 - num) / c1 + 1).min(to - j);
+                    emit(label, m);
+                    j += m;
+                    if j >= to {
+                        return true;
+                    }
+                    num += c1 * m;
                 }
-                num += c1 * m;
             }
         }
         let mut j = from;

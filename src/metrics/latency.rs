@@ -219,33 +219,18 @@ impl Distribution {
         }
     }
 
-    /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
-    /// the histogram: its histogram count is in another distribution's, merged in at the end
-    /// with [`Distribution::merge_histogram`].
-    pub fn count_int(&mut self, v: u64) {
-        self.count += 1;
-        self.sum_exact += u128::from(v);
+    /// Add `other`'s values to this distribution's: its counts, exact sums and histogram (the
+    /// mean and percentiles are those of adding each value here).
+    pub fn merge(&mut self, other: &Distribution) {
+        self.merge_histogram(other);
+        self.count += other.count;
+        self.sum_exact += other.sum_exact;
+        self.sum_fraction += other.sum_fraction;
     }
 
-    /// Count the value `x` once, as [`Distribution::add_fraction`] does, but leave it out of
-    /// the histogram (see [`Distribution::count_int`]).
-    pub fn count_fraction(&mut self, x: Fraction) {
-        self.count += 1;
-        self.sum_fraction += x.units;
-    }
-
-    /// Count `n` values whose exact sum is `sum`, as [`Distribution::add_n`] or
-    /// [`Distribution::add_groups`] would, but leave them out of the histogram (see
-    /// [`Distribution::count_int`]).
-    pub fn count_exact(&mut self, n: u64, sum: u128) {
-        self.count += n;
-        self.sum_exact += sum;
-    }
-
-    /// Add `other`'s histogram counts to this one's (its count and mean are not touched): for
-    /// values counted here with the `count_*` methods and recorded in `other`. The per-bucket
-    /// counts are exact, so the percentiles are those of recording each value here.
-    pub fn merge_histogram(&mut self, other: &Distribution) {
+    /// Add `other`'s histogram counts to this one's (its count and mean are not touched). The
+    /// per-bucket counts are exact, so the percentiles are those of recording each value here.
+    fn merge_histogram(&mut self, other: &Distribution) {
         self.flush();
         self.hist
             .add(&*other.histogram())

@@ -66,16 +66,13 @@ impl Recorder<'_> {
     }
 
     /// `n` inter-token gaps of `gap` (and the per-token streaming time) ending at a time in the
-    /// steady window (`steady`) or not. A steady gap goes into the steady window's histogram
-    /// only (the whole run's takes its counts at the end).
+    /// steady window (`steady`) or not. A steady gap goes into the steady window's distribution
+    /// only (the whole run's takes its values at the end).
     fn gaps(&mut self, steady: bool, gap: SimDuration, n: u64) {
         let v = gap.as_ns() + self.overhead.per_token.as_ns();
-        if steady {
-            let whole = &mut self.latency.itl_ms;
-            whole.count_exact(n, u128::from(v) * u128::from(n));
-            self.steady_latency.itl_ms.add_n(v, n);
-        } else {
-            self.latency.itl_ms.add_n(v, n);
+        match steady {
+            true => self.steady_latency.itl_ms.add_n(v, n),
+            false => self.latency.itl_ms.add_n(v, n),
         }
     }
 
@@ -105,7 +102,7 @@ impl Recorder<'_> {
         let rest = &ends[k - 1..];
         let per_token = self.overhead.per_token.as_ns();
         let gaps = |ends| step_gaps(ends, per_token);
-        // The steady window's gaps (a suffix: the ends increase) go into its histogram only.
+        // The steady window's gaps (a suffix: the ends increase) go into its distribution only.
         let split = match self.steady_start.filter(|_| !self.draining) {
             Some(s) => rest.windows(2).position(|w| w[1].0 > s),
             None => None,
@@ -114,8 +111,7 @@ impl Recorder<'_> {
         let (before, steady) = (&rest[..split + 1], &rest[split..]);
         self.latency.itl_ms.add_grouped(gaps(before));
         if steady.len() > 1 {
-            let (n, sum) = self.steady_latency.itl_ms.add_grouped(gaps(steady));
-            self.latency.itl_ms.count_exact(n, sum);
+            self.steady_latency.itl_ms.add_grouped(gaps(steady));
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
     }
@@ -181,7 +177,7 @@ impl Recorder<'_> {
         // Step k's gap beyond its duration.
         let extra = lead.map_or(0, |v| v - (run.duration(k) + per_token));
         // The steps from `from` on end after the steady window's start: their gaps go into its
-        // histogram only (the whole run's takes its counts at the end), the others into the
+        // distribution only (the whole run's takes its values at the end), the others into the
         // whole run's.
         let from = match self.steady_start.filter(|_| !self.draining) {
             Some(s) if s > start => run.ended_by((s - start).as_ns()).clamp(k, n),
@@ -205,8 +201,6 @@ impl Recorder<'_> {
             steps.add(whole, (k, from), tail_k - tail_from, &mut g);
         }
         if from < n {
-            let whole = &mut self.latency.itl_ms;
-            whole.count_exact((n - from) * b, tail_from * u128::from(b));
             steps.add(
                 &mut self.steady_latency.itl_ms,
                 (from, n),
