@@ -436,7 +436,7 @@ impl<'a> DecodeSteps<'a> {
     }
 
     /// The time from the run's start to the end of its first `n` steps, ns.
-    #[inline]
+    #[inline(always)]
     pub fn elapsed(&self, n: u64) -> u64 {
         match (self.priced, n) {
             (_, 0) => 0,

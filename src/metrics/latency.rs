@@ -50,6 +50,81 @@ struct Held {
 /// A held count's bits (below its bucket's number).
 const COUNT: u64 = u32::MAX as u64;
 
+impl Held {
+    /// No counts held.
+    #[cold]
+    #[inline(never)]
+    fn new() -> Self {
+        let slots = vec![0; HELD_SLOTS].into_boxed_slice().try_into();
+        Held {
+            slots: slots.expect("invariant: the slots are HELD_SLOTS long"),
+            top: 0,
+        }
+    }
+
+    /// Hold `n` values of the bucket numbered `i` in its slot, putting the counts of another
+    /// bucket held there into `hist`.
+    #[inline(always)]
+    fn hold(&mut self, hist: &mut Histogram<u64>, i: u64, n: u64) {
+        let at = &mut self.slots[i as usize & (HELD_SLOTS - 1)];
+        if *at >> 32 == i {
+            // (The histogram saturates its counts too.)
+            let count = (*at & COUNT).saturating_add(n);
+            if count < COUNT {
+                *at += n;
+            } else {
+                *at = i << 32;
+                record_now(hist, i, count);
+            }
+        } else if n < COUNT {
+            let old = std::mem::replace(at, i << 32 | n);
+            self.top = self.top.max(i);
+            record_now(hist, old >> 32, old & COUNT);
+        } else {
+            record_now(hist, i, n);
+        }
+    }
+
+    /// Put every count held into `hist`: the highest bucket's first (unless it went in
+    /// already), so that the histogram grows once to take them all.
+    fn drain(self, hist: &mut Histogram<u64>) {
+        let (slots, top) = (self.slots, self.top);
+        let at_top = slots[top as usize & (HELD_SLOTS - 1)];
+        if at_top >> 32 == top {
+            record_now(hist, top, at_top & COUNT);
+        }
+        for &x in slots.iter() {
+            if x & COUNT > 0 && x >> 32 != top {
+                record_now(hist, x >> 32, x & COUNT);
+            }
+        }
+    }
+}
+
+/// `n` values of the bucket numbered `i` into `hist` now.
+#[inline(never)]
+fn record_now(hist: &mut Histogram<u64>, i: u64, n: u64) {
+    let v = bucket_lowest(i);
+    debug_assert!(
+        same_bucket(hist, v),
+        "invariant: the buckets held back are the histogram's"
+    );
+    // `record_n` grows the histogram; only beyond its 2^62 ceiling does it saturate.
+    if n > 0 && hist.record_n(v, n).is_err() {
+        hist.saturating_record_n(v, n);
+    }
+}
+
+/// Whether [`bucket`]`(v)` is `hist`'s bucket of `v`: from its lowest value equivalent to `v`
+/// to the last value before the next one's (hdrhistogram's highest equivalent value is one
+/// short of `u64::MAX` in the top bucket).
+fn same_bucket(hist: &Histogram<u64>, v: u64) -> bool {
+    let (_, lo, hi) = bucket(v);
+    hist.lowest_equivalent(v) == lo
+        && hist.lowest_equivalent(hi) == lo
+        && (hi == u64::MAX || hist.lowest_equivalent(hi + 1) == hi + 1)
+}
+
 /// Buckets whose counts a distribution holds back from its histogram (a power of two): the
 /// neighbouring buckets of four powers of two wait together, in 32 KiB. (Bucket numbers are
 /// below 2^16, and a count that would reach 2^32 goes into the histogram at once.)
@@ -192,18 +267,8 @@ impl Distribution {
 
     /// Put the counts held back into the histogram.
     pub fn flush(&mut self) {
-        if let Some(Held { slots, top }) = self.held.take() {
-            // The highest bucket first (unless it went in already): the histogram grows once
-            // to take every count.
-            let at_top = slots[top as usize & (HELD_SLOTS - 1)];
-            if at_top >> 32 == top {
-                self.record_now(top, at_top & COUNT);
-            }
-            for &x in slots.iter() {
-                if x & COUNT > 0 && x >> 32 != top {
-                    self.record_now(x >> 32, x & COUNT);
-                }
-            }
+        if let Some(held) = self.held.take() {
+            held.drain(&mut self.hist);
         }
     }
 
@@ -376,11 +441,14 @@ impl Distribution {
             let (index, _, hi) = bucket(d + add);
             (index, hi - add)
         };
+        let (held, hist) = (self.held.get_or_insert_with(Held::new), &mut self.hist);
+        let mut steps = 0;
         let added = line.runs((from, to), class, |i, m| {
-            self.count += m * weight;
-            self.record_index(i, m * weight);
+            steps += m;
+            held.hold(hist, i, m * weight);
         });
         if added {
+            self.count += steps * weight;
             self.sum_exact += sum * u128::from(weight);
         }
         added
@@ -411,60 +479,25 @@ impl Distribution {
     /// whose counts of another bucket go into the histogram.
     #[inline(always)]
     fn record_index(&mut self, i: u64, n: u64) {
-        let Some(held) = self.held.as_mut() else {
-            return self.hold_first(i, n);
-        };
-        let at = &mut held.slots[i as usize & (HELD_SLOTS - 1)];
-        if *at >> 32 == i {
-            // (The histogram saturates its counts too.)
-            let count = (*at & COUNT).saturating_add(n);
-            if count < COUNT {
-                *at += n;
-            } else {
-                *at = i << 32;
-                self.record_now(i, count);
-            }
-        } else if n < COUNT {
-            let old = std::mem::replace(at, i << 32 | n);
-            held.top = held.top.max(i);
-            self.record_now(old >> 32, old & COUNT);
-        } else {
-            self.record_now(i, n);
+        match self.held.as_mut() {
+            Some(held) => held.hold(&mut self.hist, i, n),
+            None => self.hold_first(i, n),
         }
     }
 
     /// The first count held back, `n` in bucket `i`.
     #[cold]
-    fn hold_first(&mut self, i: u64, n: u64) {
-        let slots = vec![0; HELD_SLOTS].into_boxed_slice().try_into();
-        let slots = slots.expect("invariant: the slots are HELD_SLOTS long");
-        self.held = Some(Held { slots, top: 0 });
-        self.record_index(i, n);
-    }
-
-    /// `n` values of the bucket numbered `i` into the histogram now.
     #[inline(never)]
-    fn record_now(&mut self, i: u64, n: u64) {
-        let v = bucket_lowest(i);
-        debug_assert!(
-            self.same_bucket(v),
-            "invariant: the buckets held back are the histogram's"
-        );
-        // `record_n` grows the histogram; only beyond its 2^62 ceiling does it saturate.
-        if n > 0 && self.hist.record_n(v, n).is_err() {
-            self.hist.saturating_record_n(v, n);
-        }
+    fn hold_first(&mut self, i: u64, n: u64) {
+        let mut held = Held::new();
+        held.hold(&mut self.hist, i, n);
+        self.held = Some(held);
     }
 
-    /// Whether [`bucket`]`(v)` is the histogram's bucket of `v`: from the histogram's lowest
-    /// value equivalent to `v` to the last value before the next one's (hdrhistogram's highest
-    /// equivalent value is one short of `u64::MAX` in the top bucket).
+    /// Whether [`bucket`]`(v)` is the histogram's bucket of `v` ([`same_bucket`]).
+    #[cfg(test)]
     fn same_bucket(&self, v: u64) -> bool {
-        let (_, lo, hi) = bucket(v);
-        let h = &self.hist;
-        h.lowest_equivalent(v) == lo
-            && h.lowest_equivalent(hi) == lo
-            && (hi == u64::MAX || h.lowest_equivalent(hi + 1) == hi + 1)
+        same_bucket(&self.hist, v)
     }
 
     /// [`Distribution::add`] with the value recorded in the histogram at once (nothing held
