@@ -289,6 +289,66 @@ impl FloorLine {
         crate::cost::last_true(self.steps, guess as u64, |m| self.elapsed(m) < budget)
     }
 
+    /// The steps `from..to` (`to ≤ steps`) of a line whose steps never get shorter, cut into
+    /// runs of steps of the same class: `class(d)` gives the label of the class of a step of
+    /// `d` ns and the longest duration of that class (at least `d`; a class holds the
+    /// durations from `d` to it, and the classes of longer steps come after it). Hands each run's label and steps to `emit`, in order, and
+    /// returns `true`; `false` (and nothing) when the steps may get shorter.
+    ///
+    /// Each run costs the division of its first step and one to count it ([`Self::up_to`]),
+    /// in 64 bits when the run's numerators fit (the linear model's always do).
+    pub fn runs(
+        &self,
+        (from, to): (u64, u64),
+        class: impl Fn(u64) -> (u64, u64),
+        mut emit: impl FnMut(u64, u64),
+    ) -> bool {
+        if self.c1 < 0 {
+            return false;
+        }
+        if from >= to {
+            return true;
+        }
+        // The numerators from step `from` to step `to − 1`, and the room below the last one's
+        // class (the classes rise with the durations), in 64 bits if they fit.
+        let last = self.n0 + self.c1 * i128::from(to - 1);
+        if let (Ok(mut num), Ok(c1), Ok(last)) = (
+            u64::try_from(self.n0 + self.c1 * i128::from(from)),
+            u64::try_from(self.c1),
+            u64::try_from(last),
+        ) {
+            let den = self.den;
+            let room = |top: u64| top.checked_add(1).and_then(|t| t.checked_mul(den));
+            if c1 == 0 {
+                emit(class(num / den).0, to - from);
+                return true;
+            }
+            if room(class(last / den).1).is_some() {
+                let mut j = from;
+                loop {
+                    let (label, top) = class(num / den);
+                    // The steps from j whose numerators are below (top + 1)·den: at least
+                    // step j, as top ≥ ⌊num/den⌋.
+                    let m = (((top + 1) * den - 1 - num) / c1 + 1).min(to - j);
+                    emit(label, m);
+                    j += m;
+                    if j >= to {
+                        return true;
+                    }
+                    num += c1 * m;
+                }
+            }
+        }
+        let mut j = from;
+        while j < to {
+            let (label, top) = class(self.duration(j));
+            let m = self.up_to(j, top).unwrap_or(1).clamp(1, to - j);
+            emit(label, m);
+            j += m;
+        }
+        true
+    }
+
     /// How many of the steps from step `from` on last at most `limit_ns`, when the steps never
     /// get shorter (`None` when they may): `⌊(n0 + c1·j)/den⌋ ≤ limit` while
     /// `n0 + c1·j < (limit + 1)·den`.
@@ -436,6 +496,36 @@ mod tests {
             for budget in [e.saturating_sub(1), e, e.saturating_add(1)] {
                 let fit = ends.iter().take_while(|&&x| x < budget).count() as u64;
                 assert_eq!(line.within(budget), fit, "budget {budget}");
+            }
+        }
+        // Runs of classes of durations, against the steps one by one.
+        for width in [1u64, 2, 3, 7, 1000, 1 << 20, u64::MAX / 3, u64::MAX] {
+            // Classes of `width` ns from 0 (the last one shorter).
+            let class = |d: u64| {
+                (
+                    d / width,
+                    (d / width).saturating_mul(width).saturating_add(width - 1),
+                )
+            };
+            for (from, to) in [
+                (0, steps),
+                (steps / 3, steps),
+                (1.min(steps), steps / 2 + 1),
+            ] {
+                let to = to.min(steps);
+                let mut out: Vec<(u64, u64)> = Vec::new();
+                let ok = line.runs((from, to), class, |l, m| out.push((l, m)));
+                let mut expect: Vec<(u64, u64)> = Vec::new();
+                for &x in d.get(from as usize..to as usize).unwrap_or(&[]) {
+                    match expect.last_mut() {
+                        Some((l, m)) if *l == class(x as u64).0 => *m += 1,
+                        _ => expect.push((class(x as u64).0, 1)),
+                    }
+                }
+                match ok {
+                    true => assert_eq!(out, expect, "width {width}, {from}..{to}"),
+                    false => assert!(line.c1 < 0 && out.is_empty()),
+                }
             }
         }
         for from in [0, steps / 3, steps.saturating_sub(1), steps] {

@@ -436,7 +436,7 @@ impl<'a> DecodeSteps<'a> {
     }
 
     /// The time from the run's start to the end of its first `n` steps, ns.
-    #[inline]
+    #[inline(always)]
     pub fn elapsed(&self, n: u64) -> u64 {
         match (self.priced, n) {
             (_, 0) => 0,
@@ -489,6 +489,14 @@ impl<'a> DecodeSteps<'a> {
                 last_true(left - 2, guess, |i| duration(from + i) <= limit_ns) + 1
             }
             Priced::Model => model(),
+        }
+    }
+
+    /// The run's line of floors, when the model gave one ([`StepTimeModel::decode_floor_line`]).
+    pub fn line(&self) -> Option<&FloorLine> {
+        match &self.priced {
+            Priced::Line(line) => Some(line),
+            _ => None,
         }
     }
 

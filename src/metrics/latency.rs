@@ -10,6 +10,8 @@ use std::borrow::Cow;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+use crate::cost::FloorLine;
+
 /// Significant digits kept: relative error ≤ 10⁻³.
 const SIGFIG: u8 = 3;
 
@@ -28,19 +30,162 @@ pub struct Distribution {
     /// does not depend on the order the values come in, and a distribution of some of the
     /// values can be taken away ([`Distribution::subtract`]).
     sum_fraction: u128,
-    /// The latest values given to [`Distribution::add_int`], all equal, not yet in the
-    /// histogram: `(value, how many)` (a histogram keeps counts, so when they go in does not
-    /// matter; every reader sees them).
-    pending: (u64, u64),
+    /// Counts held back from the histogram, by bucket (from the first value on). A histogram
+    /// keeps a count per bucket, so when counts go in does not matter, and every reader sees
+    /// them ([`Distribution::histogram`]). A count held here costs a dozen instructions and
+    /// the histogram's update (`record_n`) some seventy, now paid once per bucket and eviction
+    /// from its slot rather than once per value.
+    held: Option<Held>,
+}
+
+/// Counts held back from a histogram: slot `i mod` [`HELD_SLOTS`] holds `i << 32 | count` for
+/// the histogram's bucket `i` ([`bucket`]), 0 when free.
+#[derive(Clone, Debug)]
+struct Held {
+    slots: Box<[u64; HELD_SLOTS]>,
+    /// The highest bucket given a slot so far.
+    top: u64,
+}
+
+/// A held count's bits (below its bucket's number).
+const COUNT: u64 = u32::MAX as u64;
+
+impl Held {
+    /// No counts held.
+    #[cold]
+    #[inline(never)]
+    fn new() -> Self {
+        let slots = vec![0; HELD_SLOTS].into_boxed_slice().try_into();
+        Held {
+            slots: slots.expect("invariant: the slots are HELD_SLOTS long"),
+            top: 0,
+        }
+    }
+
+    /// Hold `n` values of the bucket numbered `i` in its slot, putting the counts of another
+    /// bucket held there into `hist`.
+    #[inline(always)]
+    fn hold(&mut self, hist: &mut Histogram<u64>, i: u64, n: u64) {
+        let at = &mut self.slots[i as usize & (HELD_SLOTS - 1)];
+        if *at >> 32 == i {
+            // (The histogram saturates its counts too.)
+            let count = (*at & COUNT).saturating_add(n);
+            if count < COUNT {
+                *at += n;
+            } else {
+                *at = i << 32;
+                record_now(hist, i, count);
+            }
+        } else if n < COUNT {
+            let old = std::mem::replace(at, i << 32 | n);
+            self.top = self.top.max(i);
+            record_now(hist, old >> 32, old & COUNT);
+        } else {
+            record_now(hist, i, n);
+        }
+    }
+
+    /// Put every count held into `hist`: the highest bucket's first (unless it went in
+    /// already), so that the histogram grows once to take them all.
+    fn drain(self, hist: &mut Histogram<u64>) {
+        let (slots, top) = (self.slots, self.top);
+        let at_top = slots[top as usize & (HELD_SLOTS - 1)];
+        if at_top >> 32 == top {
+            record_now(hist, top, at_top & COUNT);
+        }
+        for &x in slots.iter() {
+            if x & COUNT > 0 && x >> 32 != top {
+                record_now(hist, x >> 32, x & COUNT);
+            }
+        }
+    }
+}
+
+/// `n` values of the bucket numbered `i` into `hist` now.
+#[inline(never)]
+fn record_now(hist: &mut Histogram<u64>, i: u64, n: u64) {
+    let v = bucket_lowest(i);
+    debug_assert!(
+        same_bucket(hist, v),
+        "invariant: the buckets held back are the histogram's"
+    );
+    // `record_n` grows the histogram; only beyond its 2^62 ceiling does it saturate.
+    if n > 0 && hist.record_n(v, n).is_err() {
+        hist.saturating_record_n(v, n);
+    }
+}
+
+/// Whether [`bucket`]`(v)` is `hist`'s bucket of `v`: from its lowest value equivalent to `v`
+/// to the last value before the next one's (hdrhistogram's highest equivalent value is one
+/// short of `u64::MAX` in the top bucket).
+fn same_bucket(hist: &Histogram<u64>, v: u64) -> bool {
+    let (_, lo, hi) = bucket(v);
+    hist.lowest_equivalent(v) == lo
+        && hist.lowest_equivalent(hi) == lo
+        && (hi == u64::MAX || hist.lowest_equivalent(hi + 1) == hi + 1)
+}
+
+/// Buckets whose counts a distribution holds back from its histogram (a power of two): the
+/// neighbouring buckets of four powers of two wait together, in 32 KiB. (Bucket numbers are
+/// below 2^16, and a count that would reach 2^32 goes into the histogram at once.)
+const HELD_SLOTS: usize = 4096;
+
+/// `v`'s bucket in a histogram of three significant digits whose lowest discernible value is
+/// 1: `(its index, its lowest value, its highest value)`, the index being hdrhistogram's index
+/// of its count. The values below 2048 are a bucket each, then come 1024 buckets per power of
+/// two, each `2^shift` values wide.
+#[inline]
+fn bucket(v: u64) -> (u64, u64, u64) {
+    let shift = 53 - (v | 2047).leading_zeros();
+    let q = v >> shift;
+    // (The top bucket's end, 2^64, wraps to 0.)
+    let hi = ((q + 1) << shift).wrapping_sub(1);
+    ((u64::from(shift) << 10) + q, q << shift, hi)
+}
+
+/// The lowest value of the bucket numbered `i` ([`bucket`]).
+fn bucket_lowest(i: u64) -> u64 {
+    match i {
+        0..2048 => i,
+        _ => {
+            let shift = (i >> 10) - 1;
+            (i - (shift << 10)) << shift
+        }
+    }
 }
 
 /// The binary places kept of a value added as a float (see `Distribution::sum_fraction`).
 const FRACTION_BITS: i32 = 32;
 
 /// `x` (finite, ≥ 0) in units of 2^−[`FRACTION_BITS`]: `x · 2^32` is exact in binary floating
-/// point, and so is its rounding to an integer.
+/// point, and so is its rounding to an integer, `(x · 2^32).round() as u128` — below 2^64 that
+/// of [`round_to_u64`], above it the value itself (every double from 2^52 on is an integer).
 fn in_fraction_units(x: f64) -> u128 {
-    (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128
+    let y = x * f64::from(2u32).powi(FRACTION_BITS);
+    if y < 18_446_744_073_709_551_616.0 {
+        u128::from(round_to_u64(y))
+    } else {
+        y as u128
+    }
+}
+
+/// A value added as a float ([`Distribution::add`]), converted once for the distributions it
+/// goes to: its rounding for the histogram and its exact share of the mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Fraction {
+    rounded: u64,
+    units: u128,
+}
+
+impl Fraction {
+    /// The value `x` in base units (negative counts as 0).
+    pub fn new(x: f64) -> Self {
+        let x = x.max(0.0);
+        Fraction {
+            rounded: round_to_u64(x),
+            units: in_fraction_units(x),
+        }
+    }
 }
 
 /// Every integer up to this one is a double.
@@ -85,21 +230,21 @@ impl Distribution {
             count: 0,
             sum_exact: 0,
             sum_fraction: 0,
-            pending: (0, 0),
+            held: None,
         }
     }
 
     /// Add one value in base units (rounded to an integer for the percentiles; the mean uses it
     /// to 2^−32 of a unit). Negative values count as 0.
     pub fn add(&mut self, x: f64) {
-        let x = x.max(0.0);
-        let v = round_to_u64(x);
-        // `record` grows the histogram; only beyond its 2^62 ceiling does it saturate.
-        if self.hist.record(v).is_err() {
-            self.hist.saturating_record(v);
-        }
+        self.add_fraction(Fraction::new(x));
+    }
+
+    /// Add one value converted already ([`Distribution::add`]).
+    pub fn add_fraction(&mut self, x: Fraction) {
+        self.record_run(x.rounded, 1);
         self.count += 1;
-        self.sum_fraction += in_fraction_units(x);
+        self.sum_fraction += x.units;
     }
 
     /// Add the integer value `v` (base units) once: the same as [`Distribution::add`] with
@@ -115,28 +260,23 @@ impl Distribution {
         // `v as f64` is integral, so it is its own rounding (`add` would record
         // `x.round() as u64`), and up to 2^53 it is `v` exactly.
         let r = if v <= EXACT_F64 { v } else { rounded(v) };
-        // Equal values in a row (a queueing time of 0 while nothing waits) go in at once.
-        if self.pending.0 == r && self.pending.1 > 0 {
-            self.pending.1 += 1;
-        } else {
-            let (held, n) = std::mem::replace(&mut self.pending, (r, 1));
-            self.record_run(held, n);
-        }
+        self.record_run(r, 1);
         self.count += 1;
         self.sum_exact += u128::from(v);
     }
 
-    /// Put the values [`Distribution::add_int`] holds back into the histogram.
+    /// Put the counts held back into the histogram.
     pub fn flush(&mut self) {
-        let (v, n) = std::mem::take(&mut self.pending);
-        self.record_run(v, n);
+        if let Some(held) = self.held.take() {
+            held.drain(&mut self.hist);
+        }
     }
 
-    /// The histogram with the values held back in it.
+    /// The histogram with the counts held back in it.
     fn histogram(&self) -> Cow<'_, Histogram<u64>> {
-        match self.pending {
-            (_, 0) => Cow::Borrowed(&self.hist),
-            _ => {
+        match self.held {
+            None => Cow::Borrowed(&self.hist),
+            Some(_) => {
                 let mut d = self.clone();
                 d.flush();
                 Cow::Owned(d.hist)
@@ -144,33 +284,18 @@ impl Distribution {
         }
     }
 
-    /// Count the integer value `v` once, as [`Distribution::add_int`] does, but leave it out of
-    /// the histogram: its histogram count is in another distribution's, merged in at the end
-    /// with [`Distribution::merge_histogram`].
-    pub fn count_int(&mut self, v: u64) {
-        self.count += 1;
-        self.sum_exact += u128::from(v);
+    /// Add `other`'s values to this distribution's: its counts, exact sums and histogram (the
+    /// mean and percentiles are those of adding each value here).
+    pub fn merge(&mut self, other: &Distribution) {
+        self.merge_histogram(other);
+        self.count += other.count;
+        self.sum_exact += other.sum_exact;
+        self.sum_fraction += other.sum_fraction;
     }
 
-    /// Count the value `x` once, as [`Distribution::add`] does, but leave it out of the
-    /// histogram (see [`Distribution::count_int`]).
-    pub fn count_f64(&mut self, x: f64) {
-        self.count += 1;
-        self.sum_fraction += in_fraction_units(x.max(0.0));
-    }
-
-    /// Count `n` values whose exact sum is `sum`, as [`Distribution::add_n`] or
-    /// [`Distribution::add_groups`] would, but leave them out of the histogram (see
-    /// [`Distribution::count_int`]).
-    pub fn count_exact(&mut self, n: u64, sum: u128) {
-        self.count += n;
-        self.sum_exact += sum;
-    }
-
-    /// Add `other`'s histogram counts to this one's (its count and mean are not touched): for
-    /// values counted here with the `count_*` methods and recorded in `other`. The per-bucket
-    /// counts are exact, so the percentiles are those of recording each value here.
-    pub fn merge_histogram(&mut self, other: &Distribution) {
+    /// Add `other`'s histogram counts to this one's (its count and mean are not touched). The
+    /// per-bucket counts are exact, so the percentiles are those of recording each value here.
+    fn merge_histogram(&mut self, other: &Distribution) {
         self.flush();
         self.hist
             .add(&*other.histogram())
@@ -196,9 +321,7 @@ impl Distribution {
         if n == 0 {
             return;
         }
-        if self.hist.record_n(v, n).is_err() {
-            self.hist.saturating_record_n(v, n);
-        }
+        self.record_run(v, n);
         self.count += n;
         self.sum_exact += u128::from(v) * u128::from(n);
     }
@@ -214,7 +337,7 @@ impl Distribution {
         };
         // The current run's count and the values the histogram cannot tell from its first (the
         // bucket's bounds, so that each value costs two comparisons); the totals added.
-        let ((mut lo, mut hi), mut m) = (self.bucket(v), n);
+        let ((mut i, mut lo, mut hi), mut m) = (bucket(v), n);
         let (mut count, mut sum) = (n, u128::from(v) * u128::from(n));
         for (v, n) in values {
             count += n;
@@ -222,19 +345,19 @@ impl Distribution {
             if lo <= v && v <= hi {
                 m += n;
             } else {
-                self.record_run(lo, m);
-                ((lo, hi), m) = (self.bucket(v), n);
+                self.record_index(i, m);
+                ((i, lo, hi), m) = (bucket(v), n);
             }
         }
-        self.record_run(lo, m);
+        self.record_index(i, m);
         self.count += count;
         self.sum_exact += sum;
         (count, sum)
     }
 
     /// The `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, as runs of values the
-    /// histogram cannot tell apart, each `(the bucket's lowest value, count)`, into `groups`
-    /// (cleared first).
+    /// histogram cannot tell apart, each `(the bucket's index, count)`, into `groups` (cleared
+    /// first).
     ///
     /// Each run's end is searched from a guess, the values' mean rise per step so far
     /// extrapolated to the bucket's top: for values that rise about evenly (a run of decode
@@ -254,7 +377,7 @@ impl Distribution {
         // The mean rise per step so far is `rise / steps`.
         let (mut rise, mut steps) = (second - first, 1);
         loop {
-            let (lo, hi) = self.bucket(v);
+            let (index, _, hi) = bucket(v);
             let left = n - i;
             let guess = match (hi - v).checked_mul(steps) {
                 Some(x) if rise > 0 => (x / rise + 1).min(left),
@@ -291,7 +414,7 @@ impl Distribution {
                     run_end(&at, hi, 0, left - 1, Some(y), false)
                 }
             };
-            groups.push((lo, m));
+            groups.push((index, m));
             i += m;
             match next {
                 Some(x) if i < n => v = x,
@@ -301,34 +424,108 @@ impl Distribution {
         }
     }
 
+    /// Add the gaps `d_j + add` of the steps `j` in `from..to` of `line` (step `j` lasting
+    /// `d_j` ns), each `weight` times, whose sum is `sum`: the same as adding each with
+    /// [`Distribution::add_n`], with one count per bucket the gaps pass through — the steps of
+    /// a bucket are those from its first up to its top, counted with a division
+    /// ([`FloorLine::runs`]). `false` (and nothing added) when the line's steps get shorter.
+    pub fn add_line(
+        &mut self,
+        line: &FloorLine,
+        (from, to): (u64, u64),
+        add: u64,
+        (weight, sum): (u64, u128),
+    ) -> bool {
+        // A step of d ns is in the bucket of d + add, which holds the gaps up to its top.
+        let class = |d: u64| {
+            let (index, _, hi) = bucket(d + add);
+            (index, hi - add)
+        };
+        let (held, hist) = (self.held.get_or_insert_with(Held::new), &mut self.hist);
+        let mut steps = 0;
+        let added = line.runs((from, to), class, |i, m| {
+            steps += m;
+            held.hold(hist, i, m * weight);
+        });
+        if added {
+            self.count += steps * weight;
+            self.sum_exact += sum * u128::from(weight);
+        }
+        added
+    }
+
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
-    /// each `(the bucket's lowest value, count)`), each `weight` times, whose sum is `sum` — the
+    /// each `(the bucket's index, count)`), each `weight` times, whose sum is `sum` — the
     /// same as adding each value with [`Distribution::add_n`], with one histogram update per
     /// bucket.
     pub fn add_groups(&mut self, groups: &[(u64, u64)], weight: u64, sum: u128) {
         if weight == 0 {
             return;
         }
-        for &(lo, m) in groups {
+        for &(i, m) in groups {
             self.count += m * weight;
-            self.record_run(lo, m * weight);
+            self.record_index(i, m * weight);
         }
         self.sum_exact += sum * u128::from(weight);
     }
 
-    /// The values the histogram cannot tell from `v`: its bucket's bounds.
-    fn bucket(&self, v: u64) -> (u64, u64) {
-        (
-            self.hist.lowest_equivalent(v),
-            self.hist.highest_equivalent(v),
-        )
+    /// `n` values equivalent to `v` into the histogram only.
+    #[inline(always)]
+    fn record_run(&mut self, v: u64, n: u64) {
+        self.record_index(bucket(v).0, n);
     }
 
-    /// `n` values equivalent to `v` into the histogram only.
-    fn record_run(&mut self, v: u64, n: u64) {
-        if n > 0 && self.hist.record_n(v, n).is_err() {
-            self.hist.saturating_record_n(v, n);
+    /// `n` values of the bucket numbered `i` into the histogram only: held back in its slot,
+    /// whose counts of another bucket go into the histogram.
+    #[inline(always)]
+    fn record_index(&mut self, i: u64, n: u64) {
+        match self.held.as_mut() {
+            Some(held) => held.hold(&mut self.hist, i, n),
+            None => self.hold_first(i, n),
         }
+    }
+
+    /// The first count held back, `n` in bucket `i`.
+    #[cold]
+    #[inline(never)]
+    fn hold_first(&mut self, i: u64, n: u64) {
+        let mut held = Held::new();
+        held.hold(&mut self.hist, i, n);
+        self.held = Some(held);
+    }
+
+    /// Whether [`bucket`]`(v)` is the histogram's bucket of `v` ([`same_bucket`]).
+    #[cfg(test)]
+    fn same_bucket(&self, v: u64) -> bool {
+        same_bucket(&self.hist, v)
+    }
+
+    /// [`Distribution::add`] with the value recorded in the histogram at once (nothing held
+    /// back): the reference.
+    #[cfg(test)]
+    pub(crate) fn add_at_once(&mut self, x: f64) {
+        let x = x.max(0.0);
+        let v = round_to_u64(x);
+        if self.hist.record(v).is_err() {
+            self.hist.saturating_record(v);
+        }
+        self.count += 1;
+        self.sum_fraction += in_fraction_units(x);
+    }
+
+    /// The histogram's count in each bucket that has one: `(its lowest value, count)`.
+    #[cfg(test)]
+    pub(crate) fn bucket_counts(&self) -> Vec<(u64, u64)> {
+        let h = self.histogram();
+        let buckets = h.iter_recorded();
+        buckets
+            .map(|v| {
+                (
+                    h.lowest_equivalent(v.value_iterated_to()),
+                    v.count_at_value(),
+                )
+            })
+            .collect()
     }
 
     /// Values added.
@@ -392,14 +589,15 @@ impl Distribution {
 
 /// `x.round() as u64`: for `x` in `[0, 2^52)` the fraction `x − ⌊x⌋` is exact, so the rounding
 /// (half away from zero) is a truncation and one comparison rather than a libm call on the
-/// baseline x86-64 target; the others (integers already, negative or NaN) go through `round`.
+/// baseline x86-64 target. The others are integers already (their rounding is themselves) or
+/// negative or NaN (0 either way), which the conversion takes as `round` would leave them.
 pub(super) fn round_to_u64(x: f64) -> u64 {
     if (0.0..4_503_599_627_370_496.0).contains(&x) {
         // (Through i64: one conversion instruction, exact in this range.)
         let t = x as i64;
         (t + i64::from(x - t as f64 >= 0.5)) as u64
     } else {
-        x.round() as u64
+        x as u64
     }
 }
 
@@ -523,6 +721,39 @@ mod tests {
         }
     }
 
+    /// Runs of values labelled by their buckets' numbers, labelled by their lowest values.
+    fn lowest(groups: &[(u64, u64)]) -> Vec<(u64, u64)> {
+        groups.iter().map(|&(i, m)| (bucket_lowest(i), m)).collect()
+    }
+
+    #[test]
+    fn the_buckets_are_the_histograms() {
+        use rand::{Rng, RngExt, SeedableRng};
+        let d = Distribution::nanos_as_ms();
+        let h = &d.hist;
+        let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(5);
+        let mut values: Vec<u64> = (0..5_000).collect();
+        for k in 1..64 {
+            let p = 1u64 << k;
+            values.extend([p - 2, p - 1, p, p + 1, p + 2, p + p / 3, p | (p - 1)]);
+        }
+        values.extend([u64::MAX, u64::MAX - 1, u64::MAX / 2]);
+        values.extend((0..100_000).map(|_| rng.next_u64() >> rng.random_range(0..64u32)));
+        for v in values {
+            let (i, lo, hi) = bucket(v);
+            assert!(d.same_bucket(v), "v = {v}");
+            if hi < u64::MAX {
+                assert_eq!((lo, hi), (h.lowest_equivalent(v), h.highest_equivalent(v)));
+            }
+            assert_eq!(bucket_lowest(i), lo, "v = {v}");
+            // The numbers are the buckets' order, without gaps.
+            if hi < u64::MAX {
+                assert_eq!(bucket(hi + 1).0, i + 1, "v = {v}");
+            }
+        }
+        assert_eq!(bucket(0).0, 0);
+    }
+
     /// Runs of values the histogram cannot tell apart, one value at a time (the definition).
     fn groups_one_by_one(d: &Distribution, values: &[u64]) -> Vec<(u64, u64)> {
         let mut out: Vec<(u64, u64)> = Vec::new();
@@ -564,13 +795,17 @@ mod tests {
                 values.push(start.saturating_add(slope_ps * j / 1000 + extra));
             }
             d.sorted_groups(n, |i| values[i as usize], &mut groups);
-            assert_eq!(groups, groups_one_by_one(&d, &values), "case {case}");
+            assert_eq!(
+                lowest(&groups),
+                groups_one_by_one(&d, &values),
+                "case {case}"
+            );
         }
         // Constant values are one run; a single value is one.
         d.sorted_groups(1000, |_| 77_777, &mut groups);
-        assert_eq!(groups, [(d.hist.lowest_equivalent(77_777), 1000)]);
+        assert_eq!(lowest(&groups), [(d.hist.lowest_equivalent(77_777), 1000)]);
         d.sorted_groups(1, |_| 5, &mut groups);
-        assert_eq!(groups, [(5, 1)]);
+        assert_eq!(lowest(&groups), [(5, 1)]);
         d.sorted_groups(0, |_| 5, &mut groups);
         assert!(groups.is_empty());
     }
@@ -602,8 +837,20 @@ mod tests {
             let x = f64::from(i) * 0.25 + f64::from(i % 7) * 1e-9;
             xs.extend([x, x * 1234.567, (f64::from(i) * 0.37).exp2()]);
         }
+        // Around 2^32 (2^64 fraction units) and 2^20 (2^52 of them).
+        for p in [20, 32] {
+            let p = f64::from(2u32).powi(p);
+            for k in 0..2_000u32 {
+                let d = f64::from(k) * 2f64.powi(-40) * p;
+                xs.extend([p - d, p + d, p - 0.5 + d, p * 3.0 + d]);
+            }
+        }
         for x in xs {
             assert_eq!(round_to_u64(x), x.round() as u64, "{x:e}");
+            if x >= 0.0 {
+                let units = (x * f64::from(2u32).powi(FRACTION_BITS)).round() as u128;
+                assert_eq!(in_fraction_units(x), units, "{x:e}");
+            }
         }
         let mut d = Distribution::plain();
         d.add_int(u64::MAX);
@@ -615,7 +862,7 @@ mod tests {
     fn values_held_back_count_in_every_reading() {
         use rand::{RngExt, SeedableRng};
         let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(3);
-        // `add` records each value at once: the reference.
+        // `add_at_once` records each value at once: the reference.
         let (mut held, mut each) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
         let (mut other, mut other_each) =
             (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
@@ -628,10 +875,10 @@ mod tests {
                 _ => u64::MAX - rng.random_range(0..3),
             };
             held.add_int(v);
-            each.add(v as f64);
+            each.add_at_once(v as f64);
             if i % 3 == 0 {
                 other.add_int(v / 2);
-                other_each.add((v / 2) as f64);
+                other_each.add_at_once((v / 2) as f64);
             }
             if i % 4999 == 0 {
                 // Read while values are held back.
@@ -648,6 +895,28 @@ mod tests {
         assert_eq!(held.stats(), each.stats());
         assert_eq!(held.cdf_points(50), each.cdf_points(50));
         assert_eq!(held.hist.len(), each.hist.len());
+        assert_eq!(held.bucket_counts(), each.bucket_counts());
+    }
+
+    #[test]
+    fn counts_past_what_a_slot_holds_go_in_whole() {
+        let (mut held, mut each) = (Distribution::plain(), Distribution::plain());
+        let big = 1u64 << 32;
+        for (v, n) in [
+            (5, 3_000_000_000),
+            (5, 3_000_000_000),
+            (7, big << 8),
+            (5, 1),
+            (9_000, big - 2),
+            (9_000, 1),
+            (9_000, 1),
+            (9_000, 5),
+            (9_000 + 4096 * 1024, 3),
+        ] {
+            held.add_n(v, n);
+            each.hist.record_n(v, n).expect("in range");
+        }
+        assert_eq!(held.bucket_counts(), each.bucket_counts());
     }
 
     #[test]
@@ -701,6 +970,6 @@ mod tests {
             d.add((i % 5000) as f64);
         }
         assert_eq!(d.count(), 1_000_000);
-        assert!(d.hist.len() == 1_000_000);
+        assert!(d.histogram().len() == 1_000_000);
     }
 }

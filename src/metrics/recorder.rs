@@ -14,6 +14,8 @@
 
 mod gaps;
 mod runs;
+#[cfg(test)]
+mod tests;
 
 use std::collections::VecDeque;
 
@@ -21,7 +23,7 @@ use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
     SteadyFrom, StopReason, TimeAverages, Totals,
 };
-use crate::metrics::latency::round_to_u64;
+use crate::metrics::latency::{round_to_u64, Fraction};
 use crate::metrics::Distribution;
 use crate::request::Request;
 use crate::scheduler::{IntervalStats, LogRecord, SchedulerCounters, ServerState, Words};
@@ -601,8 +603,8 @@ impl<'a> Recorder<'a> {
         }
         self.completed += 1;
         self.first_completion.get_or_insert(now);
+        // (Those that left the window go at the next snapshot, which counts the others.)
         self.window_completions.push_back(now);
-        self.prune_window(now);
         let e2e = now - r.sent_at;
         self.sum_e2e_ns += u128::from(e2e.as_ns());
         self.output_tokens += u64::from(r.out_tokens);
@@ -695,8 +697,8 @@ impl<'a> Recorder<'a> {
                 x as f64 / end.as_ns() as f64
             }
         };
-        // Values held back from the histograms go in; those of the steady window were counted
-        // in the whole run's distributions but recorded in the steady window's histograms only.
+        // Counts held back go into the histograms; the whole run's distributions take the
+        // values recorded in the steady window's only.
         self.latency.flush();
         self.steady_latency.flush();
         self.output_dist.flush();
@@ -705,7 +707,7 @@ impl<'a> Recorder<'a> {
             e.ttft_ms.flush();
             e.e2e_ms.flush();
         }
-        self.latency.merge_histograms(&self.steady_latency);
+        self.latency.merge(&self.steady_latency);
         let cap = self.state.kv_capacity_tokens as f64;
         let lines_until_s = self.last_decode_line_at.as_secs_f64();
         RunResult {
@@ -795,9 +797,10 @@ fn u128_to_f64(x: u128) -> f64 {
 /// token reached the client, `admitted`: its first admission, `e2e`: sent to last token
 /// received); its queueing time counts from reaching the engine's queue to admission.
 ///
-/// Each value goes into one histogram: the steady window's if the request is in it (`steady`),
-/// else the whole run's, which takes the steady window's counts at the end
-/// ([`Recorder::finish`]). The whole run's count and mean take every value, in order.
+/// Each value goes into one distribution: the steady window's if the request is in it
+/// (`steady`), else the whole run's, which takes the steady window's values at the end
+/// ([`Recorder::finish`]: its counts and exact sums, so the whole run's mean is that of every
+/// value).
 fn record_latencies(
     whole: &mut Latencies,
     steady: Option<&mut Latencies>,
@@ -808,29 +811,24 @@ fn record_latencies(
 ) {
     let ttft = first - r.sent_at;
     let tpot = (r.out_tokens > 1)
-        .then(|| (e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1));
+        .then(|| Fraction::new((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1)));
     let queue = (admitted - r.arrived_at).as_ns();
     let client_wait = (r.sent_at - r.ready_at).as_ns();
     let Some(lat) = steady else {
         whole.ttft_ms.add_int(ttft.as_ns());
         whole.e2e_ms.add_int(e2e.as_ns());
         if let Some(tpot) = tpot {
-            whole.tpot_ms.add(tpot);
+            whole.tpot_ms.add_fraction(tpot);
         }
         whole.queue_ms.add_int(queue);
         whole.client_wait_ms.add_int(client_wait);
         return;
     };
-    whole.ttft_ms.count_int(ttft.as_ns());
-    whole.e2e_ms.count_int(e2e.as_ns());
     lat.ttft_ms.add_int(ttft.as_ns());
     lat.e2e_ms.add_int(e2e.as_ns());
     if let Some(tpot) = tpot {
-        whole.tpot_ms.count_f64(tpot);
-        lat.tpot_ms.add(tpot);
+        lat.tpot_ms.add_fraction(tpot);
     }
-    whole.queue_ms.count_int(queue);
-    whole.client_wait_ms.count_int(client_wait);
     lat.queue_ms.add_int(queue);
     lat.client_wait_ms.add_int(client_wait);
 }
@@ -850,14 +848,14 @@ impl Latencies {
         }
     }
 
-    /// Take the histogram counts of `steady`, whose values were counted here but recorded
-    /// there (see [`record_latencies`]).
-    fn merge_histograms(&mut self, steady: &Latencies) {
-        self.ttft_ms.merge_histogram(&steady.ttft_ms);
-        self.tpot_ms.merge_histogram(&steady.tpot_ms);
-        self.e2e_ms.merge_histogram(&steady.e2e_ms);
-        self.queue_ms.merge_histogram(&steady.queue_ms);
-        self.client_wait_ms.merge_histogram(&steady.client_wait_ms);
-        self.itl_ms.merge_histogram(&steady.itl_ms);
+    /// Take the values of `steady`, recorded there rather than here (see
+    /// [`record_latencies`]).
+    fn merge(&mut self, steady: &Latencies) {
+        self.ttft_ms.merge(&steady.ttft_ms);
+        self.tpot_ms.merge(&steady.tpot_ms);
+        self.e2e_ms.merge(&steady.e2e_ms);
+        self.queue_ms.merge(&steady.queue_ms);
+        self.client_wait_ms.merge(&steady.client_wait_ms);
+        self.itl_ms.merge(&steady.itl_ms);
     }
 }

@@ -20,39 +20,59 @@ impl Recorder<'_> {
     /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
         let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
-        let per_token = self.overhead.per_token.as_ns();
-        // A steady gap goes into the steady window's histogram only (the whole run's takes its
-        // counts at the end).
-        let mut gaps = |gap: SimDuration, n: u64| {
-            let v = gap.as_ns() + per_token;
-            if steady {
-                self.latency
-                    .itl_ms
-                    .count_exact(n, u128::from(v) * u128::from(n));
-                self.steady_latency.itl_ms.add_n(v, n);
-            } else {
-                self.latency.itl_ms.add_n(v, n);
+        if first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() {
+            // Decode tokens only, all timed from the previous decode step (the general case
+            // below with nothing outside a decode step).
+            if tokens > 0 {
+                if let Some(prev) = self.last_decode_end {
+                    self.gaps(steady, at - prev, tokens);
+                }
+                self.last_decode_end = Some(at);
             }
-        };
+            return;
+        }
         for &gap in resumed {
-            gaps(gap, 1);
+            self.gaps(steady, gap, 1);
         }
         let mut later = tokens.saturating_sub(first + resumed.len() as u64);
         if later > 0 {
-            for &(t, n) in &self.awaiting_next {
+            for k in 0..self.awaiting_next.len() {
+                let (t, n) = self.awaiting_next[k];
                 let n = n.min(later);
-                gaps(at - t, n);
+                self.gaps(steady, at - t, n);
                 later -= n;
             }
             self.awaiting_next.clear();
             if let (Some(prev), true) = (self.last_decode_end, later > 0) {
-                gaps(at - prev, later);
+                self.gaps(steady, at - prev, later);
             }
             self.last_decode_end = Some(at);
         }
         let outside = first + resumed.len() as u64;
         if outside > 0 {
             self.awaiting_next.push((at, outside));
+        }
+    }
+
+    /// Whether, after a step of `b` tokens ending at `at`, every token of the next decode step
+    /// is timed from `at`: those that await a gap from outside a decode step all got their
+    /// token at `at`, and the others' previous decode step ended then.
+    fn only_awaiting_since(&self, at: SimTime, b: u64) -> bool {
+        match self.awaiting_next.as_slice() {
+            [] => self.last_decode_end == Some(at),
+            &[(t, n)] => t == at && (n >= b || self.last_decode_end == Some(at)),
+            _ => false,
+        }
+    }
+
+    /// `n` inter-token gaps of `gap` (and the per-token streaming time) ending at a time in the
+    /// steady window (`steady`) or not. A steady gap goes into the steady window's distribution
+    /// only (the whole run's takes its values at the end).
+    fn gaps(&mut self, steady: bool, gap: SimDuration, n: u64) {
+        let v = gap.as_ns() + self.overhead.per_token.as_ns();
+        match steady {
+            true => self.steady_latency.itl_ms.add_n(v, n),
+            false => self.latency.itl_ms.add_n(v, n),
         }
     }
 
@@ -82,7 +102,7 @@ impl Recorder<'_> {
         let rest = &ends[k - 1..];
         let per_token = self.overhead.per_token.as_ns();
         let gaps = |ends| step_gaps(ends, per_token);
-        // The steady window's gaps (a suffix: the ends increase) go into its histogram only.
+        // The steady window's gaps (a suffix: the ends increase) go into its distribution only.
         let split = match self.steady_start.filter(|_| !self.draining) {
             Some(s) => rest.windows(2).position(|w| w[1].0 > s),
             None => None,
@@ -91,19 +111,20 @@ impl Recorder<'_> {
         let (before, steady) = (&rest[..split + 1], &rest[split..]);
         self.latency.itl_ms.add_grouped(gaps(before));
         if steady.len() > 1 {
-            let (n, sum) = self.steady_latency.itl_ms.add_grouped(gaps(steady));
-            self.latency.itl_ms.count_exact(n, sum);
+            self.steady_latency.itl_ms.add_grouped(gaps(steady));
         }
         self.last_decode_end = Some(ends[ends.len() - 1].0);
     }
 
     /// A fast-forward's decode steps of a constant batch, started at `start` and described by
     /// `run` rather than listed (each step gives every request of the batch a token): the same
-    /// as [`Recorder::on_decode_run`] with their ends. The steps are handed to
-    /// [`Recorder::on_tokens`] one by one until no token awaits a gap timed from outside a
-    /// decode step; every later step's gap is its duration, for each of its tokens, recorded
-    /// per histogram bucket (the steady window's from the first step that ends after its
-    /// start): O(log steps) per bucket the gaps pass through, not O(steps).
+    /// as [`Recorder::on_decode_run`] with their ends. While a token awaits a gap timed from
+    /// outside a decode step the steps are handed to [`Recorder::on_tokens`] one by one; when
+    /// none does, the first step's gap is since the previous decode step's end (as
+    /// [`Recorder::on_tokens`] times it). Every later step's gap is its duration, for each of
+    /// its tokens, recorded per histogram bucket (the steady window's from the first step that
+    /// ends after its start): O(1) per bucket the gaps pass through for a line of floors,
+    /// O(log steps) otherwise, never O(steps).
     pub fn on_decode_steps(
         &mut self,
         start: SimTime,
@@ -112,74 +133,126 @@ impl Recorder<'_> {
         resumed: &[SimDuration],
     ) {
         let (n, b) = (run.steps(), run.batch());
-        let (mut first, mut resumed) = (first, resumed);
-        let mut k = 0;
-        let mut at = start;
-        while k < n && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
-        {
-            at += SimDuration::from_ns(run.duration(k));
-            self.on_tokens(
-                at,
-                b,
-                std::mem::take(&mut first),
-                std::mem::take(&mut resumed),
-            );
-            k += 1;
-        }
+        let per_token = self.overhead.per_token.as_ns();
+        let quiet = first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() && b > 0;
+        // Steps `k..n` are recorded by bucket, step k's gap being `lead` when it is not its
+        // duration.
+        let (k, lead) = match self.last_decode_end {
+            Some(prev) if quiet && n > 0 => {
+                let at = start + SimDuration::from_ns(run.duration(0));
+                (0, Some((at - prev).as_ns() + per_token))
+            }
+            _ => {
+                let (mut first, mut resumed) = (first, resumed);
+                let mut k = 0;
+                let mut at = start;
+                while k < n
+                    && (k == 0 || !self.awaiting_next.is_empty() || self.last_decode_end.is_none())
+                {
+                    at += SimDuration::from_ns(run.duration(k));
+                    self.on_tokens(
+                        at,
+                        b,
+                        std::mem::take(&mut first),
+                        std::mem::take(&mut resumed),
+                    );
+                    k += 1;
+                    if k == 1 && k < n && self.only_awaiting_since(at, b) {
+                        // Every token of the second step is timed from the first's end.
+                        self.awaiting_next.clear();
+                        break;
+                    }
+                }
+                (k, None)
+            }
+        };
         if k >= n {
             return;
         }
-        let per_token = self.overhead.per_token.as_ns();
         let total = run.elapsed(n);
-        let sorted = run.non_decreasing();
-        // Steps `from..n`: their gaps and Σ of them (the run's time from the end of step
-        // `from − 1`).
-        let gap = |i: u64| run.duration(i) + per_token;
-        // Steps `from..n`: Σ of their gaps (the run's time from the end of step `from − 1`).
-        let sum = |from: u64, elapsed: u64| {
-            u128::from(total - elapsed) + u128::from(per_token) * u128::from(n - from)
-        };
-        // Steps `from..to` as runs of gaps the histograms cannot tell apart.
-        let groups = |d: &Distribution, from: u64, to: u64, out: &mut Vec<(u64, u64)>| {
-            d.sorted_groups(to - from, |i| gap(from + i), out);
-        };
-        let elapsed_k = (at - start).as_ns();
+        // Σ of the gaps of steps `a..n` (the run's time from the end of step `a − 1`), step
+        // k's being its duration.
+        let tail =
+            |a: u64| u128::from(total - run.elapsed(a)) + u128::from(per_token) * u128::from(n - a);
+        // Step k's gap beyond its duration.
+        let extra = lead.map_or(0, |v| v - (run.duration(k) + per_token));
         // The steps from `from` on end after the steady window's start: their gaps go into its
-        // histogram only (the whole run's takes its counts at the end), the others into the
+        // distribution only (the whole run's takes its values at the end), the others into the
         // whole run's.
         let from = match self.steady_start.filter(|_| !self.draining) {
             Some(s) if s > start => run.ended_by((s - start).as_ns()).clamp(k, n),
             Some(_) => k,
             None => n,
         };
-        let sum_k = sum(k, elapsed_k);
-        let sum_from = match from {
-            _ if from == k => sum_k,
+        let tail_k = tail(k) + u128::from(extra);
+        let tail_from = match from {
+            _ if from == k => tail_k,
             _ if from == n => 0,
-            _ => sum(from, run.elapsed(from)),
+            _ => tail(from),
         };
         let mut g = std::mem::take(&mut self.gap_groups);
-        let whole = &mut self.latency.itl_ms;
+        let steps = Steps {
+            run,
+            per_token,
+            lead: lead.map(|v| (k, v)),
+        };
         if from > k {
-            if sorted {
-                groups(whole, k, from, &mut g);
-                whole.add_groups(&g, b, sum_k - sum_from);
-            } else {
-                whole.add_grouped((k..from).map(|j| (gap(j), b)));
-            }
+            let whole = &mut self.latency.itl_ms;
+            steps.add(whole, (k, from), tail_k - tail_from, &mut g);
         }
         if from < n {
-            let steady = &mut self.steady_latency.itl_ms;
-            whole.count_exact((n - from) * b, sum_from * u128::from(b));
-            if sorted {
-                groups(steady, from, n, &mut g);
-                steady.add_groups(&g, b, sum_from);
-            } else {
-                steady.add_grouped((from..n).map(|j| (gap(j), b)));
-            }
+            steps.add(
+                &mut self.steady_latency.itl_ms,
+                (from, n),
+                tail_from,
+                &mut g,
+            );
         }
         self.gap_groups = g;
         self.last_decode_end = Some(start + SimDuration::from_ns(total));
+    }
+}
+
+/// A run's steps as gaps: each step's duration and the per-token streaming time, the gap of
+/// the step `lead.0` being `lead.1` instead.
+struct Steps<'r, 'm> {
+    run: &'r DecodeSteps<'m>,
+    per_token: u64,
+    lead: Option<(u64, u64)>,
+}
+
+impl Steps<'_, '_> {
+    /// Add the gaps of the steps `from..to`, whose Σ is `sum`, each for every request of the
+    /// batch, to `d` (`groups`: scratch).
+    fn add(
+        &self,
+        d: &mut Distribution,
+        (from, to): (u64, u64),
+        sum: u128,
+        g: &mut Vec<(u64, u64)>,
+    ) {
+        let (run, per_token, b) = (self.run, self.per_token, self.run.batch());
+        let lead = self.lead.filter(|l| l.0 == from).map(|l| l.1);
+        // The lead alone (its bucket's count is held back with the others'), then the steps
+        // after it by bucket.
+        if let Some(v) = lead {
+            d.add_n(v, b);
+        }
+        let (after, sum) = (
+            from + u64::from(lead.is_some()),
+            sum - lead.map_or(0, u128::from),
+        );
+        if let Some(line) = run.line() {
+            if d.add_line(line, (after, to), per_token, (b, sum)) {
+                return;
+            }
+        }
+        if run.non_decreasing() {
+            d.sorted_groups(to - after, |i| run.duration(after + i) + per_token, g);
+            d.add_groups(g, b, sum);
+        } else {
+            d.add_grouped((after..to).map(|j| (run.duration(j) + per_token, b)));
+        }
     }
 }
 

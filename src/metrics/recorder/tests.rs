@@ -1,0 +1,213 @@
+//! The recorder's shortcuts against its step-by-step reference: a fast-forward's run of decode
+//! steps ([`Recorder::on_decode_steps`]) records the same inter-token latencies as its steps
+//! handed to [`Recorder::on_tokens`] one by one, whether the run is a line of floors, listed
+//! ends, or the model asked each time.
+
+use super::*;
+use crate::cost::linear::{Linear, LinearStepTime};
+use crate::cost::{DecodeSteps, MixedStep, StepTimeModel};
+use crate::metrics::latency::Stats;
+use proptest::prelude::*;
+
+/// A model without its line of floors: [`DecodeSteps`] asks it each time.
+struct Unlined<'a>(&'a dyn StepTimeModel);
+
+impl StepTimeModel for Unlined<'_> {
+    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
+        self.0.decode(batch, kv_tokens)
+    }
+    fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
+        self.0.prefill(seqs, extend_tokens)
+    }
+    fn mixed(&self, step: MixedStep) -> SimDuration {
+        self.0.mixed(step)
+    }
+    fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
+        self.0.decode_run(batch, kv_first, steps)
+    }
+    fn decode_run_within(
+        &self,
+        batch: u64,
+        kv_first: u64,
+        most: u64,
+        budget: SimDuration,
+    ) -> (u64, SimDuration) {
+        self.0.decode_run_within(batch, kv_first, most, budget)
+    }
+    fn closed_form_runs(&self) -> bool {
+        self.0.closed_form_runs()
+    }
+    fn decode_non_decreasing(&self, batch: u64) -> bool {
+        self.0.decode_non_decreasing(batch)
+    }
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+}
+
+/// Steps that rise and fall with the KV (listed ends only).
+struct Uneven;
+
+impl StepTimeModel for Uneven {
+    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
+        SimDuration::from_ns(1_000_000 + batch * 1_000 + (kv_tokens * 7_919 % 1_013) * 3_001)
+    }
+    fn prefill(&self, _seqs: u64, extend_tokens: u64) -> SimDuration {
+        SimDuration::from_ns(1 + extend_tokens)
+    }
+    fn mixed(&self, step: MixedStep) -> SimDuration {
+        self.decode(step.decode_seqs.max(1), step.decode_kv_tokens)
+    }
+    fn describe(&self) -> String {
+        "uneven".into()
+    }
+}
+
+/// One run of a case: its batch, first KV, steps, the idle time before it, the first tokens
+/// and resumed gaps its first step gives.
+#[derive(Clone, Debug)]
+struct Run {
+    batch: u64,
+    kv_first: u64,
+    steps: u64,
+    idle_ns: u64,
+    first: u64,
+    resumed: Vec<u64>,
+}
+
+fn recorder<'a>(per_token: u64, steady: Option<u64>, draining: bool) -> Recorder<'a> {
+    let s = |x: u64| SimDuration::from_ns(x);
+    let mut r = Recorder::new(
+        s(1),
+        s(1),
+        64,
+        Vec::new(),
+        1,
+        false,
+        SteadyFrom::StartUpCleared,
+    );
+    r.set_overhead(Overhead {
+        per_token: s(per_token),
+        ..Overhead::default()
+    });
+    r.steady_start = steady.map(SimTime::from_ns);
+    r.draining = draining;
+    r
+}
+
+/// The latencies a recorder holds, read after putting everything held back in.
+fn itl(mut r: Recorder) -> Vec<(Stats, Vec<(u64, u64)>)> {
+    r.latency.flush();
+    r.steady_latency.flush();
+    let read = |d: &Distribution| (d.stats(), d.bucket_counts());
+    vec![read(&r.latency.itl_ms), read(&r.steady_latency.itl_ms)]
+}
+
+/// How a run is described to [`Recorder::on_decode_steps`].
+#[derive(Clone, Copy, Debug)]
+enum Priced {
+    Line,
+    Ends,
+    Model,
+}
+
+/// Feed the runs to a recorder as runs, described as `priced` says, and to one step by step;
+/// both must hold the same latencies.
+fn same_latencies(
+    model: &dyn StepTimeModel,
+    priced: Priced,
+    runs: &[Run],
+    per_token: u64,
+    steady: Option<u64>,
+    draining: bool,
+) {
+    let (mut fast, mut slow) = (
+        recorder(per_token, steady, draining),
+        recorder(per_token, steady, draining),
+    );
+    let unlined = Unlined(model);
+    let mut t = SimTime::from_ns(1_000);
+    for run in runs {
+        t += SimDuration::from_ns(run.idle_ns);
+        let resumed: Vec<SimDuration> = run
+            .resumed
+            .iter()
+            .map(|&x| SimDuration::from_ns(x))
+            .collect();
+        let mut ends = Vec::new();
+        let mut e = 0u64;
+        for j in 0..run.steps {
+            e += model
+                .decode(run.batch, run.kv_first + run.batch * j)
+                .as_ns();
+            ends.push(e);
+            let (first, resumed) = if j == 0 {
+                (run.first, resumed.as_slice())
+            } else {
+                (0, &[][..])
+            };
+            slow.on_tokens(t + SimDuration::from_ns(e), run.batch, first, resumed);
+        }
+        let (b, kv, n) = (run.batch, run.kv_first, run.steps);
+        let steps = match priced {
+            Priced::Line => DecodeSteps::new(model, b, kv, n, &[]),
+            Priced::Ends => DecodeSteps::new(model, b, kv, n, &ends),
+            Priced::Model => DecodeSteps::new(&unlined, b, kv, n, &[]),
+        };
+        fast.on_decode_steps(t, &steps, run.first, &resumed);
+        t += SimDuration::from_ns(e);
+        assert_eq!(fast.last_decode_end, slow.last_decode_end);
+        assert_eq!(fast.awaiting_next, slow.awaiting_next);
+    }
+    assert_eq!(itl(fast), itl(slow), "{priced:?}, {runs:?}");
+}
+
+fn runs() -> impl Strategy<Value = Vec<Run>> {
+    let run = (
+        prop_oneof![1u64..300, 1u64..4],
+        0u64..200_000,
+        prop_oneof![1u64..400, 1u64..3],
+        prop_oneof![Just(0u64), 0u64..50_000_000],
+        prop_oneof![3 => Just(0u64), 1 => 0u64..5],
+        proptest::collection::vec(0u64..90_000_000, 0..3),
+    );
+    let run = run.prop_map(|(batch, kv_first, steps, idle_ns, first, resumed)| Run {
+        batch,
+        kv_first,
+        steps,
+        idle_ns,
+        first: first.min(batch),
+        resumed: resumed
+            .into_iter()
+            .take((batch - first.min(batch)) as usize)
+            .collect(),
+    });
+    proptest::collection::vec(run, 1..12)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, .. ProptestConfig::default() })]
+
+    #[test]
+    fn runs_of_decode_steps_record_what_their_steps_do(
+        runs in runs(),
+        base in prop_oneof![1u64..80_000_000, 1u64..20_000],
+        per_seq in prop_oneof![0u64..400_000, 0u64..20],
+        per_kv_ps in prop_oneof![Just(0u64), 0u64..5_000, 0u64..500_000, (1u64..4).prop_map(|x| x * 1000)],
+        per_token in prop_oneof![Just(0u64), 0u64..3_000_000],
+        steady in prop_oneof![Just(None), (0u64..20_000_000_000).prop_map(Some)],
+        draining in any::<bool>(),
+    ) {
+        let linear = Linear::new(LinearStepTime {
+            decode_base_ns: base,
+            decode_per_seq_ns: per_seq,
+            decode_per_kv_token_ps: per_kv_ps,
+            prefill_base_ns: 1,
+            prefill_per_token_ps: 1,
+        });
+        for priced in [Priced::Line, Priced::Ends, Priced::Model] {
+            same_latencies(&linear, priced, &runs, per_token, steady, draining);
+        }
+        same_latencies(&Uneven, Priced::Ends, &runs, per_token, steady, draining);
+    }
+}
