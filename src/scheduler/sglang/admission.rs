@@ -23,7 +23,7 @@ const IGNORE_EOS_RESERVE_TOKENS: f64 = 1.0;
 
 /// How an admission attempt ended (`AddReqResult`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AddResult {
+pub(super) enum AddResult {
     Continue,
     NoToken,
     Other,
@@ -32,7 +32,7 @@ enum AddResult {
 /// The running requests' reservations an admission pass starts from: their float sum as
 /// SGLang adds it, or bounds `lo ≤ sum ≤ hi` of it.
 #[derive(Clone, Copy, Debug)]
-struct Reservations {
+pub(super) struct Reservations {
     lo: f64,
     hi: f64,
     /// Bounds rather than the exact sum.
@@ -40,7 +40,7 @@ struct Reservations {
 }
 
 /// One admission pass: `PrefillAdder`'s budgets and what it has admitted so far.
-struct Pass {
+pub(super) struct Pass {
     /// `available_size() + evictable_size()` when the pass began.
     available: f64,
     /// `PrefillBudget.total_offset`: reservations, the running requests' future tokens included
@@ -56,7 +56,7 @@ struct Pass {
     rem_chunk: Option<i64>,
     page: u64,
     /// `can_run_list`, in admission order.
-    items: Vec<PrefillItem>,
+    pub(super) items: Vec<PrefillItem>,
     /// `new_chunked_req`.
     new_chunked: Option<ReqId>,
     /// Requests taken from the waiting queue (the chunked continuation is not one of them).
@@ -73,6 +73,25 @@ struct Pass {
 }
 
 impl Pass {
+    /// A pass with nothing in it, holding `items` (an empty list whose allocation is reused)
+    /// for [`Sglang::new_pass`] to start.
+    pub(super) fn empty(items: Vec<PrefillItem>) -> Pass {
+        Pass {
+            available: 0.0,
+            total_offset: 0.0,
+            total_offset_lo: 0.0,
+            current_offset: 0.0,
+            rem_input: 0,
+            rem_chunk: None,
+            page: 1,
+            items,
+            new_chunked: None,
+            admitted: 0,
+            req_states: None,
+            bounded: false,
+            unsure: false,
+        }
+    }
     fn remaining_total(&self) -> f64 {
         self.available - self.total_offset
     }
@@ -133,7 +152,7 @@ impl Pass {
 impl Sglang {
     /// Σ over the decode batch of `min(max_new − generated, clip) × ratio` (1.0 for
     /// `ignore_eos`): `PrefillAdder._get_running_request_total_token_offset`, in batch order.
-    fn running_reservations(&self, reqs: &Requests) -> Reservations {
+    pub(super) fn running_reservations(&self, reqs: &Requests) -> Reservations {
         let tokens = self
             .running
             .iter()
@@ -159,7 +178,7 @@ impl Sglang {
     /// `n·ε/2` (to first order) of `S_ratio × ratio + S_one`; the bounds leave more than twice
     /// that, and the rounding of their own computation. `None` for a ratio so small that the
     /// products could be subnormal (their rounding is not relative).
-    fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
+    pub(super) fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
         let [at_ratio, at_one] = self.reserved_tokens();
         debug_assert_eq!(
             [at_ratio, at_one],
@@ -361,16 +380,33 @@ impl Sglang {
         // and the sum is taken only when a decision could turn on it. With the radix cache the
         // pass matches and locks as it goes (what is free changes): one exact pass.
         // The item list of a finished batch, reused.
-        let items = std::mem::take(&mut self.spare_items);
-        let (pass, stop) = if self.cache.is_some() {
+        let stop;
+        let mut pass;
+        if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
-            self.cached_pass(reqs, mixed, allocatable, items)
+            pass = Pass::empty(std::mem::take(&mut self.spare_items));
+            stop = self.cached_pass(&mut pass, reqs, mixed, allocatable);
         } else {
             let bounds = self.reservation_interval(reqs);
-            self.bounded_pass(reqs, mixed, allocatable, bounds, items)
-        };
+            if bounds.is_some_and(|b| self.head_surely_refused(reqs, mixed, allocatable, b)) {
+                // The pass would stop at once for lack of memory, nothing admitted.
+                debug_assert!(
+                    {
+                        let mut check = Pass::empty(Vec::new());
+                        let stop = self.bounded_pass(&mut check, reqs, mixed, allocatable, bounds);
+                        check.items.is_empty() && stop == Some(AddResult::NoToken)
+                    },
+                    "invariant: a head surely refused is what the admission pass decides"
+                );
+                self.batch_is_full = !self.running.is_empty();
+                self.counters.memory_stops += 1;
+                return None;
+            }
+            pass = Pass::empty(std::mem::take(&mut self.spare_items));
+            stop = self.bounded_pass(&mut pass, reqs, mixed, allocatable, bounds);
+        }
         match stop {
             // The slot limit closes the latch.
             Some(AddResult::Other) => {
@@ -387,42 +423,87 @@ impl Sglang {
             self.spare_items = pass.items;
             return None;
         }
-        self.start_prefill(now, pass, running_bs, reqs)
+        self.start_prefill(now, &mut pass, running_bs, reqs)
+    }
+
+    /// Whether the admission pass without the radix cache surely stops at the queue's head for
+    /// lack of memory (`AddResult::NoToken`), nothing admitted, with the running requests'
+    /// reservations within `bounds`: no continuing chunk goes first, a request row is left,
+    /// the pass's input and chunk budgets start positive (so that its first `budget_state` is
+    /// never `Other`), the head takes `add_one_req` and does not fit even by the lower bound
+    /// of the reservations (then by the exact sum neither: the remainder only shrinks as the
+    /// offset grows). [`pass`](Self::pass) decides exactly so, in more steps (a debug-build
+    /// check holds the two together, and the test
+    /// `a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it`).
+    pub(super) fn head_surely_refused(
+        &self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+        bounds: Reservations,
+    ) -> bool {
+        if self.chunked.is_some() || allocatable == 0 {
+            return false;
+        }
+        let Some(&id) = self.waiting.front() else {
+            return false;
+        };
+        let r = &reqs[id];
+        if r.ignore_eos && !self.p.radix_cache {
+            return false;
+        }
+        if (self.p.max_prefill as i64) - (mixed as i64) <= 0
+            || self
+                .p
+                .chunk
+                .is_some_and(|c| (c as i64) - (mixed as i64) <= 0)
+        {
+            return false;
+        }
+        // As `new_pass` and `add_one` compute them.
+        let available = self.kv.available_tokens() as f64;
+        let total_offset_lo = mixed as f64 + bounds.lo;
+        let generated = u64::from(r.out_tokens);
+        let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
+        let max_new_left = u64::from(r.max_new_tokens)
+            .saturating_sub(generated)
+            .min(self.p.clip);
+        let need = (extend + max_new_left + self.p.page) as f64;
+        need >= available - total_offset_lo
     }
 
     /// The admission pass without the radix cache: with `bounds` of the reservations, and
     /// exact only if the bounds left a decision unsure (or there are none).
     fn bounded_pass(
         &self,
+        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
         bounds: Option<Reservations>,
-        items: Vec<PrefillItem>,
-    ) -> (Pass, Option<AddResult>) {
+    ) -> Option<AddResult> {
         let Some(bounds) = bounds else {
             let exact = self.running_reservations(reqs);
-            return self.pass(reqs, mixed, allocatable, exact, items);
+            return self.pass(pass, reqs, mixed, allocatable, exact);
         };
-        let bound = self.pass(reqs, mixed, allocatable, bounds, items);
-        if bound.0.unsure {
-            let mut items = bound.0.items;
-            items.clear();
+        let stop = self.pass(pass, reqs, mixed, allocatable, bounds);
+        if pass.unsure {
             let exact = self.running_reservations(reqs);
-            return self.pass(reqs, mixed, allocatable, exact, items);
+            return self.pass(pass, reqs, mixed, allocatable, exact);
         }
         debug_assert!(
             {
                 let exact = self.running_reservations(reqs);
-                let exact = self.pass(reqs, mixed, allocatable, exact, Vec::new());
-                exact.0.items == bound.0.items
-                    && exact.0.new_chunked == bound.0.new_chunked
-                    && exact.0.admitted == bound.0.admitted
-                    && exact.1 == bound.1
+                let mut check = Pass::empty(Vec::new());
+                let exact_stop = self.pass(&mut check, reqs, mixed, allocatable, exact);
+                check.items == pass.items
+                    && check.new_chunked == pass.new_chunked
+                    && check.admitted == pass.admitted
+                    && exact_stop == stop
             },
             "invariant: a bounded admission pass that is sure decides as the exact one"
         );
-        bound
+        stop
     }
 
     /// The admission pass with the radix cache (`mem_cache/radix_cache.py`,
@@ -431,13 +512,13 @@ impl Sglang {
     /// longer counts as evictable), the lock kept if it is admitted; exact reservations.
     fn cached_pass(
         &mut self,
+        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
-        items: Vec<PrefillItem>,
-    ) -> (Pass, Option<AddResult>) {
+    ) -> Option<AddResult> {
         let reservations = self.running_reservations(reqs);
-        let mut pass = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
+        self.new_pass(pass, self.free_tokens(), mixed, reservations, reqs);
         let mut stop = None;
         for i in 0..self.waiting.len() {
             let id = self.waiting[i];
@@ -456,7 +537,7 @@ impl Sglang {
             self.lock_matched(id);
             pass.available = self.free_tokens() as f64;
             let before = pass.admitted;
-            let result = self.add_one(&mut pass, id, reqs);
+            let result = self.add_one(pass, id, reqs);
             if pass.admitted == before {
                 self.unlock_matched(id);
                 pass.available = self.free_tokens() as f64;
@@ -468,54 +549,50 @@ impl Sglang {
                 break;
             }
         }
-        (pass, stop)
+        stop
     }
 
-    /// A pass's budgets before its first request: `available` free tokens, `mixed` decode tokens
-    /// of a mixed batch, the running requests' `reservations`; a continuing chunk goes first.
-    /// `items` is an empty list to fill (its allocation reused).
+    /// Set `pass` to a pass's budgets before its first request: `available` free tokens,
+    /// `mixed` decode tokens of a mixed batch, the running requests' `reservations`; a
+    /// continuing chunk goes first. Its item list is emptied (its allocation reused).
     fn new_pass(
         &self,
+        pass: &mut Pass,
         available: u64,
         mixed: u64,
         reservations: Reservations,
         reqs: &Requests,
-        items: Vec<PrefillItem>,
-    ) -> Pass {
-        debug_assert!(items.is_empty(), "invariant: a pass starts with no items");
-        let mut pass = Pass {
-            available: available as f64,
-            total_offset: mixed as f64 + reservations.hi,
-            total_offset_lo: mixed as f64 + reservations.lo,
-            current_offset: mixed as f64,
-            rem_input: self.p.max_prefill as i64 - mixed as i64,
-            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
-            page: self.p.page,
-            items,
-            new_chunked: None,
-            admitted: 0,
-            req_states: None,
-            bounded: reservations.bounded,
-            unsure: false,
-        };
+    ) {
+        pass.items.clear();
+        pass.available = available as f64;
+        pass.total_offset = mixed as f64 + reservations.hi;
+        pass.total_offset_lo = mixed as f64 + reservations.lo;
+        pass.current_offset = mixed as f64;
+        pass.rem_input = self.p.max_prefill as i64 - mixed as i64;
+        pass.rem_chunk = self.p.chunk.map(|c| c as i64 - mixed as i64);
+        pass.page = self.p.page;
+        pass.new_chunked = None;
+        pass.admitted = 0;
+        pass.req_states = None;
+        pass.bounded = reservations.bounded;
+        pass.unsure = false;
         if let Some(id) = self.chunked {
-            self.add_chunked(&mut pass, id, reqs);
+            self.add_chunked(pass, id, reqs);
         }
-        pass
     }
 
     /// One admission pass over the (sorted) waiting queue, the running requests' reservations
     /// given as `reservations` — exact, or an upper bound (then the pass says whether it is
     /// `unsure`). Returns the pass and why it stopped, if it stopped short.
-    fn pass(
+    pub(super) fn pass(
         &self,
+        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
         reservations: Reservations,
-        items: Vec<PrefillItem>,
-    ) -> (Pass, Option<AddResult>) {
-        let mut pass = self.new_pass(self.kv.available_tokens(), mixed, reservations, reqs, items);
+    ) -> Option<AddResult> {
+        self.new_pass(pass, self.kv.available_tokens(), mixed, reservations, reqs);
         let mut stop = None;
         for &id in self.waiting.iter() {
             if pass.unsure || pass.state() == AddResult::Other {
@@ -530,9 +607,9 @@ impl Sglang {
                 break;
             }
             let result = if reqs[id].ignore_eos && !self.p.radix_cache {
-                self.add_one_ignore_eos(&mut pass, id, reqs)
+                self.add_one_ignore_eos(pass, id, reqs)
             } else {
-                self.add_one(&mut pass, id, reqs)
+                self.add_one(pass, id, reqs)
             };
             if result != AddResult::Continue {
                 if result == AddResult::NoToken {
@@ -541,7 +618,7 @@ impl Sglang {
                 break;
             }
         }
-        (pass, stop)
+        stop
     }
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
@@ -549,16 +626,12 @@ impl Sglang {
     fn start_prefill(
         &mut self,
         now: SimTime,
-        pass: Pass,
+        pass: &mut Pass,
         running_bs: u64,
         reqs: &mut Requests,
     ) -> Option<(InFlight, SimDuration)> {
-        let Pass {
-            items,
-            new_chunked,
-            admitted,
-            ..
-        } = pass;
+        let items = std::mem::take(&mut pass.items);
+        let (new_chunked, admitted) = (pass.new_chunked, pass.admitted);
         // Admitted requests are a prefix of the (sorted) waiting queue.
         let mut cached_tokens = 0u64;
         for _ in 0..admitted {

@@ -47,10 +47,6 @@ impl Sglang {
         {
             return None;
         }
-        // The next completion (stale entries of retracted requests are dropped on the way).
-        let places = &self.places;
-        let next_finish =
-            (self.finish).next_step(|id, stay| super::current_stay(places, id, stay))?;
         let batch = self.running.len() as u64;
         // Overlapped: the first step is the decode step decided ahead, of the whole running
         // batch (not one that still holds a request finished since), its KV allocated.
@@ -66,6 +62,10 @@ impl Sglang {
         } else {
             self.running_kv_tokens + batch
         };
+        // The next completion (stale entries of retracted requests are dropped on the way).
+        let places = &self.places;
+        let next_finish =
+            (self.finish).next_step(|id, stay| super::current_stay(places, id, stay))?;
         // The step at whose end the next requests complete is decided, and (overlapped) decides
         // the next, before anything changes: it belongs to the run, unless that decision sets a
         // request aside as finishing by length (`set_aside_finishing`; the filter errs only

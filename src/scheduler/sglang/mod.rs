@@ -238,8 +238,8 @@ pub struct Sglang {
     /// buffers kept between calls.
     done_buf: Vec<completions::Entry>,
     index_buf: Vec<usize>,
-    /// Retraction's keys `(generated, Reverse(prompt))`, a buffer kept between calls.
-    retract_keys: Vec<(u32, std::cmp::Reverse<u32>)>,
+    /// The requests a retraction takes back, a buffer kept between calls.
+    retracted: Vec<ReqId>,
     /// A prefill batch's item list, kept for the next admission pass once the batch is done.
     spare_items: Vec<PrefillItem>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
@@ -331,7 +331,7 @@ impl Sglang {
             finish: completions::Completions::new(max_req_len + 1),
             done_buf: Vec::new(),
             index_buf: Vec::new(),
-            retract_keys: Vec::new(),
+            retracted: Vec::new(),
             spare_items: Vec::new(),
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),

@@ -20,39 +20,57 @@ impl Sglang {
         kv
     }
 
+    /// Where the next victim is in the batch: the smallest `(generated, −prompt)`, among equal
+    /// keys the latest in batch order (see [`retract`](Self::retract)).
+    fn retraction_victim(&self, reqs: &Requests) -> usize {
+        let mut at = 0;
+        let mut best = (u32::MAX, Reverse(0));
+        for (i, &id) in self.running.iter().enumerate() {
+            let key = (
+                self.output_tokens(id, &reqs[id]),
+                Reverse(reqs[id].prompt_tokens),
+            );
+            if key <= best {
+                (best, at) = (key, i);
+            }
+        }
+        at
+    }
+
     /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
     pub(super) fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
         // from the end: the victim is the smallest key, and among equal keys the latest in batch
         // order. Usually one victim suffices, so select it rather than sort.
-        // One pass over the batch: each request's key, and the sums the ratio re-estimate
-        // takes over the requests that stay (the victims' are taken off as they go).
-        let mut keys = std::mem::take(&mut self.retract_keys);
-        keys.clear();
+        // One pass over the batch: the first victim, and the sums the ratio re-estimate takes
+        // over the requests that stay (the victims' are taken off as they go).
         let (mut decoded, mut max_new) = (0u64, 0u64);
-        for &id in &self.running {
+        let mut at = 0;
+        let mut best = (u32::MAX, Reverse(0));
+        for (i, &id) in self.running.iter().enumerate() {
             let r = &reqs[id];
-            let generated = self.output_tokens(id, r);
-            keys.push((generated, Reverse(r.prompt_tokens)));
-            decoded += u64::from(generated);
+            let key = (self.output_tokens(id, r), Reverse(r.prompt_tokens));
+            if key <= best {
+                (best, at) = (key, i);
+            }
+            decoded += u64::from(key.0);
             max_new += u64::from(r.max_new_tokens);
         }
-        let mut retracted: Vec<ReqId> = Vec::new();
+        debug_assert_eq!(at, self.retraction_victim(reqs));
+        let mut retracted = std::mem::take(&mut self.retracted);
+        retracted.clear();
         let mut freed = 0u64;
         let mut first = true;
         while first || !self.next_step_fits() {
             if self.running.len() == 1 {
                 break;
             }
-            first = false;
-            let mut at = 0;
-            for (i, k) in keys.iter().enumerate() {
-                if *k <= keys[at] {
-                    at = i;
-                }
+            if !first {
+                at = self.retraction_victim(reqs);
             }
-            decoded -= u64::from(keys.remove(at).0);
+            first = false;
             let victim = self.running.remove(at);
+            decoded -= u64::from(self.output_tokens(victim, &reqs[victim]));
             max_new -= u64::from(reqs[victim].max_new_tokens);
             let remaining = self.running.len() as u64;
             freed += self.leave_retracted(victim, remaining, reqs);
@@ -62,7 +80,7 @@ impl Sglang {
         if !self.next_step_fits() {
             // Newer SGLang aborts the last request when even it cannot grow.
             let last = self.running.pop().expect("invariant: one request is kept");
-            decoded -= u64::from(keys.pop().expect("invariant: a key per request").0);
+            decoded -= u64::from(self.output_tokens(last, &reqs[last]));
             max_new -= u64::from(reqs[last].max_new_tokens);
             freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;
@@ -72,7 +90,6 @@ impl Sglang {
             self.counters.aborted += 1;
             out.finished.push(last);
         }
-        self.retract_keys = keys;
         debug_assert_eq!(
             (decoded, max_new),
             self.running.iter().fold((0, 0), |(d, m), &id| {
@@ -103,5 +120,6 @@ impl Sglang {
                 ratio_after: self.ratio,
             }));
         }
+        self.retracted = retracted;
     }
 }
