@@ -123,7 +123,9 @@ impl Completions {
         }
         let slot = (step & self.mask) as usize;
         let mut at = std::mem::take(&mut self.heads[slot]);
-        self.occupied[slot / 64] &= !(1 << (slot % 64));
+        if at != 0 {
+            self.occupied[slot / 64] &= !(1 << (slot % 64));
+        }
         while at != 0 {
             let i = at - 1;
             let Node { entry, next } = self.nodes[i as usize];

@@ -129,17 +129,23 @@ impl Sglang {
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
-        let mut j = interval - self.decode_batches % interval;
+        let first_line = interval - self.decode_batches % interval;
         let mut counted = 0u64;
-        while j <= ended {
+        if first_line <= ended {
+            // Their steps and times, the run priced once.
+            let mut lines = std::mem::take(&mut self.line_steps);
+            lines.clear();
             let run = DecodeSteps::new(&*self.cost, b, s.attended_first, n, &out.run_ends)
                 .with_total(total.as_ns());
-            let at = now + SimDuration::from_ns(run.elapsed(j));
-            self.decode_tokens_since_log += b * (j - counted);
-            counted = j;
-            let token = s.used_first + b * (j - 1);
-            self.log_decode(&mut out.log, at, b, token);
-            j += interval;
+            let steps = (first_line..=ended).step_by(interval as usize);
+            lines.extend(steps.map(|j| (j, now + SimDuration::from_ns(run.elapsed(j)))));
+            for &(j, at) in &lines {
+                self.decode_tokens_since_log += b * (j - counted);
+                counted = j;
+                let token = s.used_first + b * (j - 1);
+                self.log_decode(&mut out.log, at, b, token);
+            }
+            self.line_steps = lines;
         }
         self.decode_tokens_since_log += b * (ended - counted);
         out.decode_run = Some(DecodeRun {
@@ -150,12 +156,7 @@ impl Sglang {
             end: now + total,
         });
         // The ratio decays once per step, exactly as step by step.
-        for _ in 0..n {
-            if self.ratio <= self.p.ratio_min {
-                break;
-            }
-            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
-        }
+        self.ratio = decayed(self.ratio, self.p.ratio_decay, self.p.ratio_min, n);
         // Evicting for the whole run at once takes the same leaves as step by step: nothing
         // touches the cache in between.
         self.alloc_evicting(b * n);
@@ -211,5 +212,137 @@ impl Sglang {
             !out.finished.is_empty(),
             "invariant: a run that ends at a completion completes requests"
         );
+    }
+}
+
+/// `ratio` after `steps` decode steps that each set it to `max(ratio − decay, min)` (the float
+/// operations of `try_decode`), exactly — in O(1) per binade it crosses rather than per step.
+///
+/// Within a binade `[2^e, 2^(e+1))`, whose floats are the multiples of its ulp `u`, a step
+/// whose exact result `r − decay` stays in the binade rounds it to a multiple of `u`: down by
+/// `q·u` or `(q + 1)·u` where `decay = q·u + f`, `0 ≤ f < u`, as `f` is below or above `u/2`
+/// — the same for every such step, so they are an arithmetic sequence, counted at once. A tie
+/// (`f = u/2`, rounded to even, alternating), a step that leaves the binade, and a decay below
+/// half an ulp of a subnormal-free ratio are taken one at a time (`decayed_by_steps`).
+pub(super) fn decayed(mut ratio: f64, decay: f64, min: f64, mut steps: u64) -> f64 {
+    let step = |r: f64| (r - decay).max(min);
+    if decay == 0.0 {
+        // `max(r − 0, min)` is `r` while it is above `min`.
+        return ratio;
+    }
+    while steps > 0 && ratio > min {
+        let exp = (ratio.to_bits() >> 52) & 0x7ff;
+        // Normal positive ratios above the smallest binades only (else one step at a time).
+        if !(ratio.is_finite() && ratio > 0.0 && decay > 0.0 && decay.is_finite() && exp > 60) {
+            return decayed_by_steps(ratio, decay, min, steps);
+        }
+        let lo = f64::from_bits(exp << 52);
+        let ulp = f64::from_bits((exp - 52) << 52);
+        // `decay / ulp` is exact (a power of two, far from the subnormals): its integer part
+        // and whether its fraction is a tie.
+        let t = decay / ulp;
+        if t >= (1u64 << 52) as f64 {
+            // A decay of a binade or more: one step at a time.
+            ratio = step(ratio);
+            steps -= 1;
+            continue;
+        }
+        let q = t.floor();
+        let frac = t - q;
+        if frac == 0.5 {
+            ratio = step(ratio);
+            steps -= 1;
+            continue;
+        }
+        let d_units = q as u64 + u64::from(frac > 0.5);
+        if d_units == 0 {
+            // Below half an ulp: the ratio no longer changes.
+            return ratio;
+        }
+        // The ratio in ulps above the binade's floor, and how many steps keep the exact
+        // result `r_k − decay` at or above it: `R − k·D ≥ ceil(t)` for k = 0, 1, …
+        let r_units = ((ratio - lo) / ulp) as u64;
+        let need = t.ceil() as u64;
+        if r_units < need {
+            ratio = step(ratio);
+            steps -= 1;
+            continue;
+        }
+        let k = ((r_units - need) / d_units + 1).min(steps);
+        let r = lo + ((r_units - k * d_units) as f64) * ulp;
+        debug_assert_eq!(
+            r.to_bits(),
+            decayed_by_steps(ratio, decay, f64::MIN, k).to_bits(),
+            "invariant: a binade's steps are an arithmetic sequence"
+        );
+        steps -= k;
+        if r <= min {
+            return min;
+        }
+        ratio = r;
+    }
+    ratio
+}
+
+/// [`decayed`] one step at a time, as `try_decode` does (the reference).
+pub(super) fn decayed_by_steps(mut ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
+    for _ in 0..steps {
+        if ratio <= min {
+            break;
+        }
+        ratio = (ratio - decay).max(min);
+    }
+    ratio
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decayed, decayed_by_steps};
+    use proptest::prelude::*;
+
+    /// A float `units` ulps of `x`'s binade.
+    fn ulps(x: f64, units: f64) -> f64 {
+        let exp = (x.to_bits() >> 52) & 0x7ff;
+        f64::from_bits((exp - 52) << 52) * units
+    }
+
+    #[test]
+    fn the_ratio_decays_as_step_by_step_across_binades_ties_and_the_floor() {
+        // SGLang's defaults (0.7 to 0.098 over 600 steps), and decays of exact ulp multiples,
+        // ties (half an ulp over), and below half an ulp.
+        let init = 0.7f64;
+        let min = init * 0.14;
+        let mut cases = vec![(init, (init - min) / 600.0, min)];
+        for units in [1.0, 2.0, 1.5, 2.5, 0.5, 0.25, 0.75, 3.0 + 1.0 / 3.0] {
+            cases.push((init, ulps(init, units), min));
+            cases.push((0.5, ulps(0.5, units), 0.25 - ulps(0.25, 1.0)));
+        }
+        for (r, d, m) in cases {
+            for steps in [0, 1, 2, 3, 10, 100, 599, 600, 601, 5_000] {
+                assert_eq!(
+                    decayed(r, d, m, steps).to_bits(),
+                    decayed_by_steps(r, d, m, steps).to_bits(),
+                    "ratio {r}, decay {d}, min {m}, {steps} steps"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn the_ratio_decays_as_step_by_step(
+            r in 1e-6f64..1.0,
+            d in prop_oneof![1e-9f64..0.05, (0u32..64).prop_map(|h| f64::from(h) / 2.0)],
+            m in 0.0f64..1.0,
+            steps in 0u64..3_000,
+        ) {
+            // `d` as a number of half ulps of `r`'s binade, or as a plain fraction.
+            let d = if d >= 0.5 && d.fract() == 0.0 || d.fract() == 0.5 { ulps(r, d) } else { d };
+            let m = m * r;
+            prop_assert_eq!(
+                decayed(r, d, m, steps).to_bits(),
+                decayed_by_steps(r, d, m, steps).to_bits()
+            );
+        }
     }
 }

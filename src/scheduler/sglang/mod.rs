@@ -240,6 +240,8 @@ pub struct Sglang {
     index_buf: Vec<usize>,
     /// The requests a retraction takes back, a buffer kept between calls.
     retracted: Vec<ReqId>,
+    /// A fast-forward's Decode lines, `(step in the run, when)`, a buffer kept between calls.
+    line_steps: Vec<(u64, SimTime)>,
     /// A prefill batch's item list, kept for the next admission pass once the batch is done.
     spare_items: Vec<PrefillItem>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
@@ -332,6 +334,7 @@ impl Sglang {
             done_buf: Vec::new(),
             index_buf: Vec::new(),
             retracted: Vec::new(),
+            line_steps: Vec::new(),
             spare_items: Vec::new(),
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),

@@ -290,6 +290,9 @@ impl Sglang {
 
     /// The requests set aside as finishing by length finish now; their KV is released.
     fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
+        if self.leaving.is_empty() {
+            return;
+        }
         for (id, kv) in std::mem::take(&mut self.leaving) {
             let r = &mut reqs[id];
             r.out_tokens = r.max_new_tokens;
