@@ -92,16 +92,20 @@ impl Pass {
             unsure: false,
         }
     }
+    #[inline]
     fn remaining_total(&self) -> f64 {
         self.available - self.total_offset
     }
+    #[inline]
     fn remaining_current(&self) -> f64 {
         self.available - self.current_offset
     }
+    #[inline]
     fn ceil_page(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.page) * self.page
     }
     /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
+    #[inline]
     fn reserve(&mut self, extend: u64, max_new: u64) {
         let extend = self.ceil_page(extend);
         let immediate = (extend + self.page) as f64;
@@ -117,6 +121,7 @@ impl Pass {
     /// the exact remainder lies between those of the two bounds (float addition and
     /// subtraction are monotone, and both offsets took the same additions), so where the two
     /// decide alike the exact sum does too; where they differ the pass is unsure.
+    #[inline]
     fn on_remaining<T: PartialEq>(&mut self, decide: impl Fn(f64) -> T) -> T {
         let d = decide(self.remaining_total());
         if self.bounded && !self.unsure {
@@ -125,6 +130,7 @@ impl Pass {
         d
     }
     /// `PrefillAdder.budget_state`.
+    #[inline]
     fn state(&mut self) -> AddResult {
         if !(self.remaining_current() > 0.0 && self.on_remaining(|r| r > 0.0)) {
             return AddResult::NoToken;
@@ -135,6 +141,7 @@ impl Pass {
         AddResult::Continue
     }
     /// `_commit_prefill_admission`: add `take` tokens of `id` to the batch.
+    #[inline]
     fn commit(&mut self, id: ReqId, take: u64, max_new: u64, chunked: bool) -> AddResult {
         self.reserve(take, max_new);
         self.items.push(PrefillItem {
@@ -178,6 +185,7 @@ impl Sglang {
     /// `n·ε/2` (to first order) of `S_ratio × ratio + S_one`; the bounds leave more than twice
     /// that, and the rounding of their own computation. `None` for a ratio so small that the
     /// products could be subnormal (their rounding is not relative).
+    #[inline]
     pub(super) fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
         let [at_ratio, at_one] = self.reserved_tokens();
         debug_assert_eq!(
@@ -214,6 +222,7 @@ impl Sglang {
         })
     }
 
+    #[inline]
     fn sort_waiting(&mut self, reqs: &Requests) {
         match self.p.policy {
             // The cache-aware policies order by the cache (`cache_priority`); without it they
@@ -254,6 +263,7 @@ impl Sglang {
     }
 
     /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
+    #[inline]
     fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
         let r = &reqs[id];
         let generated = u64::from(r.out_tokens);
@@ -435,6 +445,7 @@ impl Sglang {
     /// offset grows). [`pass`](Self::pass) decides exactly so, in more steps (a debug-build
     /// check holds the two together, and the test
     /// `a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it`).
+    #[inline]
     pub(super) fn head_surely_refused(
         &self,
         reqs: &Requests,
@@ -555,6 +566,7 @@ impl Sglang {
     /// Set `pass` to a pass's budgets before its first request: `available` free tokens,
     /// `mixed` decode tokens of a mixed batch, the running requests' `reservations`; a
     /// continuing chunk goes first. Its item list is emptied (its allocation reused).
+    #[inline]
     fn new_pass(
         &self,
         pass: &mut Pass,

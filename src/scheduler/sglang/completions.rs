@@ -61,11 +61,13 @@ impl Completions {
         }
     }
 
+    #[inline]
     fn width(&self) -> u64 {
         self.mask + 1
     }
 
     /// Add the entry `(step, stay, id)`, a step not yet past.
+    #[inline]
     pub fn push(&mut self, step: u64, stay: u64, id: ReqId) {
         debug_assert!(
             step >= self.base,
@@ -78,6 +80,7 @@ impl Completions {
         }
     }
 
+    #[inline]
     fn link(&mut self, entry: Entry) {
         let slot = (entry.0 & self.mask) as usize;
         let node = Node {
@@ -99,6 +102,7 @@ impl Completions {
     }
 
     /// Steps up to `step` are past; entries from further ahead come into the wheel.
+    #[inline]
     pub fn pass(&mut self, step: u64) {
         if step < self.base {
             return;
@@ -115,6 +119,7 @@ impl Completions {
 
     /// Take the entries of step `step` for which `current` holds into `out` (in any order),
     /// drop the slot's others (stale), and pass the step.
+    #[inline]
     pub fn take(&mut self, step: u64, current: impl Fn(ReqId, u64) -> bool, out: &mut Vec<Entry>) {
         debug_assert!(step >= self.base, "invariant: steps are taken in order");
         if step > self.base {
@@ -146,6 +151,7 @@ impl Completions {
 
     /// The step of the next current entry (for which `current` holds), dropping the stale ones
     /// met on the way.
+    #[inline]
     pub fn next_step(&mut self, current: impl Fn(ReqId, u64) -> bool) -> Option<u64> {
         let words = self.occupied.len();
         let start = (self.base & self.mask) as usize;

@@ -47,6 +47,7 @@ impl Sglang {
 
     /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
     /// batch size.
+    #[inline]
     pub(super) fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
         self.alloc_evicting(pages);
@@ -141,6 +142,7 @@ impl Sglang {
     /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
     /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
     /// binary search by stay finds it, checked; else a scan.
+    #[inline]
     fn running_index(&self, id: ReqId, stay: u64) -> usize {
         let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
             Some(&Place::Running { stay, .. }) => stay,

@@ -156,7 +156,7 @@ impl Sglang {
             end: now + total,
         });
         // The ratio decays once per step, exactly as step by step.
-        self.ratio = decayed(self.ratio, self.p.ratio_decay, self.p.ratio_min, n);
+        self.ratio = self.decay.run(self.ratio, n);
         // Evicting for the whole run at once takes the same leaves as step by step: nothing
         // touches the cache in between.
         self.alloc_evicting(b * n);
@@ -215,73 +215,131 @@ impl Sglang {
     }
 }
 
-/// `ratio` after `steps` decode steps that each set it to `max(ratio − decay, min)` (the float
-/// operations of `try_decode`), exactly — in O(1) per binade it crosses rather than per step.
+/// `new_token_ratio`'s decay over runs of decode steps that each set it to
+/// `max(ratio − decay, min)` (the float operations of `try_decode`), exactly — in O(1) per
+/// binade it crosses rather than per step.
 ///
-/// Within a binade `[2^e, 2^(e+1))`, whose floats are the multiples of its ulp `u`, a step
-/// whose exact result `r − decay` stays in the binade rounds it to a multiple of `u`: down by
-/// `q·u` or `(q + 1)·u` where `decay = q·u + f`, `0 ≤ f < u`, as `f` is below or above `u/2`
-/// — the same for every such step, so they are an arithmetic sequence, counted at once. A tie
-/// (`f = u/2`, rounded to even, alternating), a step that leaves the binade, and a decay below
-/// half an ulp of a subnormal-free ratio are taken one at a time (`decayed_by_steps`).
-pub(super) fn decayed(mut ratio: f64, decay: f64, min: f64, mut steps: u64) -> f64 {
-    let step = |r: f64| (r - decay).max(min);
-    if decay == 0.0 {
-        // `max(r − 0, min)` is `r` while it is above `min`.
-        return ratio;
-    }
-    while steps > 0 && ratio > min {
-        let exp = (ratio.to_bits() >> 52) & 0x7ff;
-        // Normal positive ratios above the smallest binades only (else one step at a time).
-        if !(ratio.is_finite() && ratio > 0.0 && decay > 0.0 && decay.is_finite() && exp > 60) {
-            return decayed_by_steps(ratio, decay, min, steps);
+/// Within a binade `[2^e, 2^(e+1))`, whose floats are the multiples of its ulp `u` (the ratio's
+/// mantissa counts them above `2^e`), a step whose exact result `r − decay` stays in the binade
+/// rounds it to a multiple of `u`: down by `q·u` or `(q + 1)·u` where `decay = q·u + f`,
+/// `0 ≤ f < u`, as `f` is below or above `u/2` — the same for every such step, so they are an
+/// arithmetic sequence, counted at once. A tie (`f = u/2`, rounded to even, alternating), a step
+/// that leaves the binade and a decay of a binade or more are taken one at a time; a decay
+/// below half an ulp leaves the ratio where it is. What depends on the binade alone is kept for
+/// the next run.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Decay {
+    decay: f64,
+    min: f64,
+    /// The binade (the ratio's bits above its mantissa) the rest is for.
+    exp: u64,
+    steps: Binade,
+}
+
+/// How the steps go in one binade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Binade {
+    /// One at a time.
+    Single,
+    /// Not at all (a decay below half an ulp).
+    Frozen,
+    /// `ulps` down each, while the ratio is at least `need` ulps above the binade's floor.
+    Sequence { ulps: u64, need: u64 },
+}
+
+const MANTISSA: u64 = (1 << 52) - 1;
+
+impl Decay {
+    /// The decay by `decay` per step down to `min`.
+    pub(super) fn new(decay: f64, min: f64) -> Self {
+        Decay {
+            decay,
+            min,
+            exp: u64::MAX,
+            steps: Binade::Single,
         }
-        let lo = f64::from_bits(exp << 52);
+    }
+
+    fn binade(&self, exp: u64) -> Binade {
+        let decay = self.decay;
+        // Normal positive ratios away from the subnormals (their ulp a normal power of two).
+        if !(decay > 0.0 && decay.is_finite() && (61..0x7ff).contains(&exp)) {
+            return Binade::Single;
+        }
         let ulp = f64::from_bits((exp - 52) << 52);
-        // `decay / ulp` is exact (a power of two, far from the subnormals): its integer part
-        // and whether its fraction is a tie.
+        // Exact: a division by a power of two, far from the subnormals.
         let t = decay / ulp;
         if t >= (1u64 << 52) as f64 {
-            // A decay of a binade or more: one step at a time.
-            ratio = step(ratio);
-            steps -= 1;
-            continue;
+            return Binade::Single;
         }
         let q = t.floor();
         let frac = t - q;
         if frac == 0.5 {
-            ratio = step(ratio);
-            steps -= 1;
-            continue;
+            return Binade::Single;
         }
-        let d_units = q as u64 + u64::from(frac > 0.5);
-        if d_units == 0 {
-            // Below half an ulp: the ratio no longer changes.
+        let ulps = q as u64 + u64::from(frac > 0.5);
+        if ulps == 0 {
+            return Binade::Frozen;
+        }
+        // A step keeps its exact result in the binade while `R − decay/u ≥ 0`, R the ratio's
+        // ulps above the floor: `R ≥ ceil(t)`.
+        Binade::Sequence {
+            ulps,
+            need: t.ceil() as u64,
+        }
+    }
+
+    /// `ratio` after `steps` decode steps.
+    pub(super) fn run(&mut self, mut ratio: f64, mut steps: u64) -> f64 {
+        let (decay, min) = (self.decay, self.min);
+        let step = |r: f64| (r - decay).max(min);
+        if decay == 0.0 {
+            // `max(r − 0, min)` is `r` while it is above `min`.
             return ratio;
         }
-        // The ratio in ulps above the binade's floor, and how many steps keep the exact
-        // result `r_k − decay` at or above it: `R − k·D ≥ ceil(t)` for k = 0, 1, …
-        let r_units = ((ratio - lo) / ulp) as u64;
-        let need = t.ceil() as u64;
-        if r_units < need {
-            ratio = step(ratio);
-            steps -= 1;
-            continue;
+        while steps > 0 && ratio > min {
+            let bits = ratio.to_bits();
+            let exp = bits >> 52;
+            if exp != self.exp {
+                self.steps = self.binade(exp);
+                self.exp = exp;
+            }
+            let (ulps, need) = match self.steps {
+                Binade::Frozen => return ratio,
+                Binade::Single => {
+                    ratio = step(ratio);
+                    steps -= 1;
+                    continue;
+                }
+                Binade::Sequence { ulps, need } => (ulps, need),
+            };
+            let r_units = bits & MANTISSA;
+            if r_units < need {
+                ratio = step(ratio);
+                steps -= 1;
+                continue;
+            }
+            let k = ((r_units - need) / ulps + 1).min(steps);
+            let r = f64::from_bits((exp << 52) | (r_units - k * ulps));
+            debug_assert_eq!(
+                r.to_bits(),
+                decayed_by_steps(ratio, decay, f64::MIN, k).to_bits(),
+                "invariant: a binade's steps are an arithmetic sequence"
+            );
+            steps -= k;
+            if r <= min {
+                return min;
+            }
+            ratio = r;
         }
-        let k = ((r_units - need) / d_units + 1).min(steps);
-        let r = lo + ((r_units - k * d_units) as f64) * ulp;
-        debug_assert_eq!(
-            r.to_bits(),
-            decayed_by_steps(ratio, decay, f64::MIN, k).to_bits(),
-            "invariant: a binade's steps are an arithmetic sequence"
-        );
-        steps -= k;
-        if r <= min {
-            return min;
-        }
-        ratio = r;
+        ratio
     }
-    ratio
+}
+
+/// `ratio` after `steps` decode steps of [`Decay`] (a fresh one).
+#[cfg(test)]
+pub(super) fn decayed(ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
+    Decay::new(decay, min).run(ratio, steps)
 }
 
 /// [`decayed`] one step at a time, as `try_decode` does (the reference).
@@ -329,6 +387,31 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn one_decay_over_many_runs_is_step_by_step(
+            d in 1e-5f64..0.01,
+            runs in proptest::collection::vec(
+                (0.0f64..1.0, 0u64..700, 0usize..4, 0u32..2_000_000), 1..20),
+        ) {
+            // As the scheduler uses it: one decay, runs from ratios set anew (retractions) —
+            // anywhere, or a few ulps above a binade's floor.
+            let min = 0.098;
+            let mut decay = super::Decay::new(d, min);
+            for (r, steps, floor, above) in runs {
+                let r = match floor {
+                    0 => min + r * (1.0 - min),
+                    k => {
+                        let lo = 1.0 / f64::from(1u32 << k);
+                        lo + ulps(lo, f64::from(above))
+                    }
+                };
+                prop_assert_eq!(
+                    decay.run(r, steps).to_bits(),
+                    decayed_by_steps(r, d, min, steps).to_bits()
+                );
+            }
+        }
+
         #[test]
         fn the_ratio_decays_as_step_by_step(
             r in 1e-6f64..1.0,

@@ -219,6 +219,8 @@ pub struct Sglang {
     /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
     ratio: f64,
+    /// The ratio's decay over a fast-forward run.
+    decay: fast_forward::Decay,
     /// Decode tokens given to the running batch so far (by processed decode and mixed
     /// batches): a running request's output count derives from it.
     decode_step: u64,
@@ -293,6 +295,7 @@ impl Sglang {
         let r = &spec.new_token_ratio;
         let ratio_init = (r.init * spec.schedule_conservativeness).min(1.0);
         let ratio_min = (ratio_init * r.min_factor).min(1.0);
+        let ratio_decay = (ratio_init - ratio_min) / f64::from(r.decay_steps);
         let pool = engine.kv_capacity_tokens;
         let max_req_len = context_len
             .map_or(pool - 1, |c| (c - 1).min(pool - 1))
@@ -308,7 +311,7 @@ impl Sglang {
                 log_interval: u64::from(spec.decode_log_interval),
                 ratio_init,
                 ratio_min,
-                ratio_decay: (ratio_init - ratio_min) / f64::from(r.decay_steps),
+                ratio_decay,
                 clip: u64::from(r.clip_max_new_tokens),
                 graph_max_bs: u64::from(spec.cuda_graph_max_bs),
                 max_req_len,
@@ -326,6 +329,7 @@ impl Sglang {
             prefilling: 0,
             batch_is_full: false,
             ratio: ratio_init,
+            decay: fast_forward::Decay::new(ratio_decay, ratio_min),
             decode_step: 0,
             alloc_step: 0,
             decode_batches: 0,
@@ -367,10 +371,12 @@ impl Sglang {
         self.log_enabled = on;
     }
 
+    #[inline]
     fn place(&self, id: ReqId) -> Place {
         self.places.get(id.0 as usize).copied().unwrap_or_default()
     }
 
+    #[inline]
     fn set_place(&mut self, id: ReqId, place: Place) {
         let i = id.0 as usize;
         if i >= self.places.len() {
@@ -381,6 +387,7 @@ impl Sglang {
 
     /// Output tokens a request has generated so far (while running, derived from the
     /// decode-step counter).
+    #[inline]
     fn output_tokens(&self, id: ReqId, r: &Request) -> u32 {
         match self.place(id) {
             Place::Running {
@@ -395,6 +402,7 @@ impl Sglang {
     /// KV slots a running request holds now: prompt + generated − 1 (the newest token's KV is
     /// written by the next decode step), plus a slot per decode step scheduled and not yet
     /// processed.
+    #[inline]
     fn running_kv(&self, id: ReqId) -> u64 {
         match self.place(id) {
             Place::Running {
@@ -407,10 +415,12 @@ impl Sglang {
     }
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
+    #[inline]
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
         current_stay(&self.places, id, stay)
     }
 
+    #[inline]
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
         let p = self.p.page;
         if p == 1 {
@@ -420,6 +430,7 @@ impl Sglang {
     }
 
     /// Pages the next decode step must allocate (`check_decode_mem`).
+    #[inline]
     fn pages_needed_next_step(&self) -> u64 {
         let p = self.p.page;
         if p == 1 {
@@ -429,12 +440,14 @@ impl Sglang {
         self.page_buckets[idx]
     }
 
+    #[inline]
     fn next_step_fits(&self) -> bool {
         self.pages_needed_next_step() * self.p.page <= self.free_tokens()
     }
 
     /// Put a request into the running batch, holding the KV of its input (prompt + output so
     /// far, the newest output token excepted).
+    #[inline]
     fn join_running(&mut self, id: ReqId, reqs: &mut Requests) {
         self.join_running_at(id, reqs, false, true);
     }
@@ -492,12 +505,14 @@ impl Sglang {
 
     /// Take a request out of the running batch's accounting (the caller removes it from
     /// `running`), its KV still held.
+    #[inline]
     fn forget_running(&mut self, id: ReqId) {
         self.forget_running_at(id, self.place(id));
     }
 
     /// [`forget_running`](Self::forget_running) of `id`, whose place is `place`. Returns the KV
     /// slots it holds.
+    #[inline]
     fn forget_running_at(&mut self, id: ReqId, place: Place) -> u64 {
         let Place::Running {
             alloc_since,
@@ -519,6 +534,7 @@ impl Sglang {
     /// Take a request out of the running batch (the caller removes it from `running`) and
     /// release its KV — a finished request's published to the radix cache first. Returns the KV
     /// slots released.
+    #[inline]
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
         let place = self.place(id);
         let Place::Running {
@@ -538,6 +554,7 @@ impl Sglang {
         kv
     }
 
+    #[inline]
     fn push_waiting(&mut self, id: ReqId, reqs: &mut Requests) {
         self.set_place(id, Place::Waiting);
         let r = &mut reqs[id];
@@ -615,6 +632,7 @@ impl Sglang {
     }
 
     /// Keep a processed prefill batch's item list for the next admission pass.
+    #[inline]
     fn recycle_items(&mut self, mut items: Vec<PrefillItem>) {
         if items.capacity() > self.spare_items.capacity() {
             items.clear();

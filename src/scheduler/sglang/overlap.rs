@@ -125,6 +125,7 @@ impl Sglang {
     /// [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at which
     /// `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop sets
     /// requests aside.
+    #[inline]
     pub(super) fn note_length_due(
         &mut self,
         id: ReqId,
@@ -152,6 +153,7 @@ impl Sglang {
     /// Whether some running request has reached the step from which it may be finishing by
     /// length (a superset: [`set_aside_finishing`](Self::set_aside_finishing) then decides
     /// exactly, request by request).
+    #[inline]
     fn any_length_due(&mut self) -> bool {
         self.length_due_by(self.decode_step)
     }
@@ -159,6 +161,7 @@ impl Sglang {
     /// Whether some running request may be set aside as finishing by length by a decision
     /// made at decode step `step` (`false` is sure; `true` may err early). Drops the entries
     /// of past stays on top of the heap.
+    #[inline]
     pub(super) fn length_due_by(&mut self, step: u64) -> bool {
         while let Some(&Reverse((due, stay, id))) = self.length_due.peek() {
             if self.is_current_stay(id, stay) {
@@ -289,6 +292,7 @@ impl Sglang {
     }
 
     /// The requests set aside as finishing by length finish now; their KV is released.
+    #[inline]
     fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         if self.leaving.is_empty() {
             return;
