@@ -105,7 +105,7 @@ impl Pass {
         tokens.div_ceil(self.page) * self.page
     }
     /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
-    #[inline]
+    #[inline(always)]
     fn reserve(&mut self, extend: u64, max_new: u64) {
         let extend = self.ceil_page(extend);
         let immediate = (extend + self.page) as f64;
@@ -121,7 +121,7 @@ impl Pass {
     /// the exact remainder lies between those of the two bounds (float addition and
     /// subtraction are monotone, and both offsets took the same additions), so where the two
     /// decide alike the exact sum does too; where they differ the pass is unsure.
-    #[inline]
+    #[inline(always)]
     fn on_remaining<T: PartialEq>(&mut self, decide: impl Fn(f64) -> T) -> T {
         let d = decide(self.remaining_total());
         if self.bounded && !self.unsure {
@@ -130,7 +130,7 @@ impl Pass {
         d
     }
     /// `PrefillAdder.budget_state`.
-    #[inline]
+    #[inline(always)]
     fn state(&mut self) -> AddResult {
         if !(self.remaining_current() > 0.0 && self.on_remaining(|r| r > 0.0)) {
             return AddResult::NoToken;
@@ -141,7 +141,7 @@ impl Pass {
         AddResult::Continue
     }
     /// `_commit_prefill_admission`: add `take` tokens of `id` to the batch.
-    #[inline]
+    #[inline(always)]
     fn commit(&mut self, id: ReqId, take: u64, max_new: u64, chunked: bool) -> AddResult {
         self.reserve(take, max_new);
         self.items.push(PrefillItem {
@@ -263,7 +263,7 @@ impl Sglang {
     }
 
     /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
-    #[inline]
+    #[inline(always)]
     fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
         let r = &reqs[id];
         let generated = u64::from(r.out_tokens);
@@ -367,6 +367,7 @@ impl Sglang {
     }
 
     /// `get_new_batch_prefill`: admit what fits and start a prefill batch.
+    #[inline]
     pub(super) fn try_prefill(
         &mut self,
         now: SimTime,
@@ -378,6 +379,12 @@ impl Sglang {
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return None;
         }
+        self.admit(now, reqs)
+    }
+
+    /// [`try_prefill`](Self::try_prefill) when a pass is to be made.
+    #[inline(never)]
+    fn admit(&mut self, now: SimTime, reqs: &mut Requests) -> Option<(InFlight, SimDuration)> {
         let running_bs = self.running.len() as u64;
         // `get_num_allocatable_reqs`: the request rows left (a continuing chunk holds its own).
         let allocatable = self.p.max_running.saturating_sub(running_bs);
@@ -400,7 +407,12 @@ impl Sglang {
             stop = self.cached_pass(&mut pass, reqs, mixed, allocatable);
         } else {
             let bounds = self.reservation_interval(reqs);
-            if bounds.is_some_and(|b| self.head_surely_refused(reqs, mixed, allocatable, b)) {
+            // Tried after a pass that stopped for lack of memory (the head that did not fit
+            // then usually does not now): elsewhere the pass usually admits, and would only
+            // repeat the head's check.
+            if self.memory_stopped
+                && bounds.is_some_and(|b| self.head_surely_refused(reqs, mixed, allocatable, b))
+            {
                 // The pass would stop at once for lack of memory, nothing admitted.
                 debug_assert!(
                     {
@@ -417,6 +429,7 @@ impl Sglang {
             pass = Pass::empty(std::mem::take(&mut self.spare_items));
             stop = self.bounded_pass(&mut pass, reqs, mixed, allocatable, bounds);
         }
+        self.memory_stopped = stop == Some(AddResult::NoToken);
         match stop {
             // The slot limit closes the latch.
             Some(AddResult::Other) => {
@@ -566,7 +579,7 @@ impl Sglang {
     /// Set `pass` to a pass's budgets before its first request: `available` free tokens,
     /// `mixed` decode tokens of a mixed batch, the running requests' `reservations`; a
     /// continuing chunk goes first. Its item list is emptied (its allocation reused).
-    #[inline]
+    #[inline(always)]
     fn new_pass(
         &self,
         pass: &mut Pass,
@@ -606,8 +619,11 @@ impl Sglang {
     ) -> Option<AddResult> {
         self.new_pass(pass, self.kv.available_tokens(), mixed, reservations, reqs);
         let mut stop = None;
+        // After an admission the budgets' state is the one `commit` just found (`Continue`):
+        // not asked again.
+        let mut known = false;
         for &id in self.waiting.iter() {
-            if pass.unsure || pass.state() == AddResult::Other {
+            if pass.unsure || (!known && pass.state() == AddResult::Other) {
                 break;
             }
             if pass.items.len() as u64 >= allocatable {
@@ -629,6 +645,7 @@ impl Sglang {
                 }
                 break;
             }
+            known = true;
         }
         stop
     }

@@ -284,6 +284,14 @@ impl Sglang {
     /// goes beyond it, and move its lock to where the insert ended.
     #[inline]
     pub(super) fn checkpoint(&mut self, id: ReqId, upto: u32, reqs: &Requests) {
+        if self.cache.is_some() {
+            self.checkpoint_cached(id, upto, reqs);
+        }
+    }
+
+    /// [`checkpoint`](Self::checkpoint) with the cache on.
+    #[inline(never)]
+    fn checkpoint_cached(&mut self, id: ReqId, upto: u32, reqs: &Requests) {
         let page = self.p.page;
         let Some(c) = self.cache.as_mut() else {
             return;
@@ -318,8 +326,14 @@ impl Sglang {
     pub(super) fn release_kv(&mut self, id: ReqId, kv: u64, publish: Option<u32>, reqs: &Requests) {
         if self.cache.is_none() {
             self.kv.free_pages(pages_for(kv, self.p.page));
-            return;
+        } else {
+            self.release_cached(id, kv, publish, reqs);
         }
+    }
+
+    /// [`release_kv`](Self::release_kv) with the cache on.
+    #[inline(never)]
+    fn release_cached(&mut self, id: ReqId, kv: u64, publish: Option<u32>, reqs: &Requests) {
         let finished = publish.is_some();
         if let Some(upto) = publish {
             self.checkpoint(id, upto, reqs);

@@ -198,6 +198,8 @@ enum Place {
         max_new: u32,
         /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
         ignore_eos: bool,
+        /// Its prompt tokens (retraction's second key).
+        prompt: u32,
     },
 }
 
@@ -218,6 +220,9 @@ pub struct Sglang {
     prefilling: u64,
     /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
+    /// The latest admission pass stopped for lack of memory (a hint for the next: see
+    /// `admission.rs`, `head_surely_refused`).
+    memory_stopped: bool,
     ratio: f64,
     /// The ratio's decay over a fast-forward run.
     decay: fast_forward::Decay,
@@ -328,6 +333,7 @@ impl Sglang {
             chunked: None,
             prefilling: 0,
             batch_is_full: false,
+            memory_stopped: false,
             ratio: ratio_init,
             decay: fast_forward::Decay::new(ratio_decay, ratio_min),
             decode_step: 0,
@@ -472,6 +478,7 @@ impl Sglang {
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         let max_new = r.max_new_tokens;
         let ignore_eos = r.ignore_eos;
+        let prompt = r.prompt_tokens;
         self.set_place(
             id,
             Place::Running {
@@ -482,6 +489,7 @@ impl Sglang {
                 stay,
                 max_new,
                 ignore_eos,
+                prompt,
             },
         );
         self.count_reserved(id, Some(reqs[id].target_output_tokens));

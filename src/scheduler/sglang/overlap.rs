@@ -90,10 +90,17 @@ impl Sglang {
     /// `_reqs_finishing_inflight`: before a decode decision, set aside the running requests
     /// that the batch in flight finishes by reaching `max_new_tokens`. Returns whether any
     /// was. Only the overlapped loop has a batch in flight when deciding.
+    #[inline]
     pub(super) fn set_aside_finishing(&mut self, reqs: &Requests) -> bool {
         if self.in_flight.is_none() || !self.any_length_due() {
             return false;
         }
+        self.set_aside_due(reqs)
+    }
+
+    /// [`set_aside_finishing`](Self::set_aside_finishing) once some request may be finishing.
+    #[inline(never)]
+    fn set_aside_due(&mut self, reqs: &Requests) -> bool {
         let members: Vec<ReqId> = match &self.in_flight {
             None => return false,
             // A decode or mixed batch holds every running request.
@@ -236,6 +243,7 @@ impl Sglang {
             stay,
             max_new,
             ignore_eos,
+            prompt,
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -274,6 +282,7 @@ impl Sglang {
                 stay,
                 max_new,
                 ignore_eos,
+                prompt,
             },
         );
         if recount {
@@ -294,9 +303,14 @@ impl Sglang {
     /// The requests set aside as finishing by length finish now; their KV is released.
     #[inline]
     fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
-        if self.leaving.is_empty() {
-            return;
+        if !self.leaving.is_empty() {
+            self.finish_left(now, reqs, out);
         }
+    }
+
+    /// [`finish_leaving`](Self::finish_leaving) when some are.
+    #[inline(never)]
+    fn finish_left(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         for (id, kv) in std::mem::take(&mut self.leaving) {
             let r = &mut reqs[id];
             r.out_tokens = r.max_new_tokens;

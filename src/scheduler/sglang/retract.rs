@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 
-use super::{Sglang, RETRACT_DECODE_STEPS};
+use super::{Place, Sglang, RETRACT_DECODE_STEPS};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::{Eviction, LogRecord, Outbox};
 use crate::time::SimTime;
@@ -44,17 +44,29 @@ impl Sglang {
         // order. Usually one victim suffices, so select it rather than sort.
         // One pass over the batch: the first victim, and the sums the ratio re-estimate takes
         // over the requests that stay (the victims' are taken off as they go).
+        // The key `(generated, Reverse(prompt))` as one integer, from the places alone.
         let (mut decoded, mut max_new) = (0u64, 0u64);
         let mut at = 0;
-        let mut best = (u32::MAX, Reverse(0));
+        let mut best = u64::MAX;
+        let step = self.decode_step;
         for (i, &id) in self.running.iter().enumerate() {
-            let r = &reqs[id];
-            let key = (self.output_tokens(id, r), Reverse(r.prompt_tokens));
+            let Some(&Place::Running {
+                since_step,
+                out_then,
+                max_new: m,
+                prompt,
+                ..
+            }) = self.places.get(id.0 as usize)
+            else {
+                panic!("invariant: running requests are running");
+            };
+            let generated = out_then + (step - since_step) as u32;
+            let key = (u64::from(generated) << 32) | u64::from(!prompt);
             if key <= best {
                 (best, at) = (key, i);
             }
-            decoded += u64::from(key.0);
-            max_new += u64::from(r.max_new_tokens);
+            decoded += u64::from(generated);
+            max_new += u64::from(m);
         }
         debug_assert_eq!(at, self.retraction_victim(reqs));
         let mut retracted = std::mem::take(&mut self.retracted);
