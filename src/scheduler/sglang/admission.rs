@@ -21,6 +21,14 @@ const PREFILL_GRAPH_MAX_TOKENS: u64 = 2048;
 /// `ignore_eos` admission rule keeps.
 const IGNORE_EOS_RESERVE_TOKENS: f64 = 1.0;
 
+/// A token count as a float, exactly as `as f64` rounds it: through `i64`, whose conversion is
+/// one instruction where an unsigned one takes several (counts are far below 2^63).
+#[inline(always)]
+fn float(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63, "invariant: token counts are far below 2^63");
+    x as i64 as f64
+}
+
 /// How an admission attempt ended (`AddReqResult`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum AddResult {
@@ -108,9 +116,9 @@ impl Pass {
     #[inline(always)]
     fn reserve(&mut self, extend: u64, max_new: u64) {
         let extend = self.ceil_page(extend);
-        let immediate = (extend + self.page) as f64;
-        self.total_offset += immediate + max_new as f64;
-        self.total_offset_lo += immediate + max_new as f64;
+        let immediate = float(extend + self.page);
+        self.total_offset += immediate + float(max_new);
+        self.total_offset_lo += immediate + float(max_new);
         self.current_offset += immediate;
         self.rem_input -= extend as i64;
         if let Some(c) = self.rem_chunk.as_mut() {
@@ -213,8 +221,8 @@ impl Sglang {
         if !(1e-200..=1.0).contains(&ratio) {
             return None;
         }
-        let t = at_ratio as f64 * ratio + at_one as f64;
-        let c = (self.running.len() as f64 + 8.0) * f64::EPSILON;
+        let t = float(at_ratio) * ratio + float(at_one);
+        let c = (float(self.running.len() as u64) + 8.0) * f64::EPSILON;
         Some(Reservations {
             lo: t * (1.0 - c),
             hi: t * (1.0 + c),
@@ -272,7 +280,7 @@ impl Sglang {
             .saturating_sub(generated)
             .min(self.p.clip);
         // `PrefillBudget.check_prefill`: strictly below what remains.
-        let need = (extend + max_new_left + self.p.page) as f64;
+        let need = float(extend + max_new_left + self.p.page);
         if pass.on_remaining(|r| need >= r) {
             return AddResult::NoToken;
         }
@@ -485,14 +493,14 @@ impl Sglang {
             return false;
         }
         // As `new_pass` and `add_one` compute them.
-        let available = self.kv.available_tokens() as f64;
-        let total_offset_lo = mixed as f64 + bounds.lo;
+        let available = float(self.kv.available_tokens());
+        let total_offset_lo = float(mixed) + bounds.lo;
         let generated = u64::from(r.out_tokens);
         let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
         let max_new_left = u64::from(r.max_new_tokens)
             .saturating_sub(generated)
             .min(self.p.clip);
-        let need = (extend + max_new_left + self.p.page) as f64;
+        let need = float(extend + max_new_left + self.p.page);
         need >= available - total_offset_lo
     }
 
@@ -589,10 +597,10 @@ impl Sglang {
         reqs: &Requests,
     ) {
         pass.items.clear();
-        pass.available = available as f64;
-        pass.total_offset = mixed as f64 + reservations.hi;
-        pass.total_offset_lo = mixed as f64 + reservations.lo;
-        pass.current_offset = mixed as f64;
+        pass.available = float(available);
+        pass.total_offset = float(mixed) + reservations.hi;
+        pass.total_offset_lo = float(mixed) + reservations.lo;
+        pass.current_offset = float(mixed);
         pass.rem_input = self.p.max_prefill as i64 - mixed as i64;
         pass.rem_chunk = self.p.chunk.map(|c| c as i64 - mixed as i64);
         pass.page = self.p.page;

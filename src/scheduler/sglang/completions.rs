@@ -67,7 +67,7 @@ impl Completions {
     }
 
     /// Add the entry `(step, stay, id)`, a step not yet past.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, step: u64, stay: u64, id: ReqId) {
         debug_assert!(
             step >= self.base,
@@ -80,7 +80,7 @@ impl Completions {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, entry: Entry) {
         let slot = (entry.0 & self.mask) as usize;
         let node = Node {
@@ -119,7 +119,7 @@ impl Completions {
 
     /// Take the entries of step `step` for which `current` holds into `out` (in any order),
     /// drop the slot's others (stale), and pass the step.
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self, step: u64, current: impl Fn(ReqId, u64) -> bool, out: &mut Vec<Entry>) {
         debug_assert!(step >= self.base, "invariant: steps are taken in order");
         if step > self.base {

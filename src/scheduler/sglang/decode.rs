@@ -10,6 +10,7 @@ use crate::time::{SimDuration, SimTime};
 
 impl Sglang {
     /// `update_running_batch` and the decode step.
+    #[inline(always)]
     pub(super) fn try_decode(
         &mut self,
         now: SimTime,
@@ -47,7 +48,7 @@ impl Sglang {
 
     /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
     /// batch size.
-    #[inline]
+    #[inline(always)]
     pub(super) fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
         self.alloc_evicting(pages);
@@ -59,6 +60,7 @@ impl Sglang {
 
     /// Every running request gets one token at `now`: the decode counter advances, and those
     /// reaching their length finish (their KV is released). Returns whether any finished.
+    #[inline(always)]
     pub(super) fn advance_decode(
         &mut self,
         now: SimTime,
@@ -142,7 +144,7 @@ impl Sglang {
     /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
     /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
     /// binary search by stay finds it, checked; else a scan.
-    #[inline]
+    #[inline(always)]
     fn running_index(&self, id: ReqId, stay: u64) -> usize {
         let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
             Some(&Place::Running { stay, .. }) => stay,
@@ -158,6 +160,7 @@ impl Sglang {
             .expect("invariant: a finished request was running")
     }
 
+    #[inline(always)]
     pub(super) fn finish_decode(
         &mut self,
         now: SimTime,

@@ -290,13 +290,20 @@ impl Decay {
     }
 
     /// `ratio` after `steps` decode steps.
-    pub(super) fn run(&mut self, mut ratio: f64, mut steps: u64) -> f64 {
-        let (decay, min) = (self.decay, self.min);
-        let step = |r: f64| (r - decay).max(min);
-        if decay == 0.0 {
-            // `max(r − 0, min)` is `r` while it is above `min`.
+    #[inline]
+    pub(super) fn run(&mut self, ratio: f64, steps: u64) -> f64 {
+        // `max(r − 0, min)` is `r` while it is above `min`; at `min` it stays.
+        if steps == 0 || ratio <= self.min || self.decay == 0.0 {
             return ratio;
         }
+        self.run_above(ratio, steps)
+    }
+
+    /// [`run`](Self::run) from above the floor.
+    #[inline(never)]
+    fn run_above(&mut self, mut ratio: f64, mut steps: u64) -> f64 {
+        let (decay, min) = (self.decay, self.min);
+        let step = |r: f64| (r - decay).max(min);
         while steps > 0 && ratio > min {
             let bits = ratio.to_bits();
             let exp = bits >> 52;

@@ -461,6 +461,7 @@ impl Sglang {
     /// [`join_running`](Self::join_running) for a request whose first token is still to come
     /// (`first_token_pending`: it holds its whole input's KV and its output count excludes that
     /// token); without `schedule_finish` its completion is scheduled when that token arrives.
+    #[inline(always)]
     fn join_running_at(
         &mut self,
         id: ReqId,
@@ -520,7 +521,7 @@ impl Sglang {
 
     /// [`forget_running`](Self::forget_running) of `id`, whose place is `place`. Returns the KV
     /// slots it holds.
-    #[inline]
+    #[inline(always)]
     fn forget_running_at(&mut self, id: ReqId, place: Place) -> u64 {
         let Place::Running {
             alloc_since,
@@ -542,7 +543,7 @@ impl Sglang {
     /// Take a request out of the running batch (the caller removes it from `running`) and
     /// release its KV — a finished request's published to the radix cache first. Returns the KV
     /// slots released.
-    #[inline]
+    #[inline(always)]
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
         let place = self.place(id);
         let Place::Running {
@@ -652,6 +653,7 @@ impl Sglang {
 impl Sglang {
     /// `get_next_batch_to_run`: the next batch and its duration, its KV allocated. With the
     /// overlapped loop a batch may be in flight (scheduled, not processed).
+    #[inline(always)]
     fn decide(
         &mut self,
         now: SimTime,

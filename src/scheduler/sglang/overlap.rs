@@ -30,6 +30,7 @@ use crate::time::{SimDuration, SimTime};
 impl Sglang {
     /// Launch the batch decided before (or decide one, from idle), then decide the next with it
     /// in flight.
+    #[inline(always)]
     pub(super) fn start_overlapped(
         &mut self,
         now: SimTime,
@@ -49,6 +50,7 @@ impl Sglang {
     /// A prefill (or mixed) batch is merged into the running batch when the next batch is
     /// decided, that is, as it is launched: its prefilled requests join with their first token
     /// still to come, and a continuing chunk's progress counts from now.
+    #[inline(always)]
     fn launch(&mut self, batch: &InFlight, reqs: &mut Requests) {
         let InFlight::Prefill {
             items, decode_rows, ..
@@ -180,6 +182,7 @@ impl Sglang {
     }
 
     /// Process the result of the batch in flight.
+    #[inline(always)]
     pub(super) fn finish_overlapped(
         &mut self,
         now: SimTime,
@@ -227,6 +230,7 @@ impl Sglang {
     }
 
     /// A prefilled request's first token. `add` when the decode counter did not give it.
+    #[inline(always)]
     fn first_token(
         &mut self,
         now: SimTime,

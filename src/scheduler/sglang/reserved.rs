@@ -122,7 +122,7 @@ impl Sglang {
     }
 
     /// [`count_reserved`](Self::count_reserved) of `id`, whose place is `place`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn count_reserved_at(&mut self, id: ReqId, place: Place, target: Option<u32>) {
         self.sync_reserved();
         let (k, stay, c) =
