@@ -81,26 +81,6 @@ pub(super) struct Pass {
 }
 
 impl Pass {
-    /// A pass with nothing in it, holding `items` (an empty list whose allocation is reused)
-    /// for [`Sglang::new_pass`] to start.
-    pub(super) fn empty(items: Vec<PrefillItem>) -> Pass {
-        Pass {
-            available: 0.0,
-            total_offset: 0.0,
-            total_offset_lo: 0.0,
-            current_offset: 0.0,
-            rem_input: 0,
-            rem_chunk: None,
-            page: 1,
-            items,
-            new_chunked: None,
-            admitted: 0,
-            req_states: None,
-            bounded: false,
-            unsure: false,
-        }
-    }
-    #[inline]
     fn remaining_total(&self) -> f64 {
         self.available - self.total_offset
     }
@@ -405,14 +385,12 @@ impl Sglang {
         // and the sum is taken only when a decision could turn on it. With the radix cache the
         // pass matches and locks as it goes (what is free changes): one exact pass.
         // The item list of a finished batch, reused.
-        let stop;
-        let mut pass;
-        if self.cache.is_some() {
+        let items = std::mem::take(&mut self.spare_items);
+        let (mut pass, stop) = if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
-            pass = Pass::empty(std::mem::take(&mut self.spare_items));
-            stop = self.cached_pass(&mut pass, reqs, mixed, allocatable);
+            self.cached_pass(reqs, mixed, allocatable, items)
         } else {
             let bounds = self.reservation_interval(reqs);
             // Tried after a pass that stopped for lack of memory (the head that did not fit
@@ -424,19 +402,19 @@ impl Sglang {
                 // The pass would stop at once for lack of memory, nothing admitted.
                 debug_assert!(
                     {
-                        let mut check = Pass::empty(Vec::new());
-                        let stop = self.bounded_pass(&mut check, reqs, mixed, allocatable, bounds);
+                        let (check, stop) =
+                            self.bounded_pass(reqs, mixed, allocatable, bounds, Vec::new());
                         check.items.is_empty() && stop == Some(AddResult::NoToken)
                     },
                     "invariant: a head surely refused is what the admission pass decides"
                 );
+                self.spare_items = items;
                 self.batch_is_full = !self.running.is_empty();
                 self.counters.memory_stops += 1;
                 return None;
             }
-            pass = Pass::empty(std::mem::take(&mut self.spare_items));
-            stop = self.bounded_pass(&mut pass, reqs, mixed, allocatable, bounds);
-        }
+            self.bounded_pass(reqs, mixed, allocatable, bounds, items)
+        };
         self.memory_stopped = stop == Some(AddResult::NoToken);
         match stop {
             // The slot limit closes the latch.
@@ -506,28 +484,35 @@ impl Sglang {
 
     /// The admission pass without the radix cache: with `bounds` of the reservations, and
     /// exact only if the bounds left a decision unsure (or there are none).
+    #[inline(always)]
     fn bounded_pass(
         &self,
-        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
         bounds: Option<Reservations>,
-    ) -> Option<AddResult> {
+        items: Vec<PrefillItem>,
+    ) -> (Pass, Option<AddResult>) {
+        let available = self.kv.available_tokens();
         let Some(bounds) = bounds else {
             let exact = self.running_reservations(reqs);
-            return self.pass(pass, reqs, mixed, allocatable, exact);
+            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let stop = self.run_pass(&mut pass, reqs, allocatable);
+            return (pass, stop);
         };
-        let stop = self.pass(pass, reqs, mixed, allocatable, bounds);
+        let mut pass = self.new_pass(available, mixed, bounds, reqs, items);
+        let stop = self.run_pass(&mut pass, reqs, allocatable);
         if pass.unsure {
             let exact = self.running_reservations(reqs);
-            return self.pass(pass, reqs, mixed, allocatable, exact);
+            let items = std::mem::take(&mut pass.items);
+            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let stop = self.run_pass(&mut pass, reqs, allocatable);
+            return (pass, stop);
         }
         debug_assert!(
             {
                 let exact = self.running_reservations(reqs);
-                let mut check = Pass::empty(Vec::new());
-                let exact_stop = self.pass(&mut check, reqs, mixed, allocatable, exact);
+                let (check, exact_stop) = self.pass(reqs, mixed, allocatable, exact, Vec::new());
                 check.items == pass.items
                     && check.new_chunked == pass.new_chunked
                     && check.admitted == pass.admitted
@@ -535,7 +520,7 @@ impl Sglang {
             },
             "invariant: a bounded admission pass that is sure decides as the exact one"
         );
-        stop
+        (pass, stop)
     }
 
     /// The admission pass with the radix cache (`mem_cache/radix_cache.py`,
@@ -544,13 +529,14 @@ impl Sglang {
     /// longer counts as evictable), the lock kept if it is admitted; exact reservations.
     fn cached_pass(
         &mut self,
-        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
-    ) -> Option<AddResult> {
+        items: Vec<PrefillItem>,
+    ) -> (Pass, Option<AddResult>) {
         let reservations = self.running_reservations(reqs);
-        self.new_pass(pass, self.free_tokens(), mixed, reservations, reqs);
+        let mut owned = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
+        let pass = &mut owned;
         let mut stop = None;
         for i in 0..self.waiting.len() {
             let id = self.waiting[i];
@@ -581,7 +567,7 @@ impl Sglang {
                 break;
             }
         }
-        stop
+        (owned, stop)
     }
 
     /// Set `pass` to a pass's budgets before its first request: `available` free tokens,
@@ -590,28 +576,32 @@ impl Sglang {
     #[inline(always)]
     fn new_pass(
         &self,
-        pass: &mut Pass,
         available: u64,
         mixed: u64,
         reservations: Reservations,
         reqs: &Requests,
-    ) {
-        pass.items.clear();
-        pass.available = float(available);
-        pass.total_offset = float(mixed) + reservations.hi;
-        pass.total_offset_lo = float(mixed) + reservations.lo;
-        pass.current_offset = float(mixed);
-        pass.rem_input = self.p.max_prefill as i64 - mixed as i64;
-        pass.rem_chunk = self.p.chunk.map(|c| c as i64 - mixed as i64);
-        pass.page = self.p.page;
-        pass.new_chunked = None;
-        pass.admitted = 0;
-        pass.req_states = None;
-        pass.bounded = reservations.bounded;
-        pass.unsure = false;
+        mut items: Vec<PrefillItem>,
+    ) -> Pass {
+        items.clear();
+        let mut pass = Pass {
+            available: float(available),
+            total_offset: float(mixed) + reservations.hi,
+            total_offset_lo: float(mixed) + reservations.lo,
+            current_offset: float(mixed),
+            rem_input: self.p.max_prefill as i64 - mixed as i64,
+            rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
+            page: self.p.page,
+            items,
+            new_chunked: None,
+            admitted: 0,
+            req_states: None,
+            bounded: reservations.bounded,
+            unsure: false,
+        };
         if let Some(id) = self.chunked {
-            self.add_chunked(pass, id, reqs);
+            self.add_chunked(&mut pass, id, reqs);
         }
+        pass
     }
 
     /// One admission pass over the (sorted) waiting queue, the running requests' reservations
@@ -619,13 +609,22 @@ impl Sglang {
     /// `unsure`). Returns the pass and why it stopped, if it stopped short.
     pub(super) fn pass(
         &self,
-        pass: &mut Pass,
         reqs: &Requests,
         mixed: u64,
         allocatable: u64,
         reservations: Reservations,
-    ) -> Option<AddResult> {
-        self.new_pass(pass, self.kv.available_tokens(), mixed, reservations, reqs);
+        items: Vec<PrefillItem>,
+    ) -> (Pass, Option<AddResult>) {
+        let available = self.kv.available_tokens();
+        let mut pass = self.new_pass(available, mixed, reservations, reqs, items);
+        let stop = self.run_pass(&mut pass, reqs, allocatable);
+        (pass, stop)
+    }
+
+    /// The admission pass's walk over the (sorted) waiting queue, from `pass` as
+    /// [`new_pass`](Self::new_pass) made it. Returns why it stopped, if it stopped short.
+    #[inline(always)]
+    fn run_pass(&self, pass: &mut Pass, reqs: &Requests, allocatable: u64) -> Option<AddResult> {
         let mut stop = None;
         // After an admission the budgets' state is the one `commit` just found (`Continue`):
         // not asked again.

@@ -108,6 +108,14 @@ impl Completions {
             return;
         }
         self.base = step + 1;
+        if !self.far.is_empty() {
+            self.pull_far();
+        }
+    }
+
+    /// Entries from further ahead come into the wheel as it passes.
+    #[inline(never)]
+    fn pull_far(&mut self) {
         while let Some(&Reverse(e)) = self.far.peek() {
             if e.0 >= self.base + self.width() {
                 break;

@@ -28,10 +28,47 @@ pub(super) struct SkipPlan {
 }
 
 impl Sglang {
+    /// Whether the next iterations may be plain decode steps, as far as O(1) checks tell: a
+    /// batch running, none in flight, no chunk continuing, no admission to try (the latch
+    /// closed or nobody waiting), page size 1 (with larger pages the pool grows unevenly);
+    /// overlapped, the decode step decided ahead is of the whole running batch (not one that
+    /// still holds a request finished since).
+    #[inline]
+    pub(super) fn may_skip(&self) -> bool {
+        let batch = self.running.len() as u64;
+        self.p.page == 1
+            && self.in_flight.is_none()
+            && self.chunked.is_none()
+            && batch > 0
+            && (self.batch_is_full || self.waiting.is_empty())
+            && (!self.p.overlap
+                || matches!(self.planned, Some((super::InFlight::Decode { batch: b }, _))
+                    if b == batch && self.leaving.is_empty()))
+    }
+
+    /// `skip_decode` once [`may_skip`](Self::may_skip) holds.
+    #[inline(never)]
+    pub(super) fn skip_run(
+        &mut self,
+        now: SimTime,
+        limit: SimTime,
+        max_steps: u64,
+        reqs: &mut crate::request::Requests,
+        out: &mut Outbox,
+    ) -> Option<Skip> {
+        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
+        let skip = self.take_skip(now, s, out);
+        self.finish_skip(skip.end, s, reqs, out);
+        #[cfg(debug_assertions)]
+        self.debug_check(reqs);
+        Some(skip)
+    }
+
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
     /// once: until the next completion (its step included when the decisions made up to it are
     /// still plain decode steps), while memory lasts, at most `max_steps`, and while they end
-    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
+    /// before `limit` — [`may_skip`](Self::may_skip) holding.
+    #[inline(always)]
     pub(super) fn plan_skip(
         &mut self,
         now: SimTime,
@@ -39,26 +76,11 @@ impl Sglang {
         max_steps: u64,
         ends: &mut Vec<u64>,
     ) -> Option<SkipPlan> {
-        if self.p.page != 1
-            || self.in_flight.is_some()
-            || self.chunked.is_some()
-            || self.running.is_empty()
-            || !(self.batch_is_full || self.waiting.is_empty())
-        {
-            return None;
-        }
+        debug_assert!(self.may_skip());
         let batch = self.running.len() as u64;
-        // Overlapped: the first step is the decode step decided ahead, of the whole running
-        // batch (not one that still holds a request finished since), its KV allocated.
+        // Overlapped: the first step is the decode step decided ahead, its KV allocated.
         let attended_first = if self.p.overlap {
-            match self.planned {
-                Some((super::InFlight::Decode { batch: b }, _))
-                    if b == batch && self.leaving.is_empty() =>
-                {
-                    self.running_kv_tokens
-                }
-                _ => return None,
-            }
+            self.running_kv_tokens
         } else {
             self.running_kv_tokens + batch
         };
@@ -162,9 +184,13 @@ impl Sglang {
         self.alloc_evicting(b * n);
         self.running_kv_tokens += b * n;
         if self.p.overlap {
-            // The step after the run, decided at the launch of its last step.
+            // The step after the run, decided at the launch of its last step: of the same
+            // batch as the step decided ahead (`may_skip`), only its duration changes.
             let next = self.cost.decode(b, s.attended_first + b * n);
-            self.planned = Some((super::InFlight::Decode { batch: b }, next));
+            match &mut self.planned {
+                Some((super::InFlight::Decode { batch }, d)) if *batch == b => *d = next,
+                _ => panic!("invariant: a run follows a decode step decided ahead"),
+            }
         }
         self.decode_step += ended;
         self.finish.pass(self.decode_step);

@@ -779,12 +779,11 @@ impl Scheduler for Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
-        let skip = self.take_skip(now, s, out);
-        self.finish_skip(skip.end, s, reqs, out);
-        #[cfg(debug_assertions)]
-        self.debug_check(reqs);
-        Some(skip)
+        // Most calls end here, before the run's frame is set up.
+        if !self.may_skip() {
+            return None;
+        }
+        self.skip_run(now, limit, max_steps, reqs, out)
     }
 
     fn stuck_reason(&self, reqs: &Requests) -> Option<String> {

@@ -242,12 +242,10 @@ impl Sglang {
         let Place::Running {
             since_step,
             out_then,
-            alloc_since,
             kv_then,
             stay,
             max_new,
-            ignore_eos,
-            prompt,
+            ..
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -276,19 +274,10 @@ impl Sglang {
         if recount {
             self.count_reserved(it.id, None);
         }
-        self.set_place(
-            it.id,
-            Place::Running {
-                since_step,
-                out_then,
-                alloc_since,
-                kv_then,
-                stay,
-                max_new,
-                ignore_eos,
-                prompt,
-            },
-        );
+        // Only its output count changes.
+        if let Some(Place::Running { out_then: o, .. }) = self.places.get_mut(it.id.0 as usize) {
+            *o = out_then;
+        }
         if recount {
             self.count_reserved(it.id, Some(target));
         }

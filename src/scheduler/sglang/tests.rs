@@ -487,9 +487,8 @@ fn a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it() {
             .reservation_interval(&reqs)
             .expect("a ratio of 0.7 has bounds");
         let fast = s.head_surely_refused(&reqs, 0, allocatable, bounds);
-        let mut pass = admission::Pass::empty(Vec::new());
         let exact = s.running_reservations(&reqs);
-        let stop = s.pass(&mut pass, &reqs, 0, allocatable, exact);
+        let (pass, stop) = s.pass(&reqs, 0, allocatable, exact, Vec::new());
         let refused = pass.items.is_empty() && stop == Some(admission::AddResult::NoToken);
         assert!(
             !fast || refused,
