@@ -260,6 +260,11 @@ pub struct Sglang {
     length_due: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     /// Σ KV tokens held by the decode batch.
     running_kv_tokens: u64,
+    /// Σ over the decode batch of `out_then − since_step` (a request's output count less the
+    /// decode counter: constant while it runs, but for its first token) and of
+    /// `max_new_tokens`: the sums of retraction's ratio re-estimate, without a scan.
+    out_less_since: i64,
+    max_new_sum: u64,
     /// Running requests by `(context − since_step) mod page` (see the module docs).
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
@@ -349,6 +354,8 @@ impl Sglang {
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),
             running_kv_tokens: 0,
+            out_less_since: 0,
+            max_new_sum: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
             planned: None,
@@ -495,6 +502,8 @@ impl Sglang {
         );
         self.count_reserved(id, Some(reqs[id].target_output_tokens));
         self.running_kv_tokens += kv_then;
+        self.out_less_since += i64::from(out) - self.decode_step as i64;
+        self.max_new_sum += u64::from(max_new);
         let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
         if schedule_finish {
@@ -526,12 +535,17 @@ impl Sglang {
         let Place::Running {
             alloc_since,
             kv_then,
+            since_step,
+            out_then,
+            max_new,
             ..
         } = place
         else {
             panic!("invariant: forget_running on a request that is not running");
         };
         let kv = kv_then + (self.alloc_step - alloc_since);
+        self.out_less_since -= i64::from(out_then) - since_step as i64;
+        self.max_new_sum -= u64::from(max_new);
         self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
         let b = self.bucket_of(kv_then, alloc_since);
@@ -563,7 +577,7 @@ impl Sglang {
         kv
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_waiting(&mut self, id: ReqId, reqs: &mut Requests) {
         self.set_place(id, Place::Waiting);
         let r = &mut reqs[id];

@@ -278,6 +278,7 @@ impl Sglang {
         if let Some(Place::Running { out_then: o, .. }) = self.places.get_mut(it.id.0 as usize) {
             *o = out_then;
         }
+        self.out_less_since += 1;
         if recount {
             self.count_reserved(it.id, Some(target));
         }

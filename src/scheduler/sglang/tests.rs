@@ -502,3 +502,21 @@ fn a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it() {
     }
     assert!(refused_fast > 10, "only {refused_fast} heads refused");
 }
+
+#[test]
+fn retraction_takes_the_latest_of_equal_keys() {
+    // b and c tie on generated tokens and prompt: SGLang's stable sort pops the later, c.
+    let (mut s, mut reqs) = (sched(2_000, SchedulePolicy::Fcfs), Requests::default());
+    s.p.clip = 10;
+    let a = add(&mut s, &mut reqs, 0, 100, 2000, 1500);
+    let b = add(&mut s, &mut reqs, 1, 200, 2000, 1500);
+    let c = add(&mut s, &mut reqs, 2, 200, 2000, 1500);
+    let mut t = SimTime::ZERO;
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a, b, c])));
+    while s.counters.eviction_events == 0 {
+        step(&mut s, &mut reqs, &mut t);
+    }
+    assert_eq!(reqs[c].phase, Phase::Waiting);
+    assert_eq!(reqs[a].phase, Phase::Running);
+    assert_eq!(reqs[b].phase, Phase::Running);
+}
