@@ -265,6 +265,60 @@ mod tests {
         assert_eq!(q.next_step(|_, _| true), None);
     }
 
+    proptest::proptest! {
+        /// Pushes, requests leaving early, steps taken one by one and jumps, as the scheduler
+        /// makes them: the next completion and each step's entries are the model's.
+        #[test]
+        fn the_next_completion_is_the_earliest_current_entry(
+            ops in proptest::collection::vec((0u8..4, 0u64..300, proptest::prelude::any::<u16>()), 1..200),
+        ) {
+            let mut q = Completions::new(64);
+            // (step, id, current)
+            let mut model: Vec<(u64, u32, bool)> = Vec::new();
+            let mut next_id = 0u32;
+            for (op, ahead, pick) in ops {
+                let live: Vec<usize> = (0..model.len()).filter(|&i| model[i].2).collect();
+                match op {
+                    0 | 1 => {
+                        let step = q.base + ahead;
+                        q.push(step, u64::from(next_id), ReqId(next_id));
+                        model.push((step, next_id, true));
+                        next_id += 1;
+                    }
+                    2 if !live.is_empty() => {
+                        let i = live[usize::from(pick) % live.len()];
+                        model[i].2 = false;
+                    }
+                    _ => {
+                        let alive = |id: ReqId, _| model.iter().any(|e| e.1 == id.0 && e.2);
+                        let want = model.iter().filter(|e| e.2).map(|e| e.0).min();
+                        let got = q.next_step(alive);
+                        proptest::prop_assert_eq!(got, want);
+                        // A step at or before the next completion: taken, or jumped to
+                        // before it.
+                        let upto = want.unwrap_or(q.base + 100);
+                        let k = q.base + u64::from(pick) % (upto - q.base + 1);
+                        if Some(k) == want || pick % 2 == 0 {
+                            let mut out = Vec::new();
+                            q.take(k, alive, &mut out);
+                            let mut ids: Vec<u32> = out.iter().map(|e| e.2 .0).collect();
+                            ids.sort_unstable();
+                            let mut expect: Vec<u32> =
+                                model.iter().filter(|e| e.2 && e.0 == k).map(|e| e.1).collect();
+                            expect.sort_unstable();
+                            proptest::prop_assert_eq!(ids, expect);
+                            for e in model.iter_mut().filter(|e| e.0 == k) {
+                                e.2 = false;
+                            }
+                        } else if k > q.base {
+                            q.pass(k - 1);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_stale_entry_from_a_skipped_step_is_not_taken_for_a_later_one() {
         let mut q = Completions::new(64);

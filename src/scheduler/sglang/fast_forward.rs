@@ -257,9 +257,9 @@ impl Sglang {
 pub(super) struct Decay {
     decay: f64,
     min: f64,
-    /// The binade (the ratio's bits above its mantissa) the rest is for.
-    exp: u64,
-    steps: Binade,
+    /// How the steps go in the binades met lately, by the ratio's bits above its mantissa
+    /// (a binade `exp` in slot `exp % 4`: the ratio decays through a few).
+    binades: [(u64, Binade); 4],
 }
 
 /// How the steps go in one binade.
@@ -281,8 +281,7 @@ impl Decay {
         Decay {
             decay,
             min,
-            exp: u64::MAX,
-            steps: Binade::Single,
+            binades: [(u64::MAX, Binade::Single); 4],
         }
     }
 
@@ -333,11 +332,11 @@ impl Decay {
         while steps > 0 && ratio > min {
             let bits = ratio.to_bits();
             let exp = bits >> 52;
-            if exp != self.exp {
-                self.steps = self.binade(exp);
-                self.exp = exp;
+            let slot = (exp % 4) as usize;
+            if self.binades[slot].0 != exp {
+                self.binades[slot] = (exp, self.binade(exp));
             }
-            let (ulps, need) = match self.steps {
+            let (ulps, need) = match self.binades[slot].1 {
                 Binade::Frozen => return ratio,
                 Binade::Single => {
                     ratio = step(ratio);
