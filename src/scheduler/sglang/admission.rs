@@ -21,9 +21,17 @@ const PREFILL_GRAPH_MAX_TOKENS: u64 = 2048;
 /// `ignore_eos` admission rule keeps.
 const IGNORE_EOS_RESERVE_TOKENS: f64 = 1.0;
 
+/// A token count as a float, exactly as `as f64` rounds it: through `i64`, whose conversion is
+/// one instruction where an unsigned one takes several (counts are far below 2^63).
+#[inline(always)]
+fn float(x: u64) -> f64 {
+    debug_assert!(x < 1 << 63, "invariant: token counts are far below 2^63");
+    x as i64 as f64
+}
+
 /// How an admission attempt ended (`AddReqResult`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum AddResult {
+pub(super) enum AddResult {
     Continue,
     NoToken,
     Other,
@@ -32,7 +40,7 @@ enum AddResult {
 /// The running requests' reservations an admission pass starts from: their float sum as
 /// SGLang adds it, or bounds `lo ≤ sum ≤ hi` of it.
 #[derive(Clone, Copy, Debug)]
-struct Reservations {
+pub(super) struct Reservations {
     lo: f64,
     hi: f64,
     /// Bounds rather than the exact sum.
@@ -40,7 +48,7 @@ struct Reservations {
 }
 
 /// One admission pass: `PrefillAdder`'s budgets and what it has admitted so far.
-struct Pass {
+pub(super) struct Pass {
     /// `available_size() + evictable_size()` when the pass began.
     available: f64,
     /// `PrefillBudget.total_offset`: reservations, the running requests' future tokens included
@@ -56,7 +64,7 @@ struct Pass {
     rem_chunk: Option<i64>,
     page: u64,
     /// `can_run_list`, in admission order.
-    items: Vec<PrefillItem>,
+    pub(super) items: Vec<PrefillItem>,
     /// `new_chunked_req`.
     new_chunked: Option<ReqId>,
     /// Requests taken from the waiting queue (the chunked continuation is not one of them).
@@ -76,18 +84,21 @@ impl Pass {
     fn remaining_total(&self) -> f64 {
         self.available - self.total_offset
     }
+    #[inline]
     fn remaining_current(&self) -> f64 {
         self.available - self.current_offset
     }
+    #[inline]
     fn ceil_page(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.page) * self.page
     }
     /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
+    #[inline(always)]
     fn reserve(&mut self, extend: u64, max_new: u64) {
         let extend = self.ceil_page(extend);
-        let immediate = (extend + self.page) as f64;
-        self.total_offset += immediate + max_new as f64;
-        self.total_offset_lo += immediate + max_new as f64;
+        let immediate = float(extend + self.page);
+        self.total_offset += immediate + float(max_new);
+        self.total_offset_lo += immediate + float(max_new);
         self.current_offset += immediate;
         self.rem_input -= extend as i64;
         if let Some(c) = self.rem_chunk.as_mut() {
@@ -98,6 +109,7 @@ impl Pass {
     /// the exact remainder lies between those of the two bounds (float addition and
     /// subtraction are monotone, and both offsets took the same additions), so where the two
     /// decide alike the exact sum does too; where they differ the pass is unsure.
+    #[inline(always)]
     fn on_remaining<T: PartialEq>(&mut self, decide: impl Fn(f64) -> T) -> T {
         let d = decide(self.remaining_total());
         if self.bounded && !self.unsure {
@@ -106,6 +118,7 @@ impl Pass {
         d
     }
     /// `PrefillAdder.budget_state`.
+    #[inline(always)]
     fn state(&mut self) -> AddResult {
         if !(self.remaining_current() > 0.0 && self.on_remaining(|r| r > 0.0)) {
             return AddResult::NoToken;
@@ -116,6 +129,7 @@ impl Pass {
         AddResult::Continue
     }
     /// `_commit_prefill_admission`: add `take` tokens of `id` to the batch.
+    #[inline(always)]
     fn commit(&mut self, id: ReqId, take: u64, max_new: u64, chunked: bool) -> AddResult {
         self.reserve(take, max_new);
         self.items.push(PrefillItem {
@@ -133,7 +147,7 @@ impl Pass {
 impl Sglang {
     /// Σ over the decode batch of `min(max_new − generated, clip) × ratio` (1.0 for
     /// `ignore_eos`): `PrefillAdder._get_running_request_total_token_offset`, in batch order.
-    fn running_reservations(&self, reqs: &Requests) -> Reservations {
+    pub(super) fn running_reservations(&self, reqs: &Requests) -> Reservations {
         let tokens = self
             .running
             .iter()
@@ -159,7 +173,8 @@ impl Sglang {
     /// `n·ε/2` (to first order) of `S_ratio × ratio + S_one`; the bounds leave more than twice
     /// that, and the rounding of their own computation. `None` for a ratio so small that the
     /// products could be subnormal (their rounding is not relative).
-    fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
+    #[inline]
+    pub(super) fn reservation_interval(&mut self, reqs: &Requests) -> Option<Reservations> {
         let [at_ratio, at_one] = self.reserved_tokens();
         debug_assert_eq!(
             [at_ratio, at_one],
@@ -186,8 +201,8 @@ impl Sglang {
         if !(1e-200..=1.0).contains(&ratio) {
             return None;
         }
-        let t = at_ratio as f64 * ratio + at_one as f64;
-        let c = (self.running.len() as f64 + 8.0) * f64::EPSILON;
+        let t = float(at_ratio) * ratio + float(at_one);
+        let c = (float(self.running.len() as u64) + 8.0) * f64::EPSILON;
         Some(Reservations {
             lo: t * (1.0 - c),
             hi: t * (1.0 + c),
@@ -195,6 +210,7 @@ impl Sglang {
         })
     }
 
+    #[inline]
     fn sort_waiting(&mut self, reqs: &Requests) {
         match self.p.policy {
             // The cache-aware policies order by the cache (`cache_priority`); without it they
@@ -235,6 +251,7 @@ impl Sglang {
     }
 
     /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
+    #[inline(always)]
     fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
         let r = &reqs[id];
         let generated = u64::from(r.out_tokens);
@@ -243,7 +260,7 @@ impl Sglang {
             .saturating_sub(generated)
             .min(self.p.clip);
         // `PrefillBudget.check_prefill`: strictly below what remains.
-        let need = (extend + max_new_left + self.p.page) as f64;
+        let need = float(extend + max_new_left + self.p.page);
         if pass.on_remaining(|r| need >= r) {
             return AddResult::NoToken;
         }
@@ -338,6 +355,7 @@ impl Sglang {
     }
 
     /// `get_new_batch_prefill`: admit what fits and start a prefill batch.
+    #[inline]
     pub(super) fn try_prefill(
         &mut self,
         now: SimTime,
@@ -349,6 +367,12 @@ impl Sglang {
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return None;
         }
+        self.admit(now, reqs)
+    }
+
+    /// [`try_prefill`](Self::try_prefill) when a pass is to be made.
+    #[inline(never)]
+    fn admit(&mut self, now: SimTime, reqs: &mut Requests) -> Option<(InFlight, SimDuration)> {
         let running_bs = self.running.len() as u64;
         // `get_num_allocatable_reqs`: the request rows left (a continuing chunk holds its own).
         let allocatable = self.p.max_running.saturating_sub(running_bs);
@@ -362,15 +386,36 @@ impl Sglang {
         // pass matches and locks as it goes (what is free changes): one exact pass.
         // The item list of a finished batch, reused.
         let items = std::mem::take(&mut self.spare_items);
-        let (pass, stop) = if self.cache.is_some() {
+        let (mut pass, stop) = if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
             self.cached_pass(reqs, mixed, allocatable, items)
         } else {
             let bounds = self.reservation_interval(reqs);
+            // Tried after a pass that stopped for lack of memory (the head that did not fit
+            // then usually does not now): elsewhere the pass usually admits, and would only
+            // repeat the head's check.
+            if self.memory_stopped
+                && bounds.is_some_and(|b| self.head_surely_refused(reqs, mixed, allocatable, b))
+            {
+                // The pass would stop at once for lack of memory, nothing admitted.
+                debug_assert!(
+                    {
+                        let (check, stop) =
+                            self.bounded_pass(reqs, mixed, allocatable, bounds, Vec::new());
+                        check.items.is_empty() && stop == Some(AddResult::NoToken)
+                    },
+                    "invariant: a head surely refused is what the admission pass decides"
+                );
+                self.spare_items = items;
+                self.batch_is_full = !self.running.is_empty();
+                self.counters.memory_stops += 1;
+                return None;
+            }
             self.bounded_pass(reqs, mixed, allocatable, bounds, items)
         };
+        self.memory_stopped = stop == Some(AddResult::NoToken);
         match stop {
             // The slot limit closes the latch.
             Some(AddResult::Other) => {
@@ -387,11 +432,59 @@ impl Sglang {
             self.spare_items = pass.items;
             return None;
         }
-        self.start_prefill(now, pass, running_bs, reqs)
+        self.start_prefill(now, &mut pass, running_bs, reqs)
+    }
+
+    /// Whether the admission pass without the radix cache surely stops at the queue's head for
+    /// lack of memory (`AddResult::NoToken`), nothing admitted, with the running requests'
+    /// reservations within `bounds`: no continuing chunk goes first, a request row is left,
+    /// the pass's input and chunk budgets start positive (so that its first `budget_state` is
+    /// never `Other`), the head takes `add_one_req` and does not fit even by the lower bound
+    /// of the reservations (then by the exact sum neither: the remainder only shrinks as the
+    /// offset grows). [`pass`](Self::pass) decides exactly so, in more steps (a debug-build
+    /// check holds the two together, and the test
+    /// `a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it`).
+    #[inline]
+    pub(super) fn head_surely_refused(
+        &self,
+        reqs: &Requests,
+        mixed: u64,
+        allocatable: u64,
+        bounds: Reservations,
+    ) -> bool {
+        if self.chunked.is_some() || allocatable == 0 {
+            return false;
+        }
+        let Some(&id) = self.waiting.front() else {
+            return false;
+        };
+        let r = &reqs[id];
+        if r.ignore_eos && !self.p.radix_cache {
+            return false;
+        }
+        if (self.p.max_prefill as i64) - (mixed as i64) <= 0
+            || self
+                .p
+                .chunk
+                .is_some_and(|c| (c as i64) - (mixed as i64) <= 0)
+        {
+            return false;
+        }
+        // As `new_pass` and `add_one` compute them.
+        let available = float(self.kv.available_tokens());
+        let total_offset_lo = float(mixed) + bounds.lo;
+        let generated = u64::from(r.out_tokens);
+        let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
+        let max_new_left = u64::from(r.max_new_tokens)
+            .saturating_sub(generated)
+            .min(self.p.clip);
+        let need = float(extend + max_new_left + self.p.page);
+        need >= available - total_offset_lo
     }
 
     /// The admission pass without the radix cache: with `bounds` of the reservations, and
     /// exact only if the bounds left a decision unsure (or there are none).
+    #[inline(always)]
     fn bounded_pass(
         &self,
         reqs: &Requests,
@@ -400,29 +493,34 @@ impl Sglang {
         bounds: Option<Reservations>,
         items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
+        let available = self.kv.available_tokens();
         let Some(bounds) = bounds else {
             let exact = self.running_reservations(reqs);
-            return self.pass(reqs, mixed, allocatable, exact, items);
+            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let stop = self.run_pass(&mut pass, reqs, allocatable);
+            return (pass, stop);
         };
-        let bound = self.pass(reqs, mixed, allocatable, bounds, items);
-        if bound.0.unsure {
-            let mut items = bound.0.items;
-            items.clear();
+        let mut pass = self.new_pass(available, mixed, bounds, reqs, items);
+        let stop = self.run_pass(&mut pass, reqs, allocatable);
+        if pass.unsure {
             let exact = self.running_reservations(reqs);
-            return self.pass(reqs, mixed, allocatable, exact, items);
+            let items = std::mem::take(&mut pass.items);
+            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let stop = self.run_pass(&mut pass, reqs, allocatable);
+            return (pass, stop);
         }
         debug_assert!(
             {
                 let exact = self.running_reservations(reqs);
-                let exact = self.pass(reqs, mixed, allocatable, exact, Vec::new());
-                exact.0.items == bound.0.items
-                    && exact.0.new_chunked == bound.0.new_chunked
-                    && exact.0.admitted == bound.0.admitted
-                    && exact.1 == bound.1
+                let (check, exact_stop) = self.pass(reqs, mixed, allocatable, exact, Vec::new());
+                check.items == pass.items
+                    && check.new_chunked == pass.new_chunked
+                    && check.admitted == pass.admitted
+                    && exact_stop == stop
             },
             "invariant: a bounded admission pass that is sure decides as the exact one"
         );
-        bound
+        (pass, stop)
     }
 
     /// The admission pass with the radix cache (`mem_cache/radix_cache.py`,
@@ -437,7 +535,8 @@ impl Sglang {
         items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
         let reservations = self.running_reservations(reqs);
-        let mut pass = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
+        let mut owned = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
+        let pass = &mut owned;
         let mut stop = None;
         for i in 0..self.waiting.len() {
             let id = self.waiting[i];
@@ -456,7 +555,7 @@ impl Sglang {
             self.lock_matched(id);
             pass.available = self.free_tokens() as f64;
             let before = pass.admitted;
-            let result = self.add_one(&mut pass, id, reqs);
+            let result = self.add_one(pass, id, reqs);
             if pass.admitted == before {
                 self.unlock_matched(id);
                 pass.available = self.free_tokens() as f64;
@@ -468,26 +567,27 @@ impl Sglang {
                 break;
             }
         }
-        (pass, stop)
+        (owned, stop)
     }
 
-    /// A pass's budgets before its first request: `available` free tokens, `mixed` decode tokens
-    /// of a mixed batch, the running requests' `reservations`; a continuing chunk goes first.
-    /// `items` is an empty list to fill (its allocation reused).
+    /// Set `pass` to a pass's budgets before its first request: `available` free tokens,
+    /// `mixed` decode tokens of a mixed batch, the running requests' `reservations`; a
+    /// continuing chunk goes first. Its item list is emptied (its allocation reused).
+    #[inline(always)]
     fn new_pass(
         &self,
         available: u64,
         mixed: u64,
         reservations: Reservations,
         reqs: &Requests,
-        items: Vec<PrefillItem>,
+        mut items: Vec<PrefillItem>,
     ) -> Pass {
-        debug_assert!(items.is_empty(), "invariant: a pass starts with no items");
+        items.clear();
         let mut pass = Pass {
-            available: available as f64,
-            total_offset: mixed as f64 + reservations.hi,
-            total_offset_lo: mixed as f64 + reservations.lo,
-            current_offset: mixed as f64,
+            available: float(available),
+            total_offset: float(mixed) + reservations.hi,
+            total_offset_lo: float(mixed) + reservations.lo,
+            current_offset: float(mixed),
             rem_input: self.p.max_prefill as i64 - mixed as i64,
             rem_chunk: self.p.chunk.map(|c| c as i64 - mixed as i64),
             page: self.p.page,
@@ -507,7 +607,7 @@ impl Sglang {
     /// One admission pass over the (sorted) waiting queue, the running requests' reservations
     /// given as `reservations` — exact, or an upper bound (then the pass says whether it is
     /// `unsure`). Returns the pass and why it stopped, if it stopped short.
-    fn pass(
+    pub(super) fn pass(
         &self,
         reqs: &Requests,
         mixed: u64,
@@ -515,10 +615,22 @@ impl Sglang {
         reservations: Reservations,
         items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
-        let mut pass = self.new_pass(self.kv.available_tokens(), mixed, reservations, reqs, items);
+        let available = self.kv.available_tokens();
+        let mut pass = self.new_pass(available, mixed, reservations, reqs, items);
+        let stop = self.run_pass(&mut pass, reqs, allocatable);
+        (pass, stop)
+    }
+
+    /// The admission pass's walk over the (sorted) waiting queue, from `pass` as
+    /// [`new_pass`](Self::new_pass) made it. Returns why it stopped, if it stopped short.
+    #[inline(always)]
+    fn run_pass(&self, pass: &mut Pass, reqs: &Requests, allocatable: u64) -> Option<AddResult> {
         let mut stop = None;
+        // After an admission the budgets' state is the one `commit` just found (`Continue`):
+        // not asked again.
+        let mut known = false;
         for &id in self.waiting.iter() {
-            if pass.unsure || pass.state() == AddResult::Other {
+            if pass.unsure || (!known && pass.state() == AddResult::Other) {
                 break;
             }
             if pass.items.len() as u64 >= allocatable {
@@ -530,9 +642,9 @@ impl Sglang {
                 break;
             }
             let result = if reqs[id].ignore_eos && !self.p.radix_cache {
-                self.add_one_ignore_eos(&mut pass, id, reqs)
+                self.add_one_ignore_eos(pass, id, reqs)
             } else {
-                self.add_one(&mut pass, id, reqs)
+                self.add_one(pass, id, reqs)
             };
             if result != AddResult::Continue {
                 if result == AddResult::NoToken {
@@ -540,8 +652,9 @@ impl Sglang {
                 }
                 break;
             }
+            known = true;
         }
-        (pass, stop)
+        stop
     }
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
@@ -549,16 +662,12 @@ impl Sglang {
     fn start_prefill(
         &mut self,
         now: SimTime,
-        pass: Pass,
+        pass: &mut Pass,
         running_bs: u64,
         reqs: &mut Requests,
     ) -> Option<(InFlight, SimDuration)> {
-        let Pass {
-            items,
-            new_chunked,
-            admitted,
-            ..
-        } = pass;
+        let items = std::mem::take(&mut pass.items);
+        let (new_chunked, admitted) = (pass.new_chunked, pass.admitted);
         // Admitted requests are a prefix of the (sorted) waiting queue.
         let mut cached_tokens = 0u64;
         for _ in 0..admitted {

@@ -84,6 +84,7 @@ impl Cache {
 
 impl Sglang {
     /// A request enters the scheduler: its sequence is known to the cache.
+    #[inline]
     pub(super) fn cache_arrive(&mut self, id: ReqId, reqs: &Requests) {
         if let Some(c) = self.cache.as_mut() {
             let r = &reqs[id];
@@ -102,17 +103,20 @@ impl Sglang {
 
     /// KV tokens counted as free: the pool's free tokens and, with the cache, the tokens no
     /// lock holds (`available_size() + evictable_size()`).
+    #[inline]
     pub(super) fn free_tokens(&self) -> u64 {
         self.kv.available_tokens() + self.cache.as_ref().map_or(0, |c| c.tree.evictable_tokens())
     }
 
     /// The tokens SGLang's `token usage` counts: the pool's use less what the tree could evict.
+    #[inline]
     pub(super) fn usage_tokens(&self) -> u64 {
         self.kv.used_tokens() - self.cache.as_ref().map_or(0, |c| c.tree.evictable_tokens())
     }
 
     /// Allocate `pages`, evicting unlocked leaves first if the pool lacks them
     /// (`alloc_token_slots` / `alloc_for_extend` → `evict_for_alloc`).
+    #[inline]
     pub(super) fn alloc_evicting(&mut self, pages: u64) {
         if let Some(c) = self.cache.as_mut() {
             c.tree.evict_until(&mut self.kv, pages * self.p.page);
@@ -246,6 +250,7 @@ impl Sglang {
     }
 
     /// Cached tokens a waiting request found at its latest match (0 without the cache).
+    #[inline]
     pub(super) fn matched(&self, id: ReqId) -> u32 {
         self.cache
             .as_ref()
@@ -255,6 +260,7 @@ impl Sglang {
 
     /// An admitted request's cached prefix, which becomes the tree's part of its KV row
     /// (`cache_protected_len = prefix_len`).
+    #[inline]
     pub(super) fn admit_cached(&mut self, id: ReqId) -> u32 {
         let Some(c) = self.cache.as_mut() else {
             return 0;
@@ -276,7 +282,16 @@ impl Sglang {
     /// `checkpoint_into_tree`: publish the first `upto` tokens of its sequence (whole pages),
     /// free its copies of what the tree already held, split at the prompt's end if the key
     /// goes beyond it, and move its lock to where the insert ended.
+    #[inline]
     pub(super) fn checkpoint(&mut self, id: ReqId, upto: u32, reqs: &Requests) {
+        if self.cache.is_some() {
+            self.checkpoint_cached(id, upto, reqs);
+        }
+    }
+
+    /// [`checkpoint`](Self::checkpoint) with the cache on.
+    #[inline(never)]
+    fn checkpoint_cached(&mut self, id: ReqId, upto: u32, reqs: &Requests) {
         let page = self.p.page;
         let Some(c) = self.cache.as_mut() else {
             return;
@@ -307,11 +322,18 @@ impl Sglang {
     /// `publish` tokens, those whose KV is written ([`checkpoint`](Self::checkpoint)); the
     /// tree's part stays, the rest is freed, the lock released. Without the cache the whole row
     /// is freed.
+    #[inline]
     pub(super) fn release_kv(&mut self, id: ReqId, kv: u64, publish: Option<u32>, reqs: &Requests) {
         if self.cache.is_none() {
             self.kv.free_pages(pages_for(kv, self.p.page));
-            return;
+        } else {
+            self.release_cached(id, kv, publish, reqs);
         }
+    }
+
+    /// [`release_kv`](Self::release_kv) with the cache on.
+    #[inline(never)]
+    fn release_cached(&mut self, id: ReqId, kv: u64, publish: Option<u32>, reqs: &Requests) {
         let finished = publish.is_some();
         if let Some(upto) = publish {
             self.checkpoint(id, upto, reqs);

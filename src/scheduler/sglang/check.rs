@@ -55,6 +55,26 @@ impl Sglang {
             kv_sum, self.running_kv_tokens,
             "invariant: running KV tokens add up"
         );
+        let (out_less_since, max_new) = self.running.iter().fold((0i64, 0u64), |(o, m), &id| {
+            let Place::Running {
+                since_step,
+                out_then,
+                max_new,
+                ..
+            } = self.place(id)
+            else {
+                unreachable!("checked above");
+            };
+            (
+                o + i64::from(out_then) - since_step as i64,
+                m + u64::from(max_new),
+            )
+        });
+        assert_eq!(
+            (out_less_since, max_new),
+            (self.out_less_since, self.max_new_sum),
+            "invariant: the running batch's output and max_new_tokens sums add up"
+        );
         if self.in_flight.is_none() {
             assert_eq!(
                 need,

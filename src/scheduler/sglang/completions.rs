@@ -61,11 +61,13 @@ impl Completions {
         }
     }
 
+    #[inline]
     fn width(&self) -> u64 {
         self.mask + 1
     }
 
     /// Add the entry `(step, stay, id)`, a step not yet past.
+    #[inline(always)]
     pub fn push(&mut self, step: u64, stay: u64, id: ReqId) {
         debug_assert!(
             step >= self.base,
@@ -78,6 +80,7 @@ impl Completions {
         }
     }
 
+    #[inline(always)]
     fn link(&mut self, entry: Entry) {
         let slot = (entry.0 & self.mask) as usize;
         let node = Node {
@@ -99,11 +102,20 @@ impl Completions {
     }
 
     /// Steps up to `step` are past; entries from further ahead come into the wheel.
+    #[inline]
     pub fn pass(&mut self, step: u64) {
         if step < self.base {
             return;
         }
         self.base = step + 1;
+        if !self.far.is_empty() {
+            self.pull_far();
+        }
+    }
+
+    /// Entries from further ahead come into the wheel as it passes.
+    #[inline(never)]
+    fn pull_far(&mut self) {
         while let Some(&Reverse(e)) = self.far.peek() {
             if e.0 >= self.base + self.width() {
                 break;
@@ -115,6 +127,7 @@ impl Completions {
 
     /// Take the entries of step `step` for which `current` holds into `out` (in any order),
     /// drop the slot's others (stale), and pass the step.
+    #[inline(always)]
     pub fn take(&mut self, step: u64, current: impl Fn(ReqId, u64) -> bool, out: &mut Vec<Entry>) {
         debug_assert!(step >= self.base, "invariant: steps are taken in order");
         if step > self.base {
@@ -123,7 +136,9 @@ impl Completions {
         }
         let slot = (step & self.mask) as usize;
         let mut at = std::mem::take(&mut self.heads[slot]);
-        self.occupied[slot / 64] &= !(1 << (slot % 64));
+        if at != 0 {
+            self.occupied[slot / 64] &= !(1 << (slot % 64));
+        }
         while at != 0 {
             let i = at - 1;
             let Node { entry, next } = self.nodes[i as usize];
@@ -144,6 +159,7 @@ impl Completions {
 
     /// The step of the next current entry (for which `current` holds), dropping the stale ones
     /// met on the way.
+    #[inline]
     pub fn next_step(&mut self, current: impl Fn(ReqId, u64) -> bool) -> Option<u64> {
         let words = self.occupied.len();
         let start = (self.base & self.mask) as usize;
@@ -247,6 +263,60 @@ mod tests {
             vec![(120, 7), (133, 5), (500, 4)]
         );
         assert_eq!(q.next_step(|_, _| true), None);
+    }
+
+    proptest::proptest! {
+        /// Pushes, requests leaving early, steps taken one by one and jumps, as the scheduler
+        /// makes them: the next completion and each step's entries are the model's.
+        #[test]
+        fn the_next_completion_is_the_earliest_current_entry(
+            ops in proptest::collection::vec((0u8..4, 0u64..300, proptest::prelude::any::<u16>()), 1..200),
+        ) {
+            let mut q = Completions::new(64);
+            // (step, id, current)
+            let mut model: Vec<(u64, u32, bool)> = Vec::new();
+            let mut next_id = 0u32;
+            for (op, ahead, pick) in ops {
+                let live: Vec<usize> = (0..model.len()).filter(|&i| model[i].2).collect();
+                match op {
+                    0 | 1 => {
+                        let step = q.base + ahead;
+                        q.push(step, u64::from(next_id), ReqId(next_id));
+                        model.push((step, next_id, true));
+                        next_id += 1;
+                    }
+                    2 if !live.is_empty() => {
+                        let i = live[usize::from(pick) % live.len()];
+                        model[i].2 = false;
+                    }
+                    _ => {
+                        let alive = |id: ReqId, _| model.iter().any(|e| e.1 == id.0 && e.2);
+                        let want = model.iter().filter(|e| e.2).map(|e| e.0).min();
+                        let got = q.next_step(alive);
+                        proptest::prop_assert_eq!(got, want);
+                        // A step at or before the next completion: taken, or jumped to
+                        // before it.
+                        let upto = want.unwrap_or(q.base + 100);
+                        let k = q.base + u64::from(pick) % (upto - q.base + 1);
+                        if Some(k) == want || pick % 2 == 0 {
+                            let mut out = Vec::new();
+                            q.take(k, alive, &mut out);
+                            let mut ids: Vec<u32> = out.iter().map(|e| e.2 .0).collect();
+                            ids.sort_unstable();
+                            let mut expect: Vec<u32> =
+                                model.iter().filter(|e| e.2 && e.0 == k).map(|e| e.1).collect();
+                            expect.sort_unstable();
+                            proptest::prop_assert_eq!(ids, expect);
+                            for e in model.iter_mut().filter(|e| e.0 == k) {
+                                e.2 = false;
+                            }
+                        } else if k > q.base {
+                            q.pass(k - 1);
+                        }
+                    }
+                }
+            }
+        }
     }
 
     #[test]

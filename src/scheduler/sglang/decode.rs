@@ -3,13 +3,14 @@
 //! (`process_batch_result_decode`): every running request gets a token, those reaching their
 //! length finish.
 
-use super::{InFlight, Place, Sglang};
+use super::{completions, InFlight, Place, Sglang};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::Outbox;
 use crate::time::{SimDuration, SimTime};
 
 impl Sglang {
     /// `update_running_batch` and the decode step.
+    #[inline(always)]
     pub(super) fn try_decode(
         &mut self,
         now: SimTime,
@@ -47,6 +48,7 @@ impl Sglang {
 
     /// `prepare_for_decode`: a KV slot for every running request's next token. Returns the
     /// batch size.
+    #[inline(always)]
     pub(super) fn alloc_decode_slots(&mut self) -> u64 {
         let pages = self.pages_needed_next_step();
         self.alloc_evicting(pages);
@@ -58,6 +60,7 @@ impl Sglang {
 
     /// Every running request gets one token at `now`: the decode counter advances, and those
     /// reaching their length finish (their KV is released). Returns whether any finished.
+    #[inline(always)]
     pub(super) fn advance_decode(
         &mut self,
         now: SimTime,
@@ -68,24 +71,53 @@ impl Sglang {
         self.last_round_end = now;
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
-        let first = out.finished.len();
         // The step's completions, in a buffer kept between calls.
         let mut done = std::mem::take(&mut self.done_buf);
         done.clear();
         let places = &self.places;
         let current = |id, stay| super::current_stay(places, id, stay);
         self.finish.take(self.decode_step, current, &mut done);
-        // In the order of their stays, as they joined.
+        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
+        // which reopens admission at once (0.5.23 filters on every pass).
+        let any = match done.as_slice() {
+            [] => false,
+            &[(_, stay, id)] => {
+                let at = self.running_index(id, stay);
+                self.leave_running(id, reqs);
+                reqs[id].phase = Phase::Finished;
+                out.finished.push(id);
+                self.running.remove(at);
+                true
+            }
+            _ => {
+                self.finish_several(&mut done, reqs, out);
+                true
+            }
+        };
+        self.done_buf = done;
+        if any {
+            self.batch_is_full = false;
+        }
+        any
+    }
+
+    /// [`advance_decode`](Self::advance_decode)'s completions when a step has several: released
+    /// in the order of their stays, as they joined (with the radix cache, in batch order).
+    fn finish_several(
+        &mut self,
+        done: &mut [completions::Entry],
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) {
         done.sort_unstable_by_key(|e| e.1);
-        if self.cache.is_some() && done.len() > 1 {
+        if self.cache.is_some() {
             // Released in batch order (`process_batch_result_decode`): the cache's access
             // times follow it.
             let at = |&(_, _, id): &(u64, u64, ReqId)| self.running.iter().position(|x| *x == id);
             done.sort_by_key(at);
         }
-        // The next pass of `get_next_batch_to_run` filters them out of the running batch,
-        // which reopens admission at once (0.5.23 filters on every pass). Up to a few dozen are
-        // found where they are (while they are still running), more by their phase.
+        // Up to a few dozen are found where they are (while they are still running), more by
+        // their phase.
         let few = done.len() <= 24;
         let mut at = std::mem::take(&mut self.index_buf);
         at.clear();
@@ -95,15 +127,10 @@ impl Sglang {
                     .map(|&(_, stay, id)| self.running_index(id, stay)),
             );
         }
-        for &(_, _, id) in &done {
+        for &(_, _, id) in done.iter() {
             self.leave_running(id, reqs);
             reqs[id].phase = Phase::Finished;
             out.finished.push(id);
-        }
-        self.done_buf = done;
-        if out.finished.len() == first {
-            self.index_buf = at;
-            return false;
         }
         if few {
             at.sort_unstable();
@@ -112,19 +139,18 @@ impl Sglang {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
         }
         self.index_buf = at;
-        self.batch_is_full = false;
-        true
     }
 
     /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
     /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
     /// binary search by stay finds it, checked; else a scan.
+    #[inline(always)]
     fn running_index(&self, id: ReqId, stay: u64) -> usize {
-        let stay_of = |x: &ReqId| match self.place(*x) {
-            Place::Running { stay, .. } => stay,
+        let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
+            Some(&Place::Running { stay, .. }) => stay,
             _ => u64::MAX,
         };
-        if self.running.len() > 64 {
+        if self.running.len() > 16 {
             let i = self.running.partition_point(|x| stay_of(x) < stay);
             if self.running.get(i) == Some(&id) {
                 return i;
@@ -134,6 +160,7 @@ impl Sglang {
             .expect("invariant: a finished request was running")
     }
 
+    #[inline(always)]
     pub(super) fn finish_decode(
         &mut self,
         now: SimTime,

@@ -28,10 +28,47 @@ pub(super) struct SkipPlan {
 }
 
 impl Sglang {
+    /// Whether the next iterations may be plain decode steps, as far as O(1) checks tell: a
+    /// batch running, none in flight, no chunk continuing, no admission to try (the latch
+    /// closed or nobody waiting), page size 1 (with larger pages the pool grows unevenly);
+    /// overlapped, the decode step decided ahead is of the whole running batch (not one that
+    /// still holds a request finished since).
+    #[inline]
+    pub(super) fn may_skip(&self) -> bool {
+        let batch = self.running.len() as u64;
+        self.p.page == 1
+            && self.in_flight.is_none()
+            && self.chunked.is_none()
+            && batch > 0
+            && (self.batch_is_full || self.waiting.is_empty())
+            && (!self.p.overlap
+                || matches!(self.planned, Some((super::InFlight::Decode { batch: b }, _))
+                    if b == batch && self.leaving.is_empty()))
+    }
+
+    /// `skip_decode` once [`may_skip`](Self::may_skip) holds.
+    #[inline(never)]
+    pub(super) fn skip_run(
+        &mut self,
+        now: SimTime,
+        limit: SimTime,
+        max_steps: u64,
+        reqs: &mut crate::request::Requests,
+        out: &mut Outbox,
+    ) -> Option<Skip> {
+        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
+        let skip = self.take_skip(now, s, out);
+        self.finish_skip(skip.end, s, reqs, out);
+        #[cfg(debug_assertions)]
+        self.debug_check(reqs);
+        Some(skip)
+    }
+
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
     /// once: until the next completion (its step included when the decisions made up to it are
     /// still plain decode steps), while memory lasts, at most `max_steps`, and while they end
-    /// before `limit`. Page size 1 only (with larger pages the pool grows unevenly).
+    /// before `limit` — [`may_skip`](Self::may_skip) holding.
+    #[inline(always)]
     pub(super) fn plan_skip(
         &mut self,
         now: SimTime,
@@ -39,33 +76,18 @@ impl Sglang {
         max_steps: u64,
         ends: &mut Vec<u64>,
     ) -> Option<SkipPlan> {
-        if self.p.page != 1
-            || self.in_flight.is_some()
-            || self.chunked.is_some()
-            || self.running.is_empty()
-            || !(self.batch_is_full || self.waiting.is_empty())
-        {
-            return None;
-        }
+        debug_assert!(self.may_skip());
+        let batch = self.running.len() as u64;
+        // Overlapped: the first step is the decode step decided ahead, its KV allocated.
+        let attended_first = if self.p.overlap {
+            self.running_kv_tokens
+        } else {
+            self.running_kv_tokens + batch
+        };
         // The next completion (stale entries of retracted requests are dropped on the way).
         let places = &self.places;
         let next_finish =
             (self.finish).next_step(|id, stay| super::current_stay(places, id, stay))?;
-        let batch = self.running.len() as u64;
-        // Overlapped: the first step is the decode step decided ahead, of the whole running
-        // batch (not one that still holds a request finished since), its KV allocated.
-        let attended_first = if self.p.overlap {
-            match self.planned {
-                Some((super::InFlight::Decode { batch: b }, _))
-                    if b == batch && self.leaving.is_empty() =>
-                {
-                    self.running_kv_tokens
-                }
-                _ => return None,
-            }
-        } else {
-            self.running_kv_tokens + batch
-        };
         // The step at whose end the next requests complete is decided, and (overlapped) decides
         // the next, before anything changes: it belongs to the run, unless that decision sets a
         // request aside as finishing by length (`set_aside_finishing`; the filter errs only
@@ -129,17 +151,23 @@ impl Sglang {
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
         let interval = self.p.log_interval;
-        let mut j = interval - self.decode_batches % interval;
+        let first_line = interval - self.decode_batches % interval;
         let mut counted = 0u64;
-        while j <= ended {
+        if first_line <= ended {
+            // Their steps and times, the run priced once.
+            let mut lines = std::mem::take(&mut self.line_steps);
+            lines.clear();
             let run = DecodeSteps::new(&*self.cost, b, s.attended_first, n, &out.run_ends)
                 .with_total(total.as_ns());
-            let at = now + SimDuration::from_ns(run.elapsed(j));
-            self.decode_tokens_since_log += b * (j - counted);
-            counted = j;
-            let token = s.used_first + b * (j - 1);
-            self.log_decode(&mut out.log, at, b, token);
-            j += interval;
+            let steps = (first_line..=ended).step_by(interval as usize);
+            lines.extend(steps.map(|j| (j, now + SimDuration::from_ns(run.elapsed(j)))));
+            for &(j, at) in &lines {
+                self.decode_tokens_since_log += b * (j - counted);
+                counted = j;
+                let token = s.used_first + b * (j - 1);
+                self.log_decode(&mut out.log, at, b, token);
+            }
+            self.line_steps = lines;
         }
         self.decode_tokens_since_log += b * (ended - counted);
         out.decode_run = Some(DecodeRun {
@@ -150,20 +178,19 @@ impl Sglang {
             end: now + total,
         });
         // The ratio decays once per step, exactly as step by step.
-        for _ in 0..n {
-            if self.ratio <= self.p.ratio_min {
-                break;
-            }
-            self.ratio = (self.ratio - self.p.ratio_decay).max(self.p.ratio_min);
-        }
+        self.ratio = self.decay.run(self.ratio, n);
         // Evicting for the whole run at once takes the same leaves as step by step: nothing
         // touches the cache in between.
         self.alloc_evicting(b * n);
         self.running_kv_tokens += b * n;
         if self.p.overlap {
-            // The step after the run, decided at the launch of its last step.
+            // The step after the run, decided at the launch of its last step: of the same
+            // batch as the step decided ahead (`may_skip`), only its duration changes.
             let next = self.cost.decode(b, s.attended_first + b * n);
-            self.planned = Some((super::InFlight::Decode { batch: b }, next));
+            match &mut self.planned {
+                Some((super::InFlight::Decode { batch }, d)) if *batch == b => *d = next,
+                _ => panic!("invariant: a run follows a decode step decided ahead"),
+            }
         }
         self.decode_step += ended;
         self.finish.pass(self.decode_step);
@@ -211,5 +238,226 @@ impl Sglang {
             !out.finished.is_empty(),
             "invariant: a run that ends at a completion completes requests"
         );
+    }
+}
+
+/// `new_token_ratio`'s decay over runs of decode steps that each set it to
+/// `max(ratio − decay, min)` (the float operations of `try_decode`), exactly — in O(1) per
+/// binade it crosses rather than per step.
+///
+/// Within a binade `[2^e, 2^(e+1))`, whose floats are the multiples of its ulp `u` (the ratio's
+/// mantissa counts them above `2^e`), a step whose exact result `r − decay` stays in the binade
+/// rounds it to a multiple of `u`: down by `q·u` or `(q + 1)·u` where `decay = q·u + f`,
+/// `0 ≤ f < u`, as `f` is below or above `u/2` — the same for every such step, so they are an
+/// arithmetic sequence, counted at once. A tie (`f = u/2`, rounded to even, alternating), a step
+/// that leaves the binade and a decay of a binade or more are taken one at a time; a decay
+/// below half an ulp leaves the ratio where it is. What depends on the binade alone is kept for
+/// the next run.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Decay {
+    decay: f64,
+    min: f64,
+    /// How the steps go in the binades met lately, by the ratio's bits above its mantissa
+    /// (a binade `exp` in slot `exp % 4`: the ratio decays through a few).
+    binades: [(u64, Binade); 4],
+}
+
+/// How the steps go in one binade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Binade {
+    /// One at a time.
+    Single,
+    /// Not at all (a decay below half an ulp).
+    Frozen,
+    /// `ulps` down each, while the ratio is at least `need` ulps above the binade's floor.
+    Sequence { ulps: u64, need: u64 },
+}
+
+const MANTISSA: u64 = (1 << 52) - 1;
+
+impl Decay {
+    /// The decay by `decay` per step down to `min`.
+    pub(super) fn new(decay: f64, min: f64) -> Self {
+        Decay {
+            decay,
+            min,
+            binades: [(u64::MAX, Binade::Single); 4],
+        }
+    }
+
+    fn binade(&self, exp: u64) -> Binade {
+        let decay = self.decay;
+        // Normal positive ratios away from the subnormals (their ulp a normal power of two).
+        if !(decay > 0.0 && decay.is_finite() && (61..0x7ff).contains(&exp)) {
+            return Binade::Single;
+        }
+        let ulp = f64::from_bits((exp - 52) << 52);
+        // Exact: a division by a power of two, far from the subnormals.
+        let t = decay / ulp;
+        if t >= (1u64 << 52) as f64 {
+            return Binade::Single;
+        }
+        let q = t.floor();
+        let frac = t - q;
+        if frac == 0.5 {
+            return Binade::Single;
+        }
+        let ulps = q as u64 + u64::from(frac > 0.5);
+        if ulps == 0 {
+            return Binade::Frozen;
+        }
+        // A step keeps its exact result in the binade while `R − decay/u ≥ 0`, R the ratio's
+        // ulps above the floor: `R ≥ ceil(t)`.
+        Binade::Sequence {
+            ulps,
+            need: t.ceil() as u64,
+        }
+    }
+
+    /// `ratio` after `steps` decode steps.
+    #[inline]
+    pub(super) fn run(&mut self, ratio: f64, steps: u64) -> f64 {
+        // `max(r − 0, min)` is `r` while it is above `min`; at `min` it stays.
+        if steps == 0 || ratio <= self.min || self.decay == 0.0 {
+            return ratio;
+        }
+        self.run_above(ratio, steps)
+    }
+
+    /// [`run`](Self::run) from above the floor.
+    #[inline(never)]
+    fn run_above(&mut self, mut ratio: f64, mut steps: u64) -> f64 {
+        let (decay, min) = (self.decay, self.min);
+        let step = |r: f64| (r - decay).max(min);
+        while steps > 0 && ratio > min {
+            let bits = ratio.to_bits();
+            let exp = bits >> 52;
+            let slot = (exp % 4) as usize;
+            if self.binades[slot].0 != exp {
+                self.binades[slot] = (exp, self.binade(exp));
+            }
+            let (ulps, need) = match self.binades[slot].1 {
+                Binade::Frozen => return ratio,
+                Binade::Single => {
+                    ratio = step(ratio);
+                    steps -= 1;
+                    continue;
+                }
+                Binade::Sequence { ulps, need } => (ulps, need),
+            };
+            let r_units = bits & MANTISSA;
+            if r_units < need {
+                ratio = step(ratio);
+                steps -= 1;
+                continue;
+            }
+            let k = ((r_units - need) / ulps + 1).min(steps);
+            let r = f64::from_bits((exp << 52) | (r_units - k * ulps));
+            debug_assert_eq!(
+                r.to_bits(),
+                decayed_by_steps(ratio, decay, f64::MIN, k).to_bits(),
+                "invariant: a binade's steps are an arithmetic sequence"
+            );
+            steps -= k;
+            if r <= min {
+                return min;
+            }
+            ratio = r;
+        }
+        ratio
+    }
+}
+
+/// `ratio` after `steps` decode steps of [`Decay`] (a fresh one).
+#[cfg(test)]
+pub(super) fn decayed(ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
+    Decay::new(decay, min).run(ratio, steps)
+}
+
+/// [`decayed`] one step at a time, as `try_decode` does (the reference).
+pub(super) fn decayed_by_steps(mut ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
+    for _ in 0..steps {
+        if ratio <= min {
+            break;
+        }
+        ratio = (ratio - decay).max(min);
+    }
+    ratio
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{decayed, decayed_by_steps};
+    use proptest::prelude::*;
+
+    /// A float `units` ulps of `x`'s binade.
+    fn ulps(x: f64, units: f64) -> f64 {
+        let exp = (x.to_bits() >> 52) & 0x7ff;
+        f64::from_bits((exp - 52) << 52) * units
+    }
+
+    #[test]
+    fn the_ratio_decays_as_step_by_step_across_binades_ties_and_the_floor() {
+        // SGLang's defaults (0.7 to 0.098 over 600 steps), and decays of exact ulp multiples,
+        // ties (half an ulp over), and below half an ulp.
+        let init = 0.7f64;
+        let min = init * 0.14;
+        let mut cases = vec![(init, (init - min) / 600.0, min)];
+        for units in [1.0, 2.0, 1.5, 2.5, 0.5, 0.25, 0.75, 3.0 + 1.0 / 3.0] {
+            cases.push((init, ulps(init, units), min));
+            cases.push((0.5, ulps(0.5, units), 0.25 - ulps(0.25, 1.0)));
+        }
+        for (r, d, m) in cases {
+            for steps in [0, 1, 2, 3, 10, 100, 599, 600, 601, 5_000] {
+                assert_eq!(
+                    decayed(r, d, m, steps).to_bits(),
+                    decayed_by_steps(r, d, m, steps).to_bits(),
+                    "ratio {r}, decay {d}, min {m}, {steps} steps"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn one_decay_over_many_runs_is_step_by_step(
+            d in 1e-5f64..0.01,
+            runs in proptest::collection::vec(
+                (0.0f64..1.0, 0u64..700, 0usize..4, 0u32..2_000_000), 1..20),
+        ) {
+            // As the scheduler uses it: one decay, runs from ratios set anew (retractions) —
+            // anywhere, or a few ulps above a binade's floor.
+            let min = 0.098;
+            let mut decay = super::Decay::new(d, min);
+            for (r, steps, floor, above) in runs {
+                let r = match floor {
+                    0 => min + r * (1.0 - min),
+                    k => {
+                        let lo = 1.0 / f64::from(1u32 << k);
+                        lo + ulps(lo, f64::from(above))
+                    }
+                };
+                prop_assert_eq!(
+                    decay.run(r, steps).to_bits(),
+                    decayed_by_steps(r, d, min, steps).to_bits()
+                );
+            }
+        }
+
+        #[test]
+        fn the_ratio_decays_as_step_by_step(
+            r in 1e-6f64..1.0,
+            d in prop_oneof![1e-9f64..0.05, (0u32..64).prop_map(|h| f64::from(h) / 2.0)],
+            m in 0.0f64..1.0,
+            steps in 0u64..3_000,
+        ) {
+            // `d` as a number of half ulps of `r`'s binade, or as a plain fraction.
+            let d = if d >= 0.5 && d.fract() == 0.0 || d.fract() == 0.5 { ulps(r, d) } else { d };
+            let m = m * r;
+            prop_assert_eq!(
+                decayed(r, d, m, steps).to_bits(),
+                decayed_by_steps(r, d, m, steps).to_bits()
+            );
+        }
     }
 }

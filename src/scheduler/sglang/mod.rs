@@ -198,6 +198,8 @@ enum Place {
         max_new: u32,
         /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
         ignore_eos: bool,
+        /// Its prompt tokens (retraction's second key).
+        prompt: u32,
     },
 }
 
@@ -218,7 +220,12 @@ pub struct Sglang {
     prefilling: u64,
     /// `running_batch.batch_is_full`: admission is not attempted while it is set.
     batch_is_full: bool,
+    /// The latest admission pass stopped for lack of memory (a hint for the next: see
+    /// `admission.rs`, `head_surely_refused`).
+    memory_stopped: bool,
     ratio: f64,
+    /// The ratio's decay over a fast-forward run.
+    decay: fast_forward::Decay,
     /// Decode tokens given to the running batch so far (by processed decode and mixed
     /// batches): a running request's output count derives from it.
     decode_step: u64,
@@ -238,8 +245,10 @@ pub struct Sglang {
     /// buffers kept between calls.
     done_buf: Vec<completions::Entry>,
     index_buf: Vec<usize>,
-    /// Retraction's keys `(generated, Reverse(prompt))`, a buffer kept between calls.
-    retract_keys: Vec<(u32, std::cmp::Reverse<u32>)>,
+    /// The requests a retraction takes back, a buffer kept between calls.
+    retracted: Vec<ReqId>,
+    /// A fast-forward's Decode lines, `(step in the run, when)`, a buffer kept between calls.
+    line_steps: Vec<(u64, SimTime)>,
     /// A prefill batch's item list, kept for the next admission pass once the batch is done.
     spare_items: Vec<PrefillItem>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
@@ -251,6 +260,11 @@ pub struct Sglang {
     length_due: BinaryHeap<Reverse<(u64, u64, ReqId)>>,
     /// Σ KV tokens held by the decode batch.
     running_kv_tokens: u64,
+    /// Σ over the decode batch of `out_then − since_step` (a request's output count less the
+    /// decode counter: constant while it runs, but for its first token) and of
+    /// `max_new_tokens`: the sums of retraction's ratio re-estimate, without a scan.
+    out_less_since: i64,
+    max_new_sum: u64,
     /// Running requests by `(context − since_step) mod page` (see the module docs).
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
@@ -291,6 +305,7 @@ impl Sglang {
         let r = &spec.new_token_ratio;
         let ratio_init = (r.init * spec.schedule_conservativeness).min(1.0);
         let ratio_min = (ratio_init * r.min_factor).min(1.0);
+        let ratio_decay = (ratio_init - ratio_min) / f64::from(r.decay_steps);
         let pool = engine.kv_capacity_tokens;
         let max_req_len = context_len
             .map_or(pool - 1, |c| (c - 1).min(pool - 1))
@@ -306,7 +321,7 @@ impl Sglang {
                 log_interval: u64::from(spec.decode_log_interval),
                 ratio_init,
                 ratio_min,
-                ratio_decay: (ratio_init - ratio_min) / f64::from(r.decay_steps),
+                ratio_decay,
                 clip: u64::from(r.clip_max_new_tokens),
                 graph_max_bs: u64::from(spec.cuda_graph_max_bs),
                 max_req_len,
@@ -323,7 +338,9 @@ impl Sglang {
             chunked: None,
             prefilling: 0,
             batch_is_full: false,
+            memory_stopped: false,
             ratio: ratio_init,
+            decay: fast_forward::Decay::new(ratio_decay, ratio_min),
             decode_step: 0,
             alloc_step: 0,
             decode_batches: 0,
@@ -331,11 +348,14 @@ impl Sglang {
             finish: completions::Completions::new(max_req_len + 1),
             done_buf: Vec::new(),
             index_buf: Vec::new(),
-            retract_keys: Vec::new(),
+            retracted: Vec::new(),
+            line_steps: Vec::new(),
             spare_items: Vec::new(),
             length_due: BinaryHeap::new(),
             reserved: reserved::Reserved::default(),
             running_kv_tokens: 0,
+            out_less_since: 0,
+            max_new_sum: 0,
             page_buckets: vec![0; page as usize],
             in_flight: None,
             planned: None,
@@ -364,10 +384,12 @@ impl Sglang {
         self.log_enabled = on;
     }
 
+    #[inline]
     fn place(&self, id: ReqId) -> Place {
         self.places.get(id.0 as usize).copied().unwrap_or_default()
     }
 
+    #[inline]
     fn set_place(&mut self, id: ReqId, place: Place) {
         let i = id.0 as usize;
         if i >= self.places.len() {
@@ -378,6 +400,7 @@ impl Sglang {
 
     /// Output tokens a request has generated so far (while running, derived from the
     /// decode-step counter).
+    #[inline]
     fn output_tokens(&self, id: ReqId, r: &Request) -> u32 {
         match self.place(id) {
             Place::Running {
@@ -392,6 +415,7 @@ impl Sglang {
     /// KV slots a running request holds now: prompt + generated − 1 (the newest token's KV is
     /// written by the next decode step), plus a slot per decode step scheduled and not yet
     /// processed.
+    #[inline]
     fn running_kv(&self, id: ReqId) -> u64 {
         match self.place(id) {
             Place::Running {
@@ -404,10 +428,12 @@ impl Sglang {
     }
 
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
+    #[inline]
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
         current_stay(&self.places, id, stay)
     }
 
+    #[inline]
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
         let p = self.p.page;
         if p == 1 {
@@ -417,6 +443,7 @@ impl Sglang {
     }
 
     /// Pages the next decode step must allocate (`check_decode_mem`).
+    #[inline]
     fn pages_needed_next_step(&self) -> u64 {
         let p = self.p.page;
         if p == 1 {
@@ -426,12 +453,14 @@ impl Sglang {
         self.page_buckets[idx]
     }
 
+    #[inline]
     fn next_step_fits(&self) -> bool {
         self.pages_needed_next_step() * self.p.page <= self.free_tokens()
     }
 
     /// Put a request into the running batch, holding the KV of its input (prompt + output so
     /// far, the newest output token excepted).
+    #[inline]
     fn join_running(&mut self, id: ReqId, reqs: &mut Requests) {
         self.join_running_at(id, reqs, false, true);
     }
@@ -439,6 +468,7 @@ impl Sglang {
     /// [`join_running`](Self::join_running) for a request whose first token is still to come
     /// (`first_token_pending`: it holds its whole input's KV and its output count excludes that
     /// token); without `schedule_finish` its completion is scheduled when that token arrives.
+    #[inline(always)]
     fn join_running_at(
         &mut self,
         id: ReqId,
@@ -456,6 +486,7 @@ impl Sglang {
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         let max_new = r.max_new_tokens;
         let ignore_eos = r.ignore_eos;
+        let prompt = r.prompt_tokens;
         self.set_place(
             id,
             Place::Running {
@@ -466,10 +497,13 @@ impl Sglang {
                 stay,
                 max_new,
                 ignore_eos,
+                prompt,
             },
         );
         self.count_reserved(id, Some(reqs[id].target_output_tokens));
         self.running_kv_tokens += kv_then;
+        self.out_less_since += i64::from(out) - self.decode_step as i64;
+        self.max_new_sum += u64::from(max_new);
         let b = self.bucket_of(kv_then, self.alloc_step);
         self.page_buckets[b] += 1;
         if schedule_finish {
@@ -489,22 +523,29 @@ impl Sglang {
 
     /// Take a request out of the running batch's accounting (the caller removes it from
     /// `running`), its KV still held.
+    #[inline]
     fn forget_running(&mut self, id: ReqId) {
         self.forget_running_at(id, self.place(id));
     }
 
     /// [`forget_running`](Self::forget_running) of `id`, whose place is `place`. Returns the KV
     /// slots it holds.
+    #[inline(always)]
     fn forget_running_at(&mut self, id: ReqId, place: Place) -> u64 {
         let Place::Running {
             alloc_since,
             kv_then,
+            since_step,
+            out_then,
+            max_new,
             ..
         } = place
         else {
             panic!("invariant: forget_running on a request that is not running");
         };
         let kv = kv_then + (self.alloc_step - alloc_since);
+        self.out_less_since -= i64::from(out_then) - since_step as i64;
+        self.max_new_sum -= u64::from(max_new);
         self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
         let b = self.bucket_of(kv_then, alloc_since);
@@ -516,6 +557,7 @@ impl Sglang {
     /// Take a request out of the running batch (the caller removes it from `running`) and
     /// release its KV — a finished request's published to the radix cache first. Returns the KV
     /// slots released.
+    #[inline(always)]
     fn leave_running(&mut self, id: ReqId, reqs: &mut Requests) -> u64 {
         let place = self.place(id);
         let Place::Running {
@@ -535,6 +577,7 @@ impl Sglang {
         kv
     }
 
+    #[inline(always)]
     fn push_waiting(&mut self, id: ReqId, reqs: &mut Requests) {
         self.set_place(id, Place::Waiting);
         let r = &mut reqs[id];
@@ -612,6 +655,7 @@ impl Sglang {
     }
 
     /// Keep a processed prefill batch's item list for the next admission pass.
+    #[inline]
     fn recycle_items(&mut self, mut items: Vec<PrefillItem>) {
         if items.capacity() > self.spare_items.capacity() {
             items.clear();
@@ -623,6 +667,7 @@ impl Sglang {
 impl Sglang {
     /// `get_next_batch_to_run`: the next batch and its duration, its KV allocated. With the
     /// overlapped loop a batch may be in flight (scheduled, not processed).
+    #[inline(always)]
     fn decide(
         &mut self,
         now: SimTime,
@@ -748,12 +793,11 @@ impl Scheduler for Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
-        let skip = self.take_skip(now, s, out);
-        self.finish_skip(skip.end, s, reqs, out);
-        #[cfg(debug_assertions)]
-        self.debug_check(reqs);
-        Some(skip)
+        // Most calls end here, before the run's frame is set up.
+        if !self.may_skip() {
+            return None;
+        }
+        self.skip_run(now, limit, max_steps, reqs, out)
     }
 
     fn stuck_reason(&self, reqs: &Requests) -> Option<String> {

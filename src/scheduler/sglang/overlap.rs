@@ -30,6 +30,7 @@ use crate::time::{SimDuration, SimTime};
 impl Sglang {
     /// Launch the batch decided before (or decide one, from idle), then decide the next with it
     /// in flight.
+    #[inline(always)]
     pub(super) fn start_overlapped(
         &mut self,
         now: SimTime,
@@ -49,6 +50,7 @@ impl Sglang {
     /// A prefill (or mixed) batch is merged into the running batch when the next batch is
     /// decided, that is, as it is launched: its prefilled requests join with their first token
     /// still to come, and a continuing chunk's progress counts from now.
+    #[inline(always)]
     fn launch(&mut self, batch: &InFlight, reqs: &mut Requests) {
         let InFlight::Prefill {
             items, decode_rows, ..
@@ -90,10 +92,17 @@ impl Sglang {
     /// `_reqs_finishing_inflight`: before a decode decision, set aside the running requests
     /// that the batch in flight finishes by reaching `max_new_tokens`. Returns whether any
     /// was. Only the overlapped loop has a batch in flight when deciding.
+    #[inline]
     pub(super) fn set_aside_finishing(&mut self, reqs: &Requests) -> bool {
         if self.in_flight.is_none() || !self.any_length_due() {
             return false;
         }
+        self.set_aside_due(reqs)
+    }
+
+    /// [`set_aside_finishing`](Self::set_aside_finishing) once some request may be finishing.
+    #[inline(never)]
+    fn set_aside_due(&mut self, reqs: &Requests) -> bool {
         let members: Vec<ReqId> = match &self.in_flight {
             None => return false,
             // A decode or mixed batch holds every running request.
@@ -125,6 +134,7 @@ impl Sglang {
     /// [`set_aside_finishing`](Self::set_aside_finishing): from the decode step at which
     /// `out_then + (step − since_step) + 1 ≥ max_new_tokens`. Only the overlapped loop sets
     /// requests aside.
+    #[inline]
     pub(super) fn note_length_due(
         &mut self,
         id: ReqId,
@@ -152,6 +162,7 @@ impl Sglang {
     /// Whether some running request has reached the step from which it may be finishing by
     /// length (a superset: [`set_aside_finishing`](Self::set_aside_finishing) then decides
     /// exactly, request by request).
+    #[inline]
     fn any_length_due(&mut self) -> bool {
         self.length_due_by(self.decode_step)
     }
@@ -159,6 +170,7 @@ impl Sglang {
     /// Whether some running request may be set aside as finishing by length by a decision
     /// made at decode step `step` (`false` is sure; `true` may err early). Drops the entries
     /// of past stays on top of the heap.
+    #[inline]
     pub(super) fn length_due_by(&mut self, step: u64) -> bool {
         while let Some(&Reverse((due, stay, id))) = self.length_due.peek() {
             if self.is_current_stay(id, stay) {
@@ -170,6 +182,7 @@ impl Sglang {
     }
 
     /// Process the result of the batch in flight.
+    #[inline(always)]
     pub(super) fn finish_overlapped(
         &mut self,
         now: SimTime,
@@ -217,6 +230,7 @@ impl Sglang {
     }
 
     /// A prefilled request's first token. `add` when the decode counter did not give it.
+    #[inline(always)]
     fn first_token(
         &mut self,
         now: SimTime,
@@ -228,11 +242,10 @@ impl Sglang {
         let Place::Running {
             since_step,
             out_then,
-            alloc_since,
             kv_then,
             stay,
             max_new,
-            ignore_eos,
+            ..
         } = self.place(it.id)
         else {
             // Still chunking; or retracted (its result is discarded); or finished already —
@@ -261,18 +274,11 @@ impl Sglang {
         if recount {
             self.count_reserved(it.id, None);
         }
-        self.set_place(
-            it.id,
-            Place::Running {
-                since_step,
-                out_then,
-                alloc_since,
-                kv_then,
-                stay,
-                max_new,
-                ignore_eos,
-            },
-        );
+        // Only its output count changes.
+        if let Some(Place::Running { out_then: o, .. }) = self.places.get_mut(it.id.0 as usize) {
+            *o = out_then;
+        }
+        self.out_less_since += 1;
         if recount {
             self.count_reserved(it.id, Some(target));
         }
@@ -289,7 +295,16 @@ impl Sglang {
     }
 
     /// The requests set aside as finishing by length finish now; their KV is released.
+    #[inline]
     fn finish_leaving(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
+        if !self.leaving.is_empty() {
+            self.finish_left(now, reqs, out);
+        }
+    }
+
+    /// [`finish_leaving`](Self::finish_leaving) when some are.
+    #[inline(never)]
+    fn finish_left(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         for (id, kv) in std::mem::take(&mut self.leaving) {
             let r = &mut reqs[id];
             r.out_tokens = r.max_new_tokens;

@@ -37,6 +37,7 @@ type Change = (u64, u8, u64, ReqId, u64);
 
 impl Sglang {
     /// `k` of a running request (see the module docs), its stay, and its class.
+    #[inline]
     fn reserve_key(place: Place) -> Option<(u64, u64, usize)> {
         match place {
             Place::Running {
@@ -100,6 +101,7 @@ impl Sglang {
     /// Whether a running request that joined at `since_step` with `out_then` output tokens
     /// (its first token just counted) and stops at `target` reserves `clip` before and after
     /// that token with no change to come before it leaves: then its count stands as it is.
+    #[inline]
     pub(super) fn stays_clipped(
         &self,
         since_step: u64,
@@ -114,12 +116,13 @@ impl Sglang {
 
     /// Count a running request (its place just set) whose output stops at `target` tokens
     /// (`Some`), or stop counting one (`None`; its place still set).
+    #[inline]
     pub(super) fn count_reserved(&mut self, id: ReqId, target: Option<u32>) {
         self.count_reserved_at(id, self.place(id), target);
     }
 
     /// [`count_reserved`](Self::count_reserved) of `id`, whose place is `place`.
-    #[inline]
+    #[inline(always)]
     pub(super) fn count_reserved_at(&mut self, id: ReqId, place: Place, target: Option<u32>) {
         self.sync_reserved();
         let (k, stay, c) =
@@ -170,6 +173,7 @@ impl Sglang {
 
     /// Σ over the running batch of `min(max_new − generated, clip)`: of the requests reserving
     /// at `new_token_ratio`, and of the `ignore_eos` ones.
+    #[inline]
     pub(super) fn reserved_tokens(&mut self) -> [u64; 2] {
         self.sync_reserved();
         let (s, clip) = (self.decode_step, self.p.clip);

@@ -4,7 +4,7 @@
 
 use std::cmp::Reverse;
 
-use super::{Sglang, RETRACT_DECODE_STEPS};
+use super::{Place, Sglang, RETRACT_DECODE_STEPS};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::{Eviction, LogRecord, Outbox};
 use crate::time::SimTime;
@@ -20,24 +20,68 @@ impl Sglang {
         kv
     }
 
+    /// Where the next victim is in the batch: the smallest `(generated, −prompt)`, among equal
+    /// keys the latest in batch order (see [`retract`](Self::retract)). A scan of the whole
+    /// batch: the reference of [`next_victim`](Self::next_victim).
+    fn retraction_victim(&self, reqs: &Requests) -> usize {
+        let mut at = 0;
+        let mut best = (u32::MAX, Reverse(0));
+        for (i, &id) in self.running.iter().enumerate() {
+            let key = (
+                self.output_tokens(id, &reqs[id]),
+                Reverse(reqs[id].prompt_tokens),
+            );
+            if key <= best {
+                (best, at) = (key, i);
+            }
+        }
+        at
+    }
+
+    /// [`retraction_victim`](Self::retraction_victim), from the batch's end. A request has
+    /// generated at least the decode steps since it joined, and without mixed batches the
+    /// batch is in the order requests joined (`since_step` never falls along it): once a
+    /// request has waited more steps than the fewest tokens found so far, it and every request
+    /// before it have more tokens — the scan stops. Usually after a few of the latest.
+    fn next_victim(&self, reqs: &Requests) -> usize {
+        if self.p.mixed_chunk {
+            return self.retraction_victim(reqs);
+        }
+        // The key `(generated, Reverse(prompt))` as one integer; from the end, the first of
+        // the smallest keys is the latest in batch order.
+        let (mut at, mut best) = (0, u64::MAX);
+        let step = self.decode_step;
+        for (i, &id) in self.running.iter().enumerate().rev() {
+            let Some(&Place::Running {
+                since_step,
+                out_then,
+                prompt,
+                ..
+            }) = self.places.get(id.0 as usize)
+            else {
+                panic!("invariant: running requests are running");
+            };
+            let waited = step - since_step;
+            if waited > best >> 32 {
+                break;
+            }
+            let generated = u64::from(out_then) + waited;
+            let key = (generated << 32) | u64::from(!prompt);
+            if key < best {
+                (best, at) = (key, i);
+            }
+        }
+        debug_assert_eq!(at, self.retraction_victim(reqs));
+        at
+    }
+
     /// `ScheduleBatch.retract_decode` and the ratio re-estimate.
     pub(super) fn retract(&mut self, now: SimTime, reqs: &mut Requests, out: &mut Outbox) {
         // SGLang sorts by (generated, −prompt) descending with a stable sort and pops victims
         // from the end: the victim is the smallest key, and among equal keys the latest in batch
         // order. Usually one victim suffices, so select it rather than sort.
-        // One pass over the batch: each request's key, and the sums the ratio re-estimate
-        // takes over the requests that stay (the victims' are taken off as they go).
-        let mut keys = std::mem::take(&mut self.retract_keys);
-        keys.clear();
-        let (mut decoded, mut max_new) = (0u64, 0u64);
-        for &id in &self.running {
-            let r = &reqs[id];
-            let generated = self.output_tokens(id, r);
-            keys.push((generated, Reverse(r.prompt_tokens)));
-            decoded += u64::from(generated);
-            max_new += u64::from(r.max_new_tokens);
-        }
-        let mut retracted: Vec<ReqId> = Vec::new();
+        let mut retracted = std::mem::take(&mut self.retracted);
+        retracted.clear();
         let mut freed = 0u64;
         let mut first = true;
         while first || !self.next_step_fits() {
@@ -45,15 +89,8 @@ impl Sglang {
                 break;
             }
             first = false;
-            let mut at = 0;
-            for (i, k) in keys.iter().enumerate() {
-                if *k <= keys[at] {
-                    at = i;
-                }
-            }
-            decoded -= u64::from(keys.remove(at).0);
+            let at = self.next_victim(reqs);
             let victim = self.running.remove(at);
-            max_new -= u64::from(reqs[victim].max_new_tokens);
             let remaining = self.running.len() as u64;
             freed += self.leave_retracted(victim, remaining, reqs);
             retracted.push(victim);
@@ -62,8 +99,6 @@ impl Sglang {
         if !self.next_step_fits() {
             // Newer SGLang aborts the last request when even it cannot grow.
             let last = self.running.pop().expect("invariant: one request is kept");
-            decoded -= u64::from(keys.pop().expect("invariant: a key per request").0);
-            max_new -= u64::from(reqs[last].max_new_tokens);
             freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;
             if let Some(at) = reqs[last].outside_token_at.take() {
@@ -72,7 +107,10 @@ impl Sglang {
             self.counters.aborted += 1;
             out.finished.push(last);
         }
-        self.retract_keys = keys;
+        // The sums over the requests that stay (the victims' were taken off as they left).
+        let n = self.running.len() as u64;
+        let decoded = (self.out_less_since + (n * self.decode_step) as i64) as u64;
+        let max_new = self.max_new_sum;
         debug_assert_eq!(
             (decoded, max_new),
             self.running.iter().fold((0, 0), |(d, m), &id| {
@@ -84,7 +122,6 @@ impl Sglang {
             }),
             "invariant: the re-estimate's sums are the remaining batch's"
         );
-        let n = self.running.len() as u64;
         self.ratio = ((decoded + RETRACT_DECODE_STEPS * n) as f64 / (max_new + 1) as f64).min(1.0);
         self.counters.eviction_events += 1;
         self.counters.evictions += retracted.len() as u64;
@@ -103,5 +140,6 @@ impl Sglang {
                 ratio_after: self.ratio,
             }));
         }
+        self.retracted = retracted;
     }
 }

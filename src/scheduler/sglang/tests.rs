@@ -467,3 +467,56 @@ fn group_members_admitted_together_each_compute_the_prefix_and_later_ones_hit_it
     assert_eq!(reqs[c].cached_tokens, 300);
     assert_eq!(sch.kv.used_tokens(), 600 + 50);
 }
+
+#[test]
+fn a_head_that_cannot_fit_is_refused_without_a_pass_as_the_pass_refuses_it() {
+    // One request running (50 + 1 + its reservation), then a head of every prompt length from
+    // one that fits to one that does not: the refusal without a pass holds only where the
+    // exact admission pass stops at the head for lack of memory, nothing admitted — and holds
+    // once the head is clearly too long.
+    let mut refused_fast = 0;
+    for prompt in (1..=290).step_by(3) {
+        let (mut s, mut reqs) = (sched(300, SchedulePolicy::Fcfs), Requests::default());
+        let a = add(&mut s, &mut reqs, 0, 50, 100, 10);
+        let mut t = SimTime::ZERO;
+        assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a])));
+        step(&mut s, &mut reqs, &mut t);
+        add(&mut s, &mut reqs, 1, prompt, 100, 2);
+        let allocatable = s.p.max_running - s.running.len() as u64;
+        let bounds = s
+            .reservation_interval(&reqs)
+            .expect("a ratio of 0.7 has bounds");
+        let fast = s.head_surely_refused(&reqs, 0, allocatable, bounds);
+        let exact = s.running_reservations(&reqs);
+        let (pass, stop) = s.pass(&reqs, 0, allocatable, exact, Vec::new());
+        let refused = pass.items.is_empty() && stop == Some(admission::AddResult::NoToken);
+        assert!(
+            !fast || refused,
+            "prompt {prompt}: refused without a pass, admitted by it"
+        );
+        assert_eq!(
+            fast, refused,
+            "prompt {prompt}: far from the boundary the two agree"
+        );
+        refused_fast += u32::from(fast);
+    }
+    assert!(refused_fast > 10, "only {refused_fast} heads refused");
+}
+
+#[test]
+fn retraction_takes_the_latest_of_equal_keys() {
+    // b and c tie on generated tokens and prompt: SGLang's stable sort pops the later, c.
+    let (mut s, mut reqs) = (sched(2_000, SchedulePolicy::Fcfs), Requests::default());
+    s.p.clip = 10;
+    let a = add(&mut s, &mut reqs, 0, 100, 2000, 1500);
+    let b = add(&mut s, &mut reqs, 1, 200, 2000, 1500);
+    let c = add(&mut s, &mut reqs, 2, 200, 2000, 1500);
+    let mut t = SimTime::ZERO;
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a, b, c])));
+    while s.counters.eviction_events == 0 {
+        step(&mut s, &mut reqs, &mut t);
+    }
+    assert_eq!(reqs[c].phase, Phase::Waiting);
+    assert_eq!(reqs[a].phase, Phase::Running);
+    assert_eq!(reqs[b].phase, Phase::Running);
+}
