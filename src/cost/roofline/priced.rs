@@ -13,8 +13,12 @@ use crate::time::SimDuration;
 /// Batch sizes below this have their terms kept once computed.
 const KEPT_BATCHES: usize = 2048;
 
-/// Steps priced between two growths of the ends' vector.
-const CHUNK: u64 = 256;
+/// [`DecodeAt::ns_f64_of`]: every step's memory time is its larger one.
+const MEMORY: u8 = 0;
+/// [`DecodeAt::ns_f64_of`]: every step's compute time is its larger one.
+const COMPUTE: u8 = 1;
+/// [`DecodeAt::ns_f64_of`]: the larger one is found step by step.
+const EITHER: u8 = 2;
 
 /// 2⁵²: from it up every float is an integer.
 const TWO_52: f64 = 4_503_599_627_370_496.0;
@@ -49,19 +53,94 @@ impl PricedRoofline {
 }
 
 impl DecodeAt {
+    /// The step's memory time attending `kv` tokens: weights and KV cache read.
+    #[inline(always)]
+    fn memory_s(&self, kv: f64) -> f64 {
+        let kv_s = kv * self.kv_bytes_per_token / self.bw;
+        self.weights_s + kv_s
+    }
+
+    /// The step's compute time attending `kv` tokens.
+    #[inline(always)]
+    fn compute_s(&self, kv: f64) -> f64 {
+        (self.batch_flops + kv * self.attention_flops_per_pair) / self.flops_per_s
+    }
+
     /// `s × 10⁹` of the step attending `kv` tokens, `s` the seconds
     /// [`duration_at`](Self::duration_at) rounds: the same operations in the same order.
     fn ns_f64(&self, kv: f64) -> f64 {
-        let kv_s = kv * self.kv_bytes_per_token / self.bw;
-        let compute_s = (self.batch_flops + kv * self.attention_flops_per_pair) / self.flops_per_s;
-        let memory_s = self.weights_s + kv_s;
-        // `f64::max` without its NaN handling: neither is NaN here (finite terms).
-        let slower = if compute_s > memory_s {
-            compute_s
-        } else {
-            memory_s
+        self.ns_f64_of::<EITHER>(kv)
+    }
+
+    /// [`ns_f64`](Self::ns_f64) knowing which of the two times is the larger one (`BOUND`:
+    /// [`MEMORY`], [`COMPUTE`], or [`EITHER`] to compare them).
+    #[inline(always)]
+    fn ns_f64_of<const BOUND: u8>(&self, kv: f64) -> f64 {
+        let slower = match BOUND {
+            MEMORY => self.memory_s(kv),
+            COMPUTE => self.compute_s(kv),
+            _ => {
+                let (compute_s, memory_s) = (self.compute_s(kv), self.memory_s(kv));
+                // `f64::max` without its NaN handling: neither is NaN here (finite terms).
+                if compute_s > memory_s {
+                    compute_s
+                } else {
+                    memory_s
+                }
+            }
         };
         (slower + self.communication_s + self.overhead_s) * self.scale * 1e9
+    }
+
+    /// The ends of the run's steps from `kv_first`, `batch` more each step, until the budget,
+    /// appended to `ends`: how many fit. Every step must round in the usual range (see
+    /// [`PricedRoofline::decode_ends_within`]) and last no less than the one before, and
+    /// `BOUND` must be the larger time of every step's.
+    ///
+    /// No step lasts less than the first nor more than the last that may fit, so at most
+    /// `(budget − 1) / first` steps fit, and of the budget left after some steps, at least
+    /// `(left − 1) / last` more surely do: those are priced without a check (nor a saturation:
+    /// their ends stay below the budget), and only the steps past such a stretch one by one.
+    #[inline(always)]
+    fn ends<const BOUND: u8>(
+        &self,
+        kv_first: u64,
+        batch: u64,
+        most: u64,
+        budget: u64,
+        ends: &mut Vec<u64>,
+    ) -> u64 {
+        let price = |kv: u64| rounded(self.ns_f64_of::<BOUND>(kv as f64));
+        let cap = most.min(budget.saturating_sub(1) / price(kv_first));
+        if cap == 0 {
+            return 0;
+        }
+        let longest = price(kv_first + batch * (cap - 1));
+        let step = batch as f64;
+        let mut kv = kv_first as f64;
+        let (mut total, mut done) = (0u64, 0u64);
+        while done < cap {
+            let sure = (cap - done).min((budget - 1 - total) / longest);
+            if sure > 0 {
+                // A range's map has an exact length: the vector grows once, unchecked after.
+                ends.extend((0..sure).map(|_| {
+                    total += rounded(self.ns_f64_of::<BOUND>(kv));
+                    kv += step;
+                    total
+                }));
+                done += sure;
+            } else {
+                let next = total.saturating_add(rounded(self.ns_f64_of::<BOUND>(kv)));
+                if next >= budget {
+                    return done;
+                }
+                total = next;
+                ends.push(total);
+                kv += step;
+                done += 1;
+            }
+        }
+        cap
     }
 
     /// Whether every term is finite (then so is every step's value).
@@ -141,8 +220,8 @@ impl StepTimeModel for PricedRoofline {
     /// When the steps never get shorter, their contexts stay below 2⁵³ (so the float context
     /// is stepped exactly) and the first and the last step round in
     /// [`super::to_duration`]'s usual range, every step does (each operation is monotone in the
-    /// context): the loop rounds without checking, and fills the ends a chunk at a time.
-    /// Otherwise the roofline's own loop.
+    /// context): the loop rounds without checking ([`DecodeAt::ends`]). Otherwise the
+    /// roofline's own loop.
     fn decode_ends_within(
         &self,
         batch: u64,
@@ -165,26 +244,18 @@ impl StepTimeModel for PricedRoofline {
                 .r
                 .decode_ends_within(batch, kv_first, most, budget, ends);
         }
-        let (step, budget) = (batch as f64, budget.as_ns());
-        let mut kv = kv_first as f64;
-        let mut total = 0u64;
-        let mut done = 0u64;
-        while done < most {
-            let start = ends.len();
-            ends.resize(start + (most - done).min(CHUNK) as usize, 0);
-            for (k, slot) in ends[start..].iter_mut().enumerate() {
-                let next = total.saturating_add(rounded(at.ns_f64(kv)));
-                if next >= budget {
-                    ends.truncate(start + k);
-                    return done + k as u64;
-                }
-                total = next;
-                *slot = total;
-                kv += step;
-            }
-            done += (ends.len() - start) as u64;
+        let (first, last) = (kv_first as f64, (kv_first + batch * (most - 1)) as f64);
+        // Each term is monotone in the context: when the memory time of the first step is at
+        // least the compute time of the last, every step's larger one is its memory time (the
+        // roofline takes the memory time on a tie), and the other way round.
+        let (memory, compute) = (|kv| at.memory_s(kv), |kv| at.compute_s(kv));
+        if compute(last) <= memory(first) {
+            at.ends::<MEMORY>(kv_first, batch, most, budget.as_ns(), ends)
+        } else if compute(first) > memory(last) {
+            at.ends::<COMPUTE>(kv_first, batch, most, budget.as_ns(), ends)
+        } else {
+            at.ends::<EITHER>(kv_first, batch, most, budget.as_ns(), ends)
         }
-        most
     }
 
     fn describe(&self) -> String {

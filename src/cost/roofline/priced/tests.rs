@@ -146,3 +146,47 @@ proptest! {
         prop_assert_eq!(rounded(x), x.round() as u64);
     }
 }
+
+#[test]
+fn budgets_about_every_end_cut_the_run_where_the_roofline_does() {
+    // Memory-bound, compute-bound and crossing runs, each cut at, before and after each end of
+    // its steps: where the stretches priced without a check meet the steps priced one by one.
+    let llama = roofline("h100", "llama-3.1-8b", 1, 131_072);
+    let kimi = roofline("rtx-pro-6000", "kimi-k2.5", 8, 70_272);
+    for (r, batch, kv0, most) in [
+        (&llama, 64, 50_000, 120),
+        (&llama, 5000, 1_000_000, 60),
+        (&kimi, 7, 0, 150),
+        (&kimi, 2000, 845_000, 80),
+    ] {
+        let mut ends = Vec::new();
+        r.decode_ends_within(batch, kv0, most, SimDuration::from_ns(u64::MAX), &mut ends);
+        for &e in &ends {
+            for budget in [e - 1, e, e + 1] {
+                same_run(r, batch, kv0, most, budget);
+            }
+        }
+    }
+    // And a crossing run.
+    let r = &llama;
+    let crossing = (1..4096u64)
+        .find(|&b| {
+            let a = r.decode_at(b);
+            (a.compute_s(0.0) > a.memory_s(0.0)) != (a.compute_s(4e6) > a.memory_s(4e6))
+        })
+        .expect("a batch where the larger term changes within 4M tokens");
+    let mut ends = Vec::new();
+    let (kv0, most) = (0, 4_000);
+    r.decode_ends_within(
+        crossing,
+        kv0,
+        most,
+        SimDuration::from_ns(u64::MAX),
+        &mut ends,
+    );
+    for &e in ends.iter().step_by(97) {
+        for budget in [e - 1, e, e + 1] {
+            same_run(r, crossing, kv0, most, budget);
+        }
+    }
+}
