@@ -500,6 +500,15 @@ impl<'a> DecodeSteps<'a> {
         }
     }
 
+    /// Each step's end, ns from the run's start, when the run was priced step by step
+    /// ([`StepTimeModel::decode_ends_within`]).
+    pub fn ends(&self) -> Option<&'a [u64]> {
+        match self.priced {
+            Priced::Ends(ends) => Some(ends),
+            _ => None,
+        }
+    }
+
     /// Whether the steps' durations are non-decreasing.
     pub fn non_decreasing(&self) -> bool {
         self.model.decode_non_decreasing(self.batch)

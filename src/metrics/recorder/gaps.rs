@@ -248,7 +248,21 @@ impl Steps<'_, '_> {
             }
         }
         if run.non_decreasing() {
-            d.sorted_groups(to - after, |i| run.duration(after + i) + per_token, g);
+            match run.ends() {
+                // Step `j` lasts `ends[j] − ends[j − 1]` (the first, `ends[0]`): the same
+                // durations as `run.duration`, read from the slice of the steps asked for.
+                Some(ends) => {
+                    let (after, to) = (after as usize, to as usize);
+                    let before = if after == 0 { 0 } else { ends[after - 1] };
+                    let w = &ends[after..to];
+                    let gap = |i: u64| {
+                        let i = i as usize;
+                        w[i] - if i == 0 { before } else { w[i - 1] } + per_token
+                    };
+                    d.sorted_groups(w.len() as u64, gap, g);
+                }
+                None => d.sorted_groups(to - after, |i| run.duration(after + i) + per_token, g),
+            }
             d.add_groups(g, b, sum);
         } else {
             d.add_grouped((after..to).map(|j| (run.duration(j) + per_token, b)));
