@@ -98,11 +98,6 @@ struct Simulator<'s> {
     overhead: Overhead,
     /// `overhead` is nil.
     no_overhead: bool,
-    /// A request reached the engine since the last batch started.
-    arrived: bool,
-    /// Fast-forward attempts in a row right after a request reached the engine without a run,
-    /// those passed over included ([`Simulator::worth_a_run`]).
-    arrival_misses: u32,
     /// `overhead.to_server()`.
     to_server: SimDuration,
     /// Requests sent and not yet in the engine's queue, in send order (they all travel for the
@@ -122,13 +117,6 @@ struct Simulator<'s> {
     /// The bounds of the loop's checks, computed once ([`Caps`]).
     caps: Caps,
 }
-
-/// Attempts in a row right after an arrival without a run, after which only some are made
-/// ([`Simulator::worth_a_run`]).
-const ARRIVAL_MISSES: u32 = 8;
-
-/// Then one attempt in this many is made.
-const ARRIVAL_PROBE: u32 = 16;
 
 /// The bounds that `max_sim_s`, [`SimTime::LIMIT`] and `part_until` set, as the event loop
 /// compares them.
@@ -309,8 +297,6 @@ pub fn run_with_sinks<'s>(
         interrupt: opts.interrupt.clone().unwrap_or_default(),
         overhead: scenario.overhead,
         no_overhead: scenario.overhead.is_zero(),
-        arrived: false,
-        arrival_misses: 0,
         to_server: scenario.overhead.to_server(),
         in_transit: VecDeque::new(),
         returning: BTreeMap::new(),
@@ -331,15 +317,12 @@ impl Simulator<'_> {
         let stop = loop {
             if !self.busy {
                 let batches = self.check_limits()?;
-                if self.stepping == Stepping::FastForward && self.worth_a_run() {
-                    let run = self.fast_forward(batches);
-                    if self.arrived {
-                        self.arrival_misses = match run {
-                            Run::None => self.arrival_misses + 1,
-                            Run::Taken | Run::Completed => 0,
-                        };
-                    }
-                    match run {
+                // A run is exactly its steps taken one by one (a scheduler may always decline
+                // one), so an attempt not made never changes a result: none is set up when the
+                // scheduler surely takes no run (SGLang with requests to admit, as after an
+                // arrival, or a batch in flight).
+                if self.stepping == Stepping::FastForward && self.scheduler.may_skip_decode() {
+                    match self.fast_forward(batches) {
                         Run::None => {}
                         Run::Taken => {
                             self.check_time(self.now)?;
@@ -453,22 +436,6 @@ impl Simulator<'_> {
         }
     }
 
-    /// Whether to attempt a fast-forward now. A run is exactly its steps taken one by one (a
-    /// scheduler may always decline one), so not trying never changes a result, only what the
-    /// run costs. Right after a request reached the engine, an engine that does not skip while
-    /// requests wait (SGLang, unless its batch is full) has no run to take, while vLLM, which
-    /// admits inside its runs, nearly always has one: after [`ARRIVAL_MISSES`] such attempts
-    /// in a row without a run, one in [`ARRIVAL_PROBE`] is made, until one takes a run.
-    #[inline]
-    fn worth_a_run(&mut self) -> bool {
-        let m = self.arrival_misses;
-        if !self.arrived || m < ARRIVAL_MISSES || (m - ARRIVAL_MISSES) % ARRIVAL_PROBE == 0 {
-            return true;
-        }
-        self.arrival_misses = m + 1;
-        false
-    }
-
     /// Stop on Ctrl-C, or when the run has used up `run.max_events` scheduler batches; else
     /// the batches run so far.
     fn check_limits(&self) -> Result<u64, SimError> {
@@ -523,7 +490,6 @@ impl Simulator<'_> {
     }
 
     fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
-        self.arrived = false;
         self.outbox.clear_for_step();
         if let Some(d) = self
             .scheduler
@@ -697,8 +663,6 @@ impl Simulator<'_> {
             .is_err()
         {
             self.refused(id, actions);
-        } else {
-            self.arrived = true;
         }
     }
 

@@ -639,6 +639,13 @@ pub trait Scheduler {
         None
     }
 
+    /// `false` only when [`skip_decode`](Scheduler::skip_decode) surely takes no run now, as
+    /// an O(1) check tells (the simulator then does not set an attempt up). Changes nothing; the
+    /// default, with the default `skip_decode` that never skips, says so.
+    fn may_skip_decode(&self) -> bool {
+        false
+    }
+
     /// When the engine next prints a line on its own clock rather than at a step (vLLM's stats
     /// line every 10 s); `None` if it never does. The simulator calls
     /// [`log_at`](Scheduler::log_at) at that time, before the events of any later time.

@@ -385,12 +385,14 @@ impl Sglang {
         // and the sum is taken only when a decision could turn on it. With the radix cache the
         // pass matches and locks as it goes (what is free changes): one exact pass.
         // The item list of a finished batch, reused.
-        let items = std::mem::take(&mut self.spare_items);
-        let (mut pass, stop) = if self.cache.is_some() {
+        let items = self.spare_items.pop().unwrap_or_default();
+        let mut pass;
+        let stop;
+        if self.cache.is_some() {
             if allocatable > 0 || self.chunked.is_some() {
                 self.cache_priority(reqs);
             }
-            self.cached_pass(reqs, mixed, allocatable, items)
+            (pass, stop) = self.cached_pass(reqs, mixed, allocatable, items);
         } else {
             let bounds = self.reservation_interval(reqs);
             // Tried after a pass that stopped for lack of memory (the head that did not fit
@@ -408,13 +410,38 @@ impl Sglang {
                     },
                     "invariant: a head surely refused is what the admission pass decides"
                 );
-                self.spare_items = items;
+                self.spare_items.push(items);
                 self.batch_is_full = !self.running.is_empty();
                 self.counters.memory_stops += 1;
                 return None;
             }
-            self.bounded_pass(reqs, mixed, allocatable, bounds, items)
-        };
+            // `bounded_pass`, the pass kept where it is made.
+            let available = self.kv.available_tokens();
+            let first = bounds.unwrap_or_else(|| self.running_reservations(reqs));
+            pass = self.new_pass(available, mixed, first, items);
+            self.chunk_first(&mut pass, reqs);
+            let mut s = self.run_pass(&mut pass, reqs, allocatable);
+            if pass.unsure {
+                let exact = self.running_reservations(reqs);
+                let items = std::mem::take(&mut pass.items);
+                pass = self.new_pass(available, mixed, exact, items);
+                self.chunk_first(&mut pass, reqs);
+                s = self.run_pass(&mut pass, reqs, allocatable);
+            } else {
+                debug_assert!(
+                    {
+                        let (check, check_stop) =
+                            self.bounded_pass(reqs, mixed, allocatable, bounds, Vec::new());
+                        check.items == pass.items
+                            && check.new_chunked == pass.new_chunked
+                            && check.admitted == pass.admitted
+                            && check_stop == s
+                    },
+                    "invariant: the pass decides as bounded_pass"
+                );
+            }
+            stop = s;
+        }
         self.memory_stopped = stop == Some(AddResult::NoToken);
         match stop {
             // The slot limit closes the latch.
@@ -428,11 +455,17 @@ impl Sglang {
             }
             _ => {}
         }
-        if pass.items.is_empty() {
-            self.spare_items = pass.items;
+        let Pass {
+            items,
+            new_chunked,
+            admitted,
+            ..
+        } = pass;
+        if items.is_empty() {
+            self.spare_items.push(items);
             return None;
         }
-        self.start_prefill(now, &mut pass, running_bs, reqs)
+        self.start_prefill(now, items, new_chunked, admitted, running_bs, reqs)
     }
 
     /// Whether the admission pass without the radix cache surely stops at the queue's head for
@@ -496,16 +529,19 @@ impl Sglang {
         let available = self.kv.available_tokens();
         let Some(bounds) = bounds else {
             let exact = self.running_reservations(reqs);
-            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let mut pass = self.new_pass(available, mixed, exact, items);
+            self.chunk_first(&mut pass, reqs);
             let stop = self.run_pass(&mut pass, reqs, allocatable);
             return (pass, stop);
         };
-        let mut pass = self.new_pass(available, mixed, bounds, reqs, items);
+        let mut pass = self.new_pass(available, mixed, bounds, items);
+        self.chunk_first(&mut pass, reqs);
         let stop = self.run_pass(&mut pass, reqs, allocatable);
         if pass.unsure {
             let exact = self.running_reservations(reqs);
             let items = std::mem::take(&mut pass.items);
-            let mut pass = self.new_pass(available, mixed, exact, reqs, items);
+            let mut pass = self.new_pass(available, mixed, exact, items);
+            self.chunk_first(&mut pass, reqs);
             let stop = self.run_pass(&mut pass, reqs, allocatable);
             return (pass, stop);
         }
@@ -535,7 +571,8 @@ impl Sglang {
         items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
         let reservations = self.running_reservations(reqs);
-        let mut owned = self.new_pass(self.free_tokens(), mixed, reservations, reqs, items);
+        let mut owned = self.new_pass(self.free_tokens(), mixed, reservations, items);
+        self.chunk_first(&mut owned, reqs);
         let pass = &mut owned;
         let mut stop = None;
         for i in 0..self.waiting.len() {
@@ -579,11 +616,10 @@ impl Sglang {
         available: u64,
         mixed: u64,
         reservations: Reservations,
-        reqs: &Requests,
         mut items: Vec<PrefillItem>,
     ) -> Pass {
         items.clear();
-        let mut pass = Pass {
+        Pass {
             available: float(available),
             total_offset: float(mixed) + reservations.hi,
             total_offset_lo: float(mixed) + reservations.lo,
@@ -597,11 +633,16 @@ impl Sglang {
             req_states: None,
             bounded: reservations.bounded,
             unsure: false,
-        };
-        if let Some(id) = self.chunked {
-            self.add_chunked(&mut pass, id, reqs);
         }
-        pass
+    }
+
+    /// A continuing chunk goes first in `pass`, just made by [`new_pass`](Self::new_pass)
+    /// (apart from it, so that the pass is made where it stays).
+    #[inline(always)]
+    fn chunk_first(&self, pass: &mut Pass, reqs: &Requests) {
+        if let Some(id) = self.chunked {
+            self.add_chunked(pass, id, reqs);
+        }
     }
 
     /// One admission pass over the (sorted) waiting queue, the running requests' reservations
@@ -616,7 +657,8 @@ impl Sglang {
         items: Vec<PrefillItem>,
     ) -> (Pass, Option<AddResult>) {
         let available = self.kv.available_tokens();
-        let mut pass = self.new_pass(available, mixed, reservations, reqs, items);
+        let mut pass = self.new_pass(available, mixed, reservations, items);
+        self.chunk_first(&mut pass, reqs);
         let stop = self.run_pass(&mut pass, reqs, allocatable);
         (pass, stop)
     }
@@ -659,15 +701,16 @@ impl Sglang {
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
     /// start the batch.
+    #[inline(always)]
     fn start_prefill(
         &mut self,
         now: SimTime,
-        pass: &mut Pass,
+        items: Vec<PrefillItem>,
+        new_chunked: Option<ReqId>,
+        admitted: usize,
         running_bs: u64,
         reqs: &mut Requests,
     ) -> Option<(InFlight, SimDuration)> {
-        let items = std::mem::take(&mut pass.items);
-        let (new_chunked, admitted) = (pass.new_chunked, pass.admitted);
         // Admitted requests are a prefix of the (sorted) waiting queue.
         let mut cached_tokens = 0u64;
         for _ in 0..admitted {

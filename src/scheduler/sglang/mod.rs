@@ -249,8 +249,9 @@ pub struct Sglang {
     retracted: Vec<ReqId>,
     /// A fast-forward's Decode lines, `(step in the run, when)`, a buffer kept between calls.
     line_steps: Vec<(u64, SimTime)>,
-    /// A prefill batch's item list, kept for the next admission pass once the batch is done.
-    spare_items: Vec<PrefillItem>,
+    /// Prefill batches' item lists, kept for the next admission passes once the batches are
+    /// done.
+    spare_items: Vec<Vec<PrefillItem>>,
     /// The running requests' admission reservations, as exact sums (`reserved.rs`).
     reserved: reserved::Reserved,
     /// Overlapped loop: `(decode step from which its next token is its max_new_tokens-th,
@@ -657,9 +658,10 @@ impl Sglang {
     /// Keep a processed prefill batch's item list for the next admission pass.
     #[inline]
     fn recycle_items(&mut self, mut items: Vec<PrefillItem>) {
-        if items.capacity() > self.spare_items.capacity() {
+        // A few (the overlapped loop has a batch decided while another runs).
+        if self.spare_items.len() < 4 {
             items.clear();
-            self.spare_items = items;
+            self.spare_items.push(items);
         }
     }
 }
@@ -783,6 +785,11 @@ impl Scheduler for Sglang {
 
     fn step_time(&self) -> &dyn StepTimeModel {
         &*self.cost
+    }
+
+    #[inline]
+    fn may_skip_decode(&self) -> bool {
+        self.may_skip()
     }
 
     fn skip_decode(

@@ -509,6 +509,11 @@ impl Scheduler for Vllm {
         ))
     }
 
+    fn may_skip_decode(&self) -> bool {
+        // With the block pool, step by step (`skip_decode`).
+        self.pool.is_none()
+    }
+
     fn skip_decode(
         &mut self,
         now: SimTime,
