@@ -527,4 +527,4 @@ pub fn from_spec(spec: &StepTimeSpec) -> Box<dyn StepTimeModel> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

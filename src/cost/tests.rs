@@ -6,8 +6,9 @@ use crate::cost::linear::{Linear, LinearStepTime};
 use crate::cost::table::{PricedTable, StepTable};
 use proptest::prelude::*;
 
-/// A model without its line of floors: [`DecodeSteps`] asks it each time.
-struct Unlined<'a>(&'a dyn StepTimeModel);
+/// A model without its line of floors: [`DecodeSteps`] asks it each time (the recorder's tests
+/// use it too).
+pub(crate) struct Unlined<'a>(pub(crate) &'a dyn StepTimeModel);
 
 impl StepTimeModel for Unlined<'_> {
     fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {

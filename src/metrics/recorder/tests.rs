@@ -5,45 +5,10 @@
 
 use super::*;
 use crate::cost::linear::{Linear, LinearStepTime};
+use crate::cost::tests::Unlined;
 use crate::cost::{DecodeSteps, MixedStep, StepTimeModel};
 use crate::metrics::latency::Stats;
 use proptest::prelude::*;
-
-/// A model without its line of floors: [`DecodeSteps`] asks it each time.
-struct Unlined<'a>(&'a dyn StepTimeModel);
-
-impl StepTimeModel for Unlined<'_> {
-    fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
-        self.0.decode(batch, kv_tokens)
-    }
-    fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
-        self.0.prefill(seqs, extend_tokens)
-    }
-    fn mixed(&self, step: MixedStep) -> SimDuration {
-        self.0.mixed(step)
-    }
-    fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        self.0.decode_run(batch, kv_first, steps)
-    }
-    fn decode_run_within(
-        &self,
-        batch: u64,
-        kv_first: u64,
-        most: u64,
-        budget: SimDuration,
-    ) -> (u64, SimDuration) {
-        self.0.decode_run_within(batch, kv_first, most, budget)
-    }
-    fn closed_form_runs(&self) -> bool {
-        self.0.closed_form_runs()
-    }
-    fn decode_non_decreasing(&self, batch: u64) -> bool {
-        self.0.decode_non_decreasing(batch)
-    }
-    fn describe(&self) -> String {
-        self.0.describe()
-    }
-}
 
 /// Steps that rise and fall with the KV (listed ends only).
 struct Uneven;
