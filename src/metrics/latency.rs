@@ -367,61 +367,23 @@ impl Distribution {
     /// the guesses: any search finds the same ends of a non-decreasing sequence.
     pub fn sorted_groups(&self, n: u64, value: impl Fn(u64) -> u64, groups: &mut Vec<(u64, u64)>) {
         groups.clear();
-        if n == 0 {
+        sorted_runs(n, value, |i, m| groups.push((i, m)));
+    }
+
+    /// Add the `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, each `weight` times,
+    /// whose sum (counted once) is `sum`: the same as [`Distribution::sorted_groups`] then
+    /// [`Distribution::add_groups`] (the reference), each run of a bucket held back as it is
+    /// found, without a list of the runs.
+    pub fn add_sorted(&mut self, n: u64, value: impl Fn(u64) -> u64, weight: u64, sum: u128) {
+        if weight == 0 {
             return;
         }
-        let first = value(0);
-        // The second value, for the first guess (and then as a probe of the first run).
-        let second = if n > 1 { value(1) } else { first };
-        let (mut i, mut v) = (0, first);
-        // The mean rise per step so far is `rise / steps`.
-        let (mut rise, mut steps) = (second - first, 1);
-        loop {
-            let (index, _, hi) = bucket(v);
-            let left = n - i;
-            let guess = match (hi - v).checked_mul(steps) {
-                Some(x) if rise > 0 => (x / rise + 1).min(left),
-                _ => left,
-            };
-            let at = |j: u64| {
-                if i == 0 && j == 1 {
-                    second
-                } else {
-                    value(i + j)
-                }
-            };
-            // The guess is right when the value at it is past the bucket and the one before is
-            // in it (or is the run's first); for the rest of the run, when its last value is in.
-            let (m, next) = if guess < left {
-                let x = at(guess);
-                if x <= hi {
-                    run_end(&at, hi, guess, left, None, true)
-                } else if guess == 1 {
-                    (1, Some(x))
-                } else {
-                    let y = at(guess - 1);
-                    if y <= hi {
-                        (guess, Some(x))
-                    } else {
-                        run_end(&at, hi, 0, guess - 1, Some(y), false)
-                    }
-                }
-            } else {
-                let y = at(left - 1);
-                if y <= hi || left == 1 {
-                    (left, None)
-                } else {
-                    run_end(&at, hi, 0, left - 1, Some(y), false)
-                }
-            };
-            groups.push((index, m));
-            i += m;
-            match next {
-                Some(x) if i < n => v = x,
-                _ => break,
-            }
-            (rise, steps) = (v - first, i);
+        if n > 0 {
+            let (held, hist) = (self.held.get_or_insert_with(Held::new), &mut self.hist);
+            sorted_runs(n, value, |i, m| held.hold(hist, i, m * weight));
         }
+        self.count += n * weight;
+        self.sum_exact += sum * u128::from(weight);
     }
 
     /// Add the gaps `d_j + add` of the steps `j` in `from..to` of `line` (step `j` lasting
@@ -598,6 +560,67 @@ pub(super) fn round_to_u64(x: f64) -> u64 {
         (t + i64::from(x - t as f64 >= 0.5)) as u64
     } else {
         x as u64
+    }
+}
+
+/// The runs of [`Distribution::sorted_groups`] (none when `n = 0`), each `(the bucket's index,
+/// count)` handed to `emit` in order.
+#[inline(always)]
+fn sorted_runs(n: u64, value: impl Fn(u64) -> u64, mut emit: impl FnMut(u64, u64)) {
+    if n == 0 {
+        return;
+    }
+    let first = value(0);
+    // The second value, for the first guess (and then as a probe of the first run).
+    let second = if n > 1 { value(1) } else { first };
+    let (mut i, mut v) = (0, first);
+    // The mean rise per step so far is `rise / steps`.
+    let (mut rise, mut steps) = (second - first, 1);
+    loop {
+        let (index, _, hi) = bucket(v);
+        let left = n - i;
+        let guess = match (hi - v).checked_mul(steps) {
+            Some(x) if rise > 0 => (x / rise + 1).min(left),
+            _ => left,
+        };
+        let at = |j: u64| {
+            if i == 0 && j == 1 {
+                second
+            } else {
+                value(i + j)
+            }
+        };
+        // The guess is right when the value at it is past the bucket and the one before is
+        // in it (or is the run's first); for the rest of the run, when its last value is in.
+        let (m, next) = if guess < left {
+            let x = at(guess);
+            if x <= hi {
+                run_end(&at, hi, guess, left, None, true)
+            } else if guess == 1 {
+                (1, Some(x))
+            } else {
+                let y = at(guess - 1);
+                if y <= hi {
+                    (guess, Some(x))
+                } else {
+                    run_end(&at, hi, 0, guess - 1, Some(y), false)
+                }
+            }
+        } else {
+            let y = at(left - 1);
+            if y <= hi || left == 1 {
+                (left, None)
+            } else {
+                run_end(&at, hi, 0, left - 1, Some(y), false)
+            }
+        };
+        emit(index, m);
+        i += m;
+        match next {
+            Some(x) if i < n => v = x,
+            _ => break,
+        }
+        (rise, steps) = (v - first, i);
     }
 }
 

@@ -157,8 +157,6 @@ pub struct Recorder<'a> {
     /// Tokens that came outside a decode step (first tokens, tokens after an eviction), whose
     /// requests' next tokens are timed from them: `(when, how many)`.
     awaiting_next: Vec<(SimTime, u64)>,
-    /// Scratch: a fast-forward's gaps as runs the histograms cannot tell apart.
-    gap_groups: Vec<(u64, u64)>,
 
     // Client window.
     window: SimDuration,
@@ -250,7 +248,6 @@ impl<'a> Recorder<'a> {
             startup_sample: None,
             last_decode_end: None,
             awaiting_next: Vec::new(),
-            gap_groups: Vec::new(),
             window,
             window_completions: VecDeque::new(),
             last_gen_tok_per_s: 0.0,

@@ -95,7 +95,9 @@ impl DecodeAt {
     /// The ends of the run's steps from `kv_first`, `batch` more each step, until the budget,
     /// appended to `ends`: how many fit. Every step must round in the usual range (see
     /// [`PricedRoofline::decode_ends_within`]) and last no less than the one before, and
-    /// `BOUND` must be the larger time of every step's.
+    /// `BOUND` must be the larger time of every step's; `first` is the first step's
+    /// [`rounded`] [`ns_f64`](Self::ns_f64) (the same as `BOUND`'s: the larger time is the
+    /// same float).
     ///
     /// No step lasts less than the first nor more than the last that may fit, so at most
     /// `(budget − 1) / first` steps fit, and of the budget left after some steps, at least
@@ -104,23 +106,33 @@ impl DecodeAt {
     #[inline(always)]
     fn ends<const BOUND: u8>(
         &self,
-        kv_first: u64,
+        (kv_first, first): (u64, u64),
         batch: u64,
         most: u64,
         budget: u64,
         ends: &mut Vec<u64>,
     ) -> u64 {
         let price = |kv: u64| rounded(self.ns_f64_of::<BOUND>(kv as f64));
-        let cap = most.min(budget.saturating_sub(1) / price(kv_first));
+        // The first step bounds the steps that fit and is the first end (it fits when any
+        // step does: `first ≤ budget − 1`).
+        let cap = most.min(budget.saturating_sub(1) / first);
         if cap == 0 {
             return 0;
         }
+        ends.push(first);
+        if cap == 1 {
+            return 1;
+        }
+        // The step at `cap − 1`, priced once: it bounds the others and is the last that may
+        // fit (its context below 2⁵³, the float context stepped to it is the same).
         let longest = price(kv_first + batch * (cap - 1));
         let step = batch as f64;
-        let mut kv = kv_first as f64;
-        let (mut total, mut done) = (0u64, 0u64);
-        while done < cap {
-            let sure = (cap - done).min((budget - 1 - total) / longest);
+        let mut kv = kv_first as f64 + step;
+        let (mut total, mut done) = (first, 1u64);
+        // The steps between the first and the one at `cap − 1`.
+        let inner = cap - 1;
+        while done < inner {
+            let sure = (inner - done).min((budget - 1 - total) / longest);
             if sure > 0 {
                 // A range's map has an exact length: the vector grows once, unchecked after.
                 ends.extend((0..sure).map(|_| {
@@ -140,6 +152,11 @@ impl DecodeAt {
                 done += 1;
             }
         }
+        let next = total.saturating_add(longest);
+        if next >= budget {
+            return done;
+        }
+        ends.push(next);
         cap
     }
 
@@ -232,12 +249,15 @@ impl StepTimeModel for PricedRoofline {
     ) -> u64 {
         let at = self.at(batch);
         let last = (batch.checked_mul(most)).and_then(|k| k.checked_add(kv_first));
-        let usual = |kv: u64| (0.5..TWO_52).contains(&at.ns_f64(kv as f64));
+        let usual_ns = |ns: f64| (0.5..TWO_52).contains(&ns);
+        let usual = |kv: u64| usual_ns(at.ns_f64(kv as f64));
+        // The first step's value, computed once: checked here and priced in the loop.
+        let first_ns = at.ns_f64(kv_first as f64);
         let plain = most > 0
             && self.non_decreasing
             && last.is_some_and(|k| k < EXACT_INTEGERS)
             && at.finite()
-            && usual(kv_first)
+            && usual_ns(first_ns)
             && usual(kv_first + batch * (most - 1));
         if !plain {
             return self
@@ -249,12 +269,13 @@ impl StepTimeModel for PricedRoofline {
         // least the compute time of the last, every step's larger one is its memory time (the
         // roofline takes the memory time on a tie), and the other way round.
         let (memory, compute) = (|kv| at.memory_s(kv), |kv| at.compute_s(kv));
+        let (head, budget) = ((kv_first, rounded(first_ns)), budget.as_ns());
         if compute(last) <= memory(first) {
-            at.ends::<MEMORY>(kv_first, batch, most, budget.as_ns(), ends)
+            at.ends::<MEMORY>(head, batch, most, budget, ends)
         } else if compute(first) > memory(last) {
-            at.ends::<COMPUTE>(kv_first, batch, most, budget.as_ns(), ends)
+            at.ends::<COMPUTE>(head, batch, most, budget, ends)
         } else {
-            at.ends::<EITHER>(kv_first, batch, most, budget.as_ns(), ends)
+            at.ends::<EITHER>(head, batch, most, budget, ends)
         }
     }
 

@@ -65,6 +65,8 @@ fn counted_values_are_the_same_as_repeated_ones_whatever_the_grouping() {
 fn sorted_values_counted_per_bucket_are_the_values_added_one_by_one() {
     // Non-decreasing values over several buckets and bucket sizes, in many runs.
     let (mut each, mut runs) = (Distribution::nanos_as_ms(), Distribution::nanos_as_ms());
+    // The runs held back as they are found ([`Distribution::add_sorted`]).
+    let mut folded = Distribution::nanos_as_ms();
     let mut groups = Vec::new();
     for r in 0..40u64 {
         let value = |i: u64| 3_000 + r * 1_000_003 + i * i * (r % 7) + 211 * i;
@@ -77,7 +79,13 @@ fn sorted_values_counted_per_bucket_are_the_values_added_one_by_one() {
         runs.sorted_groups(n, value, &mut groups);
         assert!(groups.len() as u64 <= n);
         runs.add_groups(&groups, weight, sum);
+        folded.add_sorted(n, value, weight, sum);
     }
+    assert_eq!(folded.count(), runs.count());
+    assert_eq!(folded.mean(), runs.mean());
+    folded.flush();
+    runs.flush();
+    assert_eq!(folded.bucket_counts(), runs.bucket_counts());
     assert_eq!(runs.count(), each.count());
     assert_eq!(runs.mean(), each.mean());
     for q in [0.0, 0.01, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0] {

@@ -190,7 +190,6 @@ impl Recorder<'_> {
             _ if from == n => 0,
             _ => tail(from),
         };
-        let mut g = std::mem::take(&mut self.gap_groups);
         let steps = Steps {
             run,
             per_token,
@@ -198,17 +197,11 @@ impl Recorder<'_> {
         };
         if from > k {
             let whole = &mut self.latency.itl_ms;
-            steps.add(whole, (k, from), tail_k - tail_from, &mut g);
+            steps.add(whole, (k, from), tail_k - tail_from);
         }
         if from < n {
-            steps.add(
-                &mut self.steady_latency.itl_ms,
-                (from, n),
-                tail_from,
-                &mut g,
-            );
+            steps.add(&mut self.steady_latency.itl_ms, (from, n), tail_from);
         }
-        self.gap_groups = g;
         self.last_decode_end = Some(start + SimDuration::from_ns(total));
     }
 }
@@ -223,14 +216,8 @@ struct Steps<'r, 'm> {
 
 impl Steps<'_, '_> {
     /// Add the gaps of the steps `from..to`, whose Σ is `sum`, each for every request of the
-    /// batch, to `d` (`groups`: scratch).
-    fn add(
-        &self,
-        d: &mut Distribution,
-        (from, to): (u64, u64),
-        sum: u128,
-        g: &mut Vec<(u64, u64)>,
-    ) {
+    /// batch, to `d`.
+    fn add(&self, d: &mut Distribution, (from, to): (u64, u64), sum: u128) {
         let (run, per_token, b) = (self.run, self.per_token, self.run.batch());
         let lead = self.lead.filter(|l| l.0 == from).map(|l| l.1);
         // The lead alone (its bucket's count is held back with the others'), then the steps
@@ -259,11 +246,10 @@ impl Steps<'_, '_> {
                         let i = i as usize;
                         w[i] - if i == 0 { before } else { w[i - 1] } + per_token
                     };
-                    d.sorted_groups(w.len() as u64, gap, g);
+                    d.add_sorted(w.len() as u64, gap, b, sum);
                 }
-                None => d.sorted_groups(to - after, |i| run.duration(after + i) + per_token, g),
+                None => d.add_sorted(to - after, |i| run.duration(after + i) + per_token, b, sum),
             }
-            d.add_groups(g, b, sum);
         } else {
             d.add_grouped((after..to).map(|j| (run.duration(j) + per_token, b)));
         }
