@@ -365,14 +365,18 @@ impl Distribution {
     /// costs about two calls of `value`, the first value past it being the next run's start;
     /// a wrong guess costs a galloping search from it, O(log) calls. The runs do not depend on
     /// the guesses: any search finds the same ends of a non-decreasing sequence.
+    ///
+    /// With [`add_groups`](Self::add_groups), the reference that the tests hold
+    /// [`add_sorted`](Self::add_sorted) to.
+    #[cfg(test)]
     pub fn sorted_groups(&self, n: u64, value: impl Fn(u64) -> u64, groups: &mut Vec<(u64, u64)>) {
         groups.clear();
         sorted_runs(n, value, |i, m| groups.push((i, m)));
     }
 
     /// Add the `n` values `value(0)`, …, `value(n − 1)`, non-decreasing, each `weight` times,
-    /// whose sum (counted once) is `sum`: the same as [`Distribution::sorted_groups`] then
-    /// [`Distribution::add_groups`] (the reference), each run of a bucket held back as it is
+    /// whose sum (counted once) is `sum`: the same as `sorted_groups` then `add_groups` (the
+    /// reference, in test builds), each run of a bucket held back as it is
     /// found, without a list of the runs.
     pub fn add_sorted(&mut self, n: u64, value: impl Fn(u64) -> u64, weight: u64, sum: u128) {
         if weight == 0 {
@@ -419,7 +423,8 @@ impl Distribution {
     /// Add the values of `groups` ([`Distribution::sorted_groups`]: the values of a bucket,
     /// each `(the bucket's index, count)`), each `weight` times, whose sum is `sum` — the
     /// same as adding each value with [`Distribution::add_n`], with one histogram update per
-    /// bucket.
+    /// bucket. The reference of [`add_sorted`](Self::add_sorted), in tests.
+    #[cfg(test)]
     pub fn add_groups(&mut self, groups: &[(u64, u64)], weight: u64, sum: u128) {
         if weight == 0 {
             return;
@@ -563,7 +568,7 @@ pub(super) fn round_to_u64(x: f64) -> u64 {
     }
 }
 
-/// The runs of [`Distribution::sorted_groups`] (none when `n = 0`), each `(the bucket's index,
+/// The runs of `Distribution::sorted_groups` (none when `n = 0`), each `(the bucket's index,
 /// count)` handed to `emit` in order.
 #[inline(always)]
 fn sorted_runs(n: u64, value: impl Fn(u64) -> u64, mut emit: impl FnMut(u64, u64)) {
