@@ -101,6 +101,41 @@ fn steps_about_where_compute_overtakes_memory_and_outside_the_usual_rounding() {
     same_run(&negative, 4, 0, 50, 1_000_000);
 }
 
+#[test]
+fn steps_about_where_memory_gives_way_to_compute() {
+    // A KV of a few bytes per token: the attention FLOPs outgrow the bytes, so a run starts
+    // memory-bound (the weights) and turns compute-bound — the other way round from the
+    // catalog's models, whose KV bytes outgrow the FLOPs.
+    let mut r = roofline("h100", "llama-3.1-8b", 1, 131_072);
+    r.kv_bytes_per_token = 2.0;
+    let memory = |b: u64, kv: f64| r.decode_at(b).memory_s(kv);
+    let compute = |b: u64, kv: f64| r.decode_at(b).compute_s(kv);
+    for b in [1, 16, 64] {
+        // The context where the two times meet, found by halving; runs across it.
+        assert!(
+            compute(b, 0.0) < memory(b, 0.0),
+            "batch {b} starts memory-bound"
+        );
+        let (mut lo, mut hi) = (0u64, 1u64 << 40);
+        assert!(
+            compute(b, hi as f64) > memory(b, hi as f64),
+            "batch {b} turns compute-bound"
+        );
+        while hi - lo > 1 {
+            let mid = (lo + hi) / 2;
+            if compute(b, mid as f64) > memory(b, mid as f64) {
+                hi = mid;
+            } else {
+                lo = mid;
+            }
+        }
+        let most = 2_000;
+        let kv0 = hi.saturating_sub(b * most / 2);
+        same_run(&r, b, kv0, most, u64::MAX);
+        same_run(&r, b, kv0, most, 20_000_000_000);
+    }
+}
+
 proptest! {
     #[test]
     fn a_roofline_with_kept_terms_is_the_roofline(
