@@ -2,8 +2,9 @@
 //!
 //! Values go into an HDR histogram with three significant digits: every percentile is within
 //! 0.1 % of the value at that rank (nearest-rank definition), whatever the number of requests.
-//! The mean, minimum and maximum are exact. Memory is a few tens of kilobytes per distribution,
-//! independent of the run's length.
+//! The mean, minimum and maximum are exact. Memory is about 8 B per histogram bucket the
+//! values span, twice over (the histogram's counts and those held back from it): at most a
+//! megabyte per distribution, independent of the run's length.
 
 use std::borrow::Cow;
 
@@ -30,73 +31,115 @@ pub struct Distribution {
     /// does not depend on the order the values come in, and a distribution of some of the
     /// values can be taken away ([`Distribution::subtract`]).
     sum_fraction: u128,
-    /// Counts held back from the histogram, by bucket (from the first value on). A histogram
-    /// keeps a count per bucket, so when counts go in does not matter, and every reader sees
-    /// them ([`Distribution::histogram`]). A count held here costs a dozen instructions and
-    /// the histogram's update (`record_n`) some seventy, now paid once per bucket and eviction
-    /// from its slot rather than once per value.
-    held: Option<Held>,
+    /// Counts held back from the histogram, by bucket. A histogram keeps a count per bucket,
+    /// so when counts go in does not matter, and every reader sees them
+    /// ([`Distribution::histogram`]). A count held here is an index and an add; the histogram's
+    /// update (`record_n`) costs some seventy instructions, paid once per bucket when read.
+    held: Held,
 }
 
-/// Counts held back from a histogram: slot `i mod` [`HELD_SLOTS`] holds `i << 32 | count` for
-/// the histogram's bucket `i` ([`bucket`]), 0 when free.
-#[derive(Clone, Debug)]
+/// Counts held back from a histogram: `counts[k]` is the count of the histogram's bucket
+/// numbered `base + k` ([`bucket`]), for every bucket from the lowest given a count to the
+/// highest, and `zeros` more values of bucket 0 counted apart. The counts' ends are on
+/// multiples of [`BLOCK`] buckets. They grow up to the block of a higher bucket as it comes
+/// (their allocation doubling when it must, as a vector's does), and down to a lower bucket's
+/// block, at least twice as long — so the copies add up to at most about twice the final
+/// length. Memory: 8 B per bucket spanned, allocated up to twice over, but never more than
+/// `8 ·` [`BUCKETS`] = 440 KiB (values from 0 to 2^64: as many counts as the histogram then
+/// keeps).
+#[derive(Clone, Debug, Default)]
 struct Held {
-    slots: Box<[u64; HELD_SLOTS]>,
-    /// The highest bucket given a slot so far.
-    top: u64,
+    base: u64,
+    counts: Vec<u64>,
+    /// Values 0 ([`Distribution::add_int_mostly_zero`]): waits that are mostly none would
+    /// otherwise stretch the counts from bucket 0 to their others'.
+    zeros: u64,
 }
 
-/// A held count's bits (below its bucket's number).
-const COUNT: u64 = u32::MAX as u64;
+/// Buckets numbered below this hold every `u64` ([`bucket`]`(u64::MAX)` is numbered 56 319).
+const BUCKETS: u64 = 55 << 10;
+
+/// The held counts span whole blocks of this many buckets (a divisor of [`BUCKETS`]).
+const BLOCK: u64 = 256;
 
 impl Held {
-    /// No counts held.
+    /// Hold `n` values of the bucket numbered `i` (below [`BUCKETS`]).
+    #[inline(always)]
+    fn hold(&mut self, i: u64, n: u64) {
+        let at = usize::try_from(i.wrapping_sub(self.base)).ok();
+        match at.and_then(|k| self.counts.get_mut(k)) {
+            // (The histogram saturates its counts too.)
+            Some(count) => *count = count.saturating_add(n),
+            None => self.grow(i, n),
+        }
+    }
+
+    /// Hold one value of the bucket numbered `i` (below [`BUCKETS`]): [`Held::hold`] without
+    /// its saturation, which a count of ones, one at a time, cannot reach.
+    #[inline(always)]
+    fn hold_one(&mut self, i: u64) {
+        let at = usize::try_from(i.wrapping_sub(self.base)).ok();
+        match at.and_then(|k| self.counts.get_mut(k)) {
+            Some(count) => *count += 1,
+            None => self.grow(i, 1),
+        }
+    }
+
+    /// [`Held::hold`] for a bucket outside the counts: they grow to take it in.
     #[cold]
     #[inline(never)]
-    fn new() -> Self {
-        let slots = vec![0; HELD_SLOTS].into_boxed_slice().try_into();
-        Held {
-            slots: slots.expect("invariant: the slots are HELD_SLOTS long"),
-            top: 0,
-        }
-    }
-
-    /// Hold `n` values of the bucket numbered `i` in its slot, putting the counts of another
-    /// bucket held there into `hist`.
-    #[inline(always)]
-    fn hold(&mut self, hist: &mut Histogram<u64>, i: u64, n: u64) {
-        let at = &mut self.slots[i as usize & (HELD_SLOTS - 1)];
-        if *at >> 32 == i {
-            // (The histogram saturates its counts too.)
-            let count = (*at & COUNT).saturating_add(n);
-            if count < COUNT {
-                *at += n;
-            } else {
-                *at = i << 32;
-                record_now(hist, i, count);
+    fn grow(&mut self, i: u64, n: u64) {
+        debug_assert!(i < BUCKETS, "invariant: bucket {i} is a u64's");
+        let (len, block) = (self.counts.len() as u64, i / BLOCK * BLOCK);
+        if len == 0 {
+            self.base = block;
+            self.counts.resize(BLOCK as usize, 0);
+        } else if i >= self.base + len {
+            let (end, allocated) = (block + BLOCK - self.base, self.counts.capacity() as u64);
+            if end > allocated {
+                // Twice the allocation (or more), but not past the last bucket.
+                let allocated = (2 * allocated).clamp(end, BUCKETS - self.base);
+                self.counts.reserve_exact((allocated - len) as usize);
             }
-        } else if n < COUNT {
-            let old = std::mem::replace(at, i << 32 | n);
-            self.top = self.top.max(i);
-            record_now(hist, old >> 32, old & COUNT);
+            self.counts.resize(end as usize, 0);
         } else {
-            record_now(hist, i, n);
+            let base = self.base.saturating_sub(len).min(block);
+            let mut counts = vec![0; (self.base + len - base) as usize];
+            counts[(self.base - base) as usize..].copy_from_slice(&self.counts);
+            (self.base, self.counts) = (base, counts);
         }
+        self.counts[(i - self.base) as usize] = n;
     }
 
-    /// Put every count held into `hist`: the highest bucket's first (unless it went in
-    /// already), so that the histogram grows once to take them all.
+    /// Whether no count is held.
+    fn is_empty(&self) -> bool {
+        self.counts.is_empty() && self.zeros == 0
+    }
+
+    /// Put every count held into `hist`: the highest bucket's first, so that the histogram
+    /// grows once to take them all.
     fn drain(self, hist: &mut Histogram<u64>) {
-        let (slots, top) = (self.slots, self.top);
-        let at_top = slots[top as usize & (HELD_SLOTS - 1)];
-        if at_top >> 32 == top {
-            record_now(hist, top, at_top & COUNT);
-        }
-        for &x in slots.iter() {
-            if x & COUNT > 0 && x >> 32 != top {
-                record_now(hist, x >> 32, x & COUNT);
+        let Held {
+            base,
+            counts,
+            zeros,
+        } = self;
+        if let Some(top) = counts.iter().rposition(|&n| n > 0) {
+            record_now(hist, base + top as u64, counts[top]);
+            // (Eight at a time past the empty ones.)
+            for (c, chunk) in counts[..top].chunks(8).enumerate() {
+                if chunk.iter().fold(0, |any, &n| any | n) == 0 {
+                    continue;
+                }
+                for (k, &n) in chunk.iter().enumerate() {
+                    if n > 0 {
+                        record_now(hist, base + (8 * c + k) as u64, n);
+                    }
+                }
             }
+        }
+        if zeros > 0 {
+            record_now(hist, 0, zeros);
         }
     }
 }
@@ -125,11 +168,6 @@ fn same_bucket(hist: &Histogram<u64>, v: u64) -> bool {
         && (hi == u64::MAX || hist.lowest_equivalent(hi + 1) == hi + 1)
 }
 
-/// Buckets whose counts a distribution holds back from its histogram (a power of two): the
-/// neighbouring buckets of four powers of two wait together, in 32 KiB. (Bucket numbers are
-/// below 2^16, and a count that would reach 2^32 goes into the histogram at once.)
-const HELD_SLOTS: usize = 4096;
-
 /// `v`'s bucket in a histogram of three significant digits whose lowest discernible value is
 /// 1: `(its index, its lowest value, its highest value)`, the index being hdrhistogram's index
 /// of its count. The values below 2048 are a bucket each, then come 1024 buckets per power of
@@ -157,13 +195,16 @@ fn bucket_lowest(i: u64) -> u64 {
 /// The binary places kept of a value added as a float (see `Distribution::sum_fraction`).
 const FRACTION_BITS: i32 = 32;
 
-/// `x` (finite, ≥ 0) in units of 2^−[`FRACTION_BITS`]: `x · 2^32` is exact in binary floating
-/// point, and so is its rounding to an integer, `(x · 2^32).round() as u128` — below 2^64 that
-/// of [`round_to_u64`], above it the value itself (every double from 2^52 on is an integer).
+/// `x` (≥ 0) in units of 2^−[`FRACTION_BITS`]: `x · 2^32` is exact in binary floating point,
+/// and so is its rounding to an integer, `(x · 2^32).round() as u128` — below 2^52 that of
+/// [`round_to_u64`], above it the value itself (every double from 2^52 on is an integer),
+/// converted through `i64` below 2^63.
 fn in_fraction_units(x: f64) -> u128 {
     let y = x * f64::from(2u32).powi(FRACTION_BITS);
-    if y < 18_446_744_073_709_551_616.0 {
-        u128::from(round_to_u64(y))
+    if y < TWO_52 {
+        u128::from(round_below_2_52(y))
+    } else if y < TWO_63 {
+        u128::from(y as i64 as u64)
     } else {
         y as u128
     }
@@ -181,6 +222,28 @@ impl Fraction {
     /// The value `x` in base units (negative counts as 0).
     pub fn new(x: f64) -> Self {
         let x = x.max(0.0);
+        Fraction {
+            rounded: round_to_u64(x),
+            units: in_fraction_units(x),
+        }
+    }
+
+    /// The quotient `a as f64 / f64::from(b)` (`b > 0`) in base units: the same as
+    /// [`Fraction::new`] of it, which is never negative. (Below 2^63, `a` converts to a double
+    /// through `i64`, in one instruction rather than six.)
+    #[inline]
+    pub fn quotient(a: u64, b: u32) -> Self {
+        /// `a as f64`, out of line (else it is computed on both paths).
+        #[cold]
+        #[inline(never)]
+        fn wide(a: u64) -> f64 {
+            a as f64
+        }
+        let a = match i64::try_from(a) {
+            Ok(a) => a as f64,
+            Err(_) => wide(a),
+        };
+        let x = a / f64::from(b);
         Fraction {
             rounded: round_to_u64(x),
             units: in_fraction_units(x),
@@ -230,7 +293,7 @@ impl Distribution {
             count: 0,
             sum_exact: 0,
             sum_fraction: 0,
-            held: None,
+            held: Held::default(),
         }
     }
 
@@ -242,7 +305,7 @@ impl Distribution {
 
     /// Add one value converted already ([`Distribution::add`]).
     pub fn add_fraction(&mut self, x: Fraction) {
-        self.record_run(x.rounded, 1);
+        self.held.hold_one(bucket(x.rounded).0);
         self.count += 1;
         self.sum_fraction += x.units;
     }
@@ -260,27 +323,38 @@ impl Distribution {
         // `v as f64` is integral, so it is its own rounding (`add` would record
         // `x.round() as u64`), and up to 2^53 it is `v` exactly.
         let r = if v <= EXACT_F64 { v } else { rounded(v) };
-        self.record_run(r, 1);
+        self.held.hold_one(bucket(r).0);
         self.count += 1;
         self.sum_exact += u128::from(v);
     }
 
+    /// [`Distribution::add_int`] for values that are mostly 0 (waits): a 0 is counted apart,
+    /// without finding its bucket.
+    #[inline]
+    pub fn add_int_mostly_zero(&mut self, v: u64) {
+        if v == 0 {
+            self.held.zeros += 1;
+            self.count += 1;
+        } else {
+            self.add_int(v);
+        }
+    }
+
     /// Put the counts held back into the histogram.
     pub fn flush(&mut self) {
-        if let Some(held) = self.held.take() {
-            held.drain(&mut self.hist);
+        if !self.held.is_empty() {
+            std::mem::take(&mut self.held).drain(&mut self.hist);
         }
     }
 
     /// The histogram with the counts held back in it.
     fn histogram(&self) -> Cow<'_, Histogram<u64>> {
-        match self.held {
-            None => Cow::Borrowed(&self.hist),
-            Some(_) => {
-                let mut d = self.clone();
-                d.flush();
-                Cow::Owned(d.hist)
-            }
+        if self.held.is_empty() {
+            Cow::Borrowed(&self.hist)
+        } else {
+            let mut hist = self.hist.clone();
+            self.held.clone().drain(&mut hist);
+            Cow::Owned(hist)
         }
     }
 
@@ -383,8 +457,8 @@ impl Distribution {
             return;
         }
         if n > 0 {
-            let (held, hist) = (self.held.get_or_insert_with(Held::new), &mut self.hist);
-            sorted_runs(n, value, |i, m| held.hold(hist, i, m * weight));
+            let held = &mut self.held;
+            sorted_runs(n, value, |i, m| held.hold(i, m * weight));
         }
         self.count += n * weight;
         self.sum_exact += sum * u128::from(weight);
@@ -407,11 +481,11 @@ impl Distribution {
             let (index, _, hi) = bucket(d + add);
             (index, hi - add)
         };
-        let (held, hist) = (self.held.get_or_insert_with(Held::new), &mut self.hist);
+        let held = &mut self.held;
         let mut steps = 0;
         let added = line.runs((from, to), class, |i, m| {
             steps += m;
-            held.hold(hist, i, m * weight);
+            held.hold(i, m * weight);
         });
         if added {
             self.count += steps * weight;
@@ -442,23 +516,11 @@ impl Distribution {
         self.record_index(bucket(v).0, n);
     }
 
-    /// `n` values of the bucket numbered `i` into the histogram only: held back in its slot,
-    /// whose counts of another bucket go into the histogram.
+    /// `n` values of the bucket numbered `i` into the histogram only: held back
+    /// ([`Held::hold`]).
     #[inline(always)]
     fn record_index(&mut self, i: u64, n: u64) {
-        match self.held.as_mut() {
-            Some(held) => held.hold(&mut self.hist, i, n),
-            None => self.hold_first(i, n),
-        }
-    }
-
-    /// The first count held back, `n` in bucket `i`.
-    #[cold]
-    #[inline(never)]
-    fn hold_first(&mut self, i: u64, n: u64) {
-        let mut held = Held::new();
-        held.hold(&mut self.hist, i, n);
-        self.held = Some(held);
+        self.held.hold(i, n);
     }
 
     /// Whether [`bucket`]`(v)` is the histogram's bucket of `v` ([`same_bucket`]).
@@ -554,18 +616,36 @@ impl Distribution {
     }
 }
 
-/// `x.round() as u64`: for `x` in `[0, 2^52)` the fraction `x − ⌊x⌋` is exact, so the rounding
-/// (half away from zero) is a truncation and one comparison rather than a libm call on the
-/// baseline x86-64 target. The others are integers already (their rounding is themselves) or
-/// negative or NaN (0 either way), which the conversion takes as `round` would leave them.
+/// 2^52: every double from it on is an integer.
+const TWO_52: f64 = 4_503_599_627_370_496.0;
+
+/// 2^63: below it, a double converts to `i64` in one instruction, exactly if it is an integer.
+const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// `x.round() as u64` without a libm call on the baseline x86-64 target: below 2^52 by
+/// [`round_below_2_52`]; from 2^52 on every double is an integer, below 2^63 one conversion
+/// instruction's; the others are negative or NaN (0 either way) or past `u64`'s range, which
+/// the conversion takes as `round` would leave them.
 pub(super) fn round_to_u64(x: f64) -> u64 {
-    if (0.0..4_503_599_627_370_496.0).contains(&x) {
-        // (Through i64: one conversion instruction, exact in this range.)
-        let t = x as i64;
-        (t + i64::from(x - t as f64 >= 0.5)) as u64
+    if (0.0..TWO_52).contains(&x) {
+        round_below_2_52(x)
+    } else if (TWO_52..TWO_63).contains(&x) {
+        x as i64 as u64
     } else {
         x as u64
     }
+}
+
+/// `x.round() as u64` for `x` in `[0, 2^52)`, without a conversion to an integer (whose
+/// out-of-range checks cost more than the rounding): `x + 2^52` is exact but for its rounding
+/// to an integer (ties to even), which its mantissa then holds, and the fraction
+/// `x − (that integer)` is exact; a tie rounded down goes up (`round` takes ties away from
+/// zero).
+#[inline(always)]
+fn round_below_2_52(x: f64) -> u64 {
+    let shifted = x + TWO_52;
+    let nearest = shifted.to_bits() - TWO_52.to_bits();
+    nearest + u64::from(x - (shifted - TWO_52) >= 0.5)
 }
 
 /// The runs of `Distribution::sorted_groups` (none when `n = 0`), each `(the bucket's index,

@@ -17,8 +17,6 @@ mod runs;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
-
 use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
     SteadyFrom, StopReason, TimeAverages, Totals,
@@ -160,7 +158,11 @@ pub struct Recorder<'a> {
 
     // Client window.
     window: SimDuration,
-    window_completions: VecDeque<SimTime>,
+    /// The completion times from `window_start` on (non-decreasing) are those still in the
+    /// window as of the latest snapshot, and those since; the ones before, out of it, are
+    /// dropped once they are half the vector.
+    window_completions: Vec<SimTime>,
+    window_start: usize,
 
     // Server log view.
     last_gen_tok_per_s: f64,
@@ -249,7 +251,8 @@ impl<'a> Recorder<'a> {
             last_decode_end: None,
             awaiting_next: Vec::new(),
             window,
-            window_completions: VecDeque::new(),
+            window_completions: Vec::new(),
+            window_start: 0,
             last_gen_tok_per_s: 0.0,
             decode_lines: 0,
             sum_gen_tok_per_s: 0.0,
@@ -433,23 +436,24 @@ impl<'a> Recorder<'a> {
         }
     }
 
-    /// Drop completions that left the window `(at − window, at]`.
-    fn prune_window(&mut self, at: SimTime) {
+    /// Pass the completions that left the window `(at − window, at]`; returns how many are in
+    /// it (every recorded completion happened at or before `at`: points are emitted in order).
+    fn prune_window(&mut self, at: SimTime) -> usize {
+        let times = &mut self.window_completions;
         if let Some(cutoff) = at.as_ns().checked_sub(self.window.as_ns()) {
-            while self
-                .window_completions
-                .front()
-                .is_some_and(|c| c.as_ns() <= cutoff)
-            {
-                self.window_completions.pop_front();
+            // The times are non-decreasing: those out of the window come first.
+            self.window_start +=
+                times[self.window_start..].partition_point(|c| c.as_ns() <= cutoff);
+            if self.window_start > times.len() / 2 {
+                times.drain(..self.window_start);
+                self.window_start = 0;
             }
         }
+        times.len() - self.window_start
     }
 
     fn snapshot(&mut self, at: SimTime) -> Sample {
-        self.prune_window(at);
-        // Every recorded completion happened at or before `at` (points are emitted in order).
-        let in_window = self.window_completions.len() as f64;
+        let in_window = self.prune_window(at) as f64;
         let dt = u128::from(at.saturating_since(self.last_t).as_ns());
         let ns_to_s = |x: u128| u128_to_f64(x) / NS_PER_S as f64;
         let t_s = at.as_secs_f64();
@@ -601,7 +605,7 @@ impl<'a> Recorder<'a> {
         self.completed += 1;
         self.first_completion.get_or_insert(now);
         // (Those that left the window go at the next snapshot, which counts the others.)
-        self.window_completions.push_back(now);
+        self.window_completions.push(now);
         let e2e = now - r.sent_at;
         self.sum_e2e_ns += u128::from(e2e.as_ns());
         self.output_tokens += u64::from(r.out_tokens);
@@ -808,7 +812,7 @@ fn record_latencies(
 ) {
     let ttft = first - r.sent_at;
     let tpot = (r.out_tokens > 1)
-        .then(|| Fraction::new((e2e.as_ns() - ttft.as_ns()) as f64 / f64::from(r.out_tokens - 1)));
+        .then(|| Fraction::quotient(e2e.as_ns() - ttft.as_ns(), r.out_tokens - 1));
     let queue = (admitted - r.arrived_at).as_ns();
     let client_wait = (r.sent_at - r.ready_at).as_ns();
     let Some(lat) = steady else {
@@ -817,8 +821,8 @@ fn record_latencies(
         if let Some(tpot) = tpot {
             whole.tpot_ms.add_fraction(tpot);
         }
-        whole.queue_ms.add_int(queue);
-        whole.client_wait_ms.add_int(client_wait);
+        whole.queue_ms.add_int_mostly_zero(queue);
+        whole.client_wait_ms.add_int_mostly_zero(client_wait);
         return;
     };
     lat.ttft_ms.add_int(ttft.as_ns());
@@ -826,8 +830,8 @@ fn record_latencies(
     if let Some(tpot) = tpot {
         lat.tpot_ms.add_fraction(tpot);
     }
-    lat.queue_ms.add_int(queue);
-    lat.client_wait_ms.add_int(client_wait);
+    lat.queue_ms.add_int_mostly_zero(queue);
+    lat.client_wait_ms.add_int_mostly_zero(client_wait);
 }
 
 impl Latencies {

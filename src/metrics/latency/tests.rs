@@ -202,14 +202,20 @@ fn the_fast_rounding_is_f64_round() {
         two52 - 1.5,
         two52,
         two52 * 4.0 + 4.0,
+        // Around 2^63 (`i64`'s end) and 2^64 (`u64`'s).
+        9_223_372_036_854_774_784.0,
+        9_223_372_036_854_775_808.0,
+        9_223_372_036_854_777_856.0,
+        18_446_744_073_709_549_568.0,
+        18_446_744_073_709_551_616.0,
         1e30,
     ];
     for i in 0..100_000u32 {
         let x = f64::from(i) * 0.25 + f64::from(i % 7) * 1e-9;
         xs.extend([x, x * 1234.567, (f64::from(i) * 0.37).exp2()]);
     }
-    // Around 2^32 (2^64 fraction units) and 2^20 (2^52 of them).
-    for p in [20, 32] {
+    // Around 2^20, 2^31 and 2^32 (2^52, 2^63 and 2^64 fraction units).
+    for p in [20, 31, 32] {
         let p = f64::from(2u32).powi(p);
         for k in 0..2_000u32 {
             let d = f64::from(k) * 2f64.powi(-40) * p;
@@ -227,6 +233,34 @@ fn the_fast_rounding_is_f64_round() {
     d.add_int(u64::MAX);
     d.add_int((1 << 53) + 1);
     assert_eq!(d.count(), 2);
+}
+
+#[test]
+fn a_quotient_is_the_fraction_of_its_double() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(7);
+    let mut pairs = vec![
+        (0, 1),
+        (1, 2),
+        (3, 2),
+        (5, 2),
+        (1_000_001, 2),
+        (u64::MAX, 1),
+        (u64::MAX, u32::MAX),
+        ((1 << 63) - 1, 3),
+        (1 << 63, 3),
+        ((1 << 53) + 1, 1),
+    ];
+    for _ in 0..100_000 {
+        let a = rng.random::<u64>() >> rng.random_range(0..64u32);
+        let b = (rng.random::<u32>() >> rng.random_range(0..32u32)).max(1);
+        // Halves, and quotients just either side of them.
+        pairs.extend([(a, b), (2 * (a >> 2) + 1, 2), (a >> 1, b.min(7))]);
+    }
+    for (a, b) in pairs {
+        let want = Fraction::new(a as f64 / f64::from(b));
+        assert_eq!(Fraction::quotient(a, b), want, "{a} / {b}");
+    }
 }
 
 #[test]
@@ -269,7 +303,113 @@ fn values_held_back_count_in_every_reading() {
 }
 
 #[test]
-fn counts_past_what_a_slot_holds_go_in_whole() {
+fn held_counts_are_the_values_whatever_the_order_they_come_in() {
+    use rand::{RngExt, SeedableRng};
+    let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(5);
+    // Values of every magnitude from 0 to 2^64 (the lowest and highest buckets among them).
+    // (A 64th of them 0 or 1.)
+    let mut values: Vec<u64> = (0..20_000)
+        .map(|_| rng.random::<u64>() >> rng.random_range(0..=64u32).min(63))
+        .collect();
+    values.extend([
+        0,
+        1,
+        2_047,
+        2_048,
+        1 << 53,
+        2_046 << 53,
+        u64::MAX - 1,
+        u64::MAX,
+    ]);
+    let mut ascending = values.clone();
+    ascending.sort_unstable();
+    let descending: Vec<u64> = ascending.iter().rev().copied().collect();
+    // From the middle out, alternately below and above: the held counts grow both ways.
+    let mid = ascending.len() / 2;
+    let (below, above) = ascending.split_at(mid);
+    let mut middle_out = Vec::new();
+    for k in 0..mid.max(above.len()) {
+        middle_out.extend(above.get(k));
+        middle_out.extend(below.get(mid.wrapping_sub(k + 1)));
+    }
+    // Few values, far apart: jumps up and down past twice the counts held.
+    let sparse = vec![3, u64::MAX, 1 << 40, 0, 1 << 20, 2_046 << 53, u64::MAX];
+    let sparse_down: Vec<u64> = sparse.iter().rev().copied().collect();
+    let mut sparse_each = Distribution::plain();
+    sparse
+        .iter()
+        .for_each(|&v| sparse_each.add_at_once(v as f64));
+    let zeros = vec![0; 5];
+    let mut zeros_each = Distribution::plain();
+    zeros.iter().for_each(|&v| zeros_each.add_at_once(v as f64));
+    // `add_at_once` records each value at once: the reference.
+    let mut each = Distribution::plain();
+    values.iter().for_each(|&v| each.add_at_once(v as f64));
+    // Each order, its zeros also counted apart (`add_int_mostly_zero`).
+    let orders = [
+        ("random", &values, &each),
+        ("ascending", &ascending, &each),
+        ("descending", &descending, &each),
+        ("middle out", &middle_out, &each),
+        ("sparse", &sparse, &sparse_each),
+        ("sparse, reversed", &sparse_down, &sparse_each),
+        ("zeros only", &zeros, &zeros_each),
+    ];
+    for ((order, values, each), zeros_apart) in
+        orders.into_iter().flat_map(|o| [(o, false), (o, true)])
+    {
+        let order = format!("{order}{}", if zeros_apart { ", zeros apart" } else { "" });
+        let mut held = Distribution::plain();
+        for &v in values {
+            if zeros_apart {
+                held.add_int_mostly_zero(v);
+            } else {
+                held.add_int(v);
+            }
+        }
+        assert_eq!(held.count(), each.count(), "{order}");
+        assert_eq!(same(&held.histogram(), &each.hist), Ok(()), "{order}");
+        assert_eq!(held.stats(), each.stats(), "{order}");
+        // Whole blocks of buckets, no more than there are.
+        let (base, len) = (held.held.base, held.held.counts.len() as u64);
+        assert!(base % BLOCK == 0 && len % BLOCK == 0, "{order}");
+        assert!(base + len <= BUCKETS, "{order}");
+        assert!(
+            base + held.held.counts.capacity() as u64 <= BUCKETS,
+            "{order}"
+        );
+        held.flush();
+        assert!(held.held.is_empty(), "{order}");
+        assert_eq!(same(&held.hist, &each.hist), Ok(()), "{order}");
+    }
+}
+
+/// Whether `h` is `reference`: the same counts, in a vector as long, the same count, minimum
+/// and maximum — but for a maximum in the top bucket, whose highest equivalent value
+/// hdrhistogram leaves one short of `u64::MAX` when a count goes in at the bucket's lowest
+/// value, as the counts held back do. `Err` says what differs.
+fn same(h: &Histogram<u64>, reference: &Histogram<u64>) -> Result<(), &'static str> {
+    let counts = |h: &Histogram<u64>| -> Vec<(u64, u64)> {
+        let all = h.iter_all();
+        all.map(|v| (v.value_iterated_to(), v.count_at_value()))
+            .collect()
+    };
+    let top = |h: &Histogram<u64>| h.lowest_equivalent(h.max());
+    if counts(h) != counts(reference) {
+        Err("counts")
+    } else if h.len() != reference.len() {
+        Err("count")
+    } else if h.min_nz() != reference.min_nz() || top(h) != top(reference) {
+        Err("minimum or maximum")
+    } else if h.max() != reference.max() && top(h) != bucket(u64::MAX).1 {
+        Err("maximum")
+    } else {
+        Ok(())
+    }
+}
+
+#[test]
+fn large_counts_go_in_whole_and_saturate_as_the_histograms_do() {
     let (mut held, mut each) = (Distribution::plain(), Distribution::plain());
     let big = 1u64 << 32;
     for (v, n) in [
@@ -287,6 +427,13 @@ fn counts_past_what_a_slot_holds_go_in_whole() {
         each.hist.record_n(v, n).expect("in range");
     }
     assert_eq!(held.bucket_counts(), each.bucket_counts());
+    // Counts past 2^64 (not through `add_n`, whose count would overflow).
+    for (v, n) in [(5, u64::MAX - 10), (5, 20), (9_000, u64::MAX), (5, 1)] {
+        held.record_run(v, n);
+        each.hist.record_n(v, n).expect("in range");
+    }
+    assert_eq!(same(&held.histogram(), &each.hist), Ok(()));
+    assert_eq!(held.histogram().len(), u64::MAX);
 }
 
 #[test]

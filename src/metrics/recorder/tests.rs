@@ -176,3 +176,95 @@ proptest! {
         same_latencies(&Uneven, Priced::Ends, &runs, per_token, steady, draining);
     }
 }
+
+/// A request answered at `t` that took no time.
+fn answered_at(seq: u64, t: SimTime) -> Request {
+    Request {
+        seq,
+        prompt_tokens: 1,
+        max_new_tokens: 1,
+        target_output_tokens: 1,
+        ignore_eos: false,
+        prefix: None,
+        ready_at: t,
+        sent_at: t,
+        arrived_at: t,
+        admitted_at: Some(t),
+        first_token_at: Some(t),
+        evicted_at: None,
+        outside_token_at: None,
+        out_tokens: 1,
+        evictions: 0,
+        cached_tokens: 0,
+        phase: crate::request::Phase::Finished,
+    }
+}
+
+#[test]
+fn the_window_counts_the_completions_of_its_last_span_and_keeps_no_more_than_twice_them() {
+    let window = 1_000u64;
+    let s = SimDuration::from_ns;
+    let mut r = Recorder::new(
+        s(window),
+        s(1),
+        64,
+        Vec::new(),
+        1,
+        false,
+        SteadyFrom::StartUpCleared,
+    );
+    // (Snapshots go forward in time, each after the completions before it.)
+    let (mut times, mut t, mut last_at, mut on_the_edge) = (Vec::new(), 0u64, 0, 0);
+    for i in 1..=30_000u64 {
+        // Bursts at one instant, steady trickles, and lulls longer than the window.
+        t = last_at.max(t)
+            + match i % 7 {
+                0 | 1 => 0,
+                2..=4 => i % 13,
+                5 => i % 211,
+                _ if i % 997 == 0 => 3 * window,
+                _ => 1,
+            };
+        r.on_completion(SimTime::from_ns(t), &answered_at(i, SimTime::from_ns(t)));
+        times.push(t);
+        if i % (1 + i % 89) == 0 {
+            // A snapshot now, or just as a completion leaves the window.
+            let at = match i % 3 {
+                0 => t,
+                1 => t + i % 2_000,
+                _ => times[times.len() / 2 + (i as usize % (times.len() / 2 + 1))] + window,
+            }
+            .max(t)
+            .max(last_at);
+            last_at = at;
+            let want = times.iter().filter(|&&c| c + window > at).count();
+            on_the_edge += times.iter().filter(|&&c| c + window == at).count();
+            let n = r.prune_window(SimTime::from_ns(at));
+            assert_eq!(n, want, "at {at} ns");
+            assert!(r.window_completions.len() <= 2 * n, "at {at} ns");
+        }
+    }
+    assert!(on_the_edge > 100, "the edge is tested ({on_the_edge})");
+    // The snapshot's rate: the count over the window, or over the time so far before it.
+    let at = SimTime::from_ns(t + window / 2);
+    let want = times.iter().filter(|&&c| c + window > at.as_ns()).count();
+    let rate = r.snapshot(at).window_req_per_s;
+    assert_eq!(rate, want as f64 / s(window).as_secs_f64());
+    let mut early = Recorder::new(
+        s(window),
+        s(1),
+        64,
+        Vec::new(),
+        1,
+        false,
+        SteadyFrom::StartUpCleared,
+    );
+    for i in 0..3 {
+        early.on_completion(
+            SimTime::from_ns(100),
+            &answered_at(i, SimTime::from_ns(100)),
+        );
+    }
+    let rate = early.snapshot(SimTime::from_ns(400)).window_req_per_s;
+    assert_eq!(rate, 3.0 / s(400).as_secs_f64());
+}
