@@ -10,6 +10,21 @@ use std::ops::{Add, AddAssign, Sub};
 /// Nanoseconds in one second.
 pub const NS_PER_S: u64 = 1_000_000_000;
 
+/// 2⁵²: every double from it on is an integer.
+pub const TWO_52: f64 = 4_503_599_627_370_496.0;
+
+/// `x.round() as u64` for `x` in `[0, 2⁵²)`, without `f64::round`'s library call (on the
+/// baseline x86-64 target) nor a float-to-integer conversion and its range checks: `x + 2⁵²`
+/// is `x` rounded to an integer (ties to even) in the binade whose unit is 1, so that integer
+/// is its bits less 2⁵²'s; `x − (that integer)` is exact, and a tie rounded down (to even) goes
+/// up instead, as `round` takes ties away from zero.
+#[inline(always)]
+pub fn round_below_2_52(x: f64) -> u64 {
+    let shifted = x + TWO_52;
+    let nearest = shifted.to_bits() - TWO_52.to_bits();
+    nearest + u64::from(x - (shifted - TWO_52) >= 0.5)
+}
+
 /// An instant of simulated time, in nanoseconds since the start of the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct SimTime(u64);

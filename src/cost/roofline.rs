@@ -46,7 +46,7 @@ use serde::Serialize;
 use super::{one_by_one, MixedStep, RooflineChoice, StepTimeModel};
 use crate::catalog::{Attention, Gpu, Model};
 use crate::settings::{keys, Bad, Values, When};
-use crate::time::SimDuration;
+use crate::time::{round_below_2_52, SimDuration, TWO_52};
 use crate::workload::WorkloadSpec;
 
 const ROOFLINE: When = When::If("engine.step_time.model", &["roofline"]);
@@ -560,15 +560,9 @@ impl Roofline {
 
 fn to_duration(s: f64) -> SimDuration {
     let x = s * 1e9;
-    // The usual case without `f64::round`'s library call nor a float-to-integer conversion: for
-    // 0.5 ≤ x < 2⁵², y = x + 2⁵² is x rounded to an integer (ties to even) in the binade whose
-    // unit is 1, so that integer is y's bits less 2⁵²'s; x − (y − 2⁵²) is exact, and a tie
-    // rounded down (to even) is rounded up instead: half away from zero, and at least 1.
-    const TWO_52: f64 = 4_503_599_627_370_496.0;
+    // The usual case without a library call ([`round_below_2_52`]), at least 1.
     if (0.5..TWO_52).contains(&x) {
-        let y = x + TWO_52;
-        let r = y.to_bits() - TWO_52.to_bits();
-        return SimDuration::from_ns(r + u64::from(x - (y - TWO_52) >= 0.5));
+        return SimDuration::from_ns(round_below_2_52(x));
     }
     let ns = x.round();
     SimDuration::from_ns(if ns.is_finite() && ns >= 1.0 {

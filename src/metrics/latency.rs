@@ -12,6 +12,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::cost::FloorLine;
+use crate::time::{round_below_2_52, TWO_52};
 
 /// Significant digits kept: relative error ≤ 10⁻³.
 const SIGFIG: u8 = 3;
@@ -616,9 +617,6 @@ impl Distribution {
     }
 }
 
-/// 2^52: every double from it on is an integer.
-const TWO_52: f64 = 4_503_599_627_370_496.0;
-
 /// 2^63: below it, a double converts to `i64` in one instruction, exactly if it is an integer.
 const TWO_63: f64 = 9_223_372_036_854_775_808.0;
 
@@ -634,18 +632,6 @@ pub(super) fn round_to_u64(x: f64) -> u64 {
     } else {
         x as u64
     }
-}
-
-/// `x.round() as u64` for `x` in `[0, 2^52)`, without a conversion to an integer (whose
-/// out-of-range checks cost more than the rounding): `x + 2^52` is exact but for its rounding
-/// to an integer (ties to even), which its mantissa then holds, and the fraction
-/// `x − (that integer)` is exact; a tie rounded down goes up (`round` takes ties away from
-/// zero).
-#[inline(always)]
-fn round_below_2_52(x: f64) -> u64 {
-    let shifted = x + TWO_52;
-    let nearest = shifted.to_bits() - TWO_52.to_bits();
-    nearest + u64::from(x - (shifted - TWO_52) >= 0.5)
 }
 
 /// The runs of `Distribution::sorted_groups` (none when `n = 0`), each `(the bucket's index,

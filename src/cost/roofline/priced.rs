@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use super::{DecodeAt, Roofline, EXACT_INTEGERS};
 use crate::cost::{one_by_one, MixedStep, StepTimeModel};
-use crate::time::SimDuration;
+use crate::time::{round_below_2_52, SimDuration, TWO_52};
 
 /// Batch sizes below this have their terms kept once computed.
 const KEPT_BATCHES: usize = 2048;
@@ -19,9 +19,6 @@ const MEMORY: u8 = 0;
 const COMPUTE: u8 = 1;
 /// [`DecodeAt::ns_f64_of`]: the larger one is found step by step.
 const EITHER: u8 = 2;
-
-/// 2⁵²: from it up every float is an integer.
-const TWO_52: f64 = 4_503_599_627_370_496.0;
 
 /// A [`Roofline`] that keeps each batch size's terms: the model a run uses.
 #[derive(Debug)]
@@ -178,13 +175,10 @@ impl DecodeAt {
     }
 }
 
-/// [`super::to_duration`] of `x / 10⁹` s for `0.5 ≤ x < 2⁵²`: `y = x + 2⁵²` is `x` rounded to an
-/// integer (ties to even), whose bits less 2⁵²'s are that integer; a tie rounded down is
-/// rounded up instead.
+/// [`super::to_duration`] of `x / 10⁹` s for `0.5 ≤ x < 2⁵²`.
+#[inline(always)]
 fn rounded(x: f64) -> u64 {
-    let y = x + TWO_52;
-    let r = y.to_bits() - TWO_52.to_bits();
-    r + u64::from(x - (y - TWO_52) >= 0.5)
+    round_below_2_52(x)
 }
 
 impl StepTimeModel for PricedRoofline {
