@@ -82,7 +82,7 @@ impl Sglang {
         let any = match done.as_slice() {
             [] => false,
             &[(_, stay, id)] => {
-                let at = self.running_index(id, stay);
+                let at = self.running_index(id, stay, 0);
                 self.leave_running(id, reqs);
                 reqs[id].phase = Phase::Finished;
                 out.finished.push(id);
@@ -122,10 +122,14 @@ impl Sglang {
         let mut at = std::mem::take(&mut self.index_buf);
         at.clear();
         if few {
-            at.extend(
-                done.iter()
-                    .map(|&(_, stay, id)| self.running_index(id, stay)),
-            );
+            // In batch order (by stays, as the batch is but for mixed batches; with the radix
+            // cache, by place): each is searched for after the previous one.
+            let mut from = 0;
+            at.extend(done.iter().map(|&(_, stay, id)| {
+                let i = self.running_index(id, stay, from);
+                from = i + 1;
+                i
+            }));
         }
         for &(_, _, id) in done.iter() {
             self.leave_running(id, reqs);
@@ -141,20 +145,25 @@ impl Sglang {
         self.index_buf = at;
     }
 
-    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
-    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
-    /// binary search by stay finds it, checked; else a scan.
+    /// Where the running request `id` of stay `stay` is in the batch, looked for from index
+    /// `from` on (where it usually is: a step's completions are taken in batch order). The
+    /// batch is in order of stays unless mixed batches put older requests behind newer ones,
+    /// so in a large batch a binary search by stay finds it, checked; else a scan — and if it
+    /// is not found so, a scan of the whole batch.
     #[inline(always)]
-    fn running_index(&self, id: ReqId, stay: u64) -> usize {
+    fn running_index(&self, id: ReqId, stay: u64, from: usize) -> usize {
         let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
             Some(&Place::Running { stay, .. }) => stay,
             _ => u64::MAX,
         };
-        if self.running.len() > 16 {
-            let i = self.running.partition_point(|x| stay_of(x) < stay);
+        let rest = self.running.get(from..).unwrap_or_default();
+        if rest.len() > 16 {
+            let i = from + rest.partition_point(|x| stay_of(x) < stay);
             if self.running.get(i) == Some(&id) {
                 return i;
             }
+        } else if let Some(i) = rest.iter().position(|x| *x == id) {
+            return from + i;
         }
         (self.running.iter().position(|x| *x == id))
             .expect("invariant: a finished request was running")

@@ -390,13 +390,20 @@ impl Sglang {
         self.places.get(id.0 as usize).copied().unwrap_or_default()
     }
 
+    /// Make room for the place of `id`, a request arriving (before its first
+    /// [`set_place`](Self::set_place)).
     #[inline]
-    fn set_place(&mut self, id: ReqId, place: Place) {
+    fn make_place(&mut self, id: ReqId) {
         let i = id.0 as usize;
         if i >= self.places.len() {
             self.places.resize(i + 1, Place::Absent);
         }
-        self.places[i] = place;
+    }
+
+    /// Set the place of `id`, a request that has arrived ([`make_place`](Self::make_place)).
+    #[inline]
+    fn set_place(&mut self, id: ReqId, place: Place) {
+        self.places[id.0 as usize] = place;
     }
 
     /// Output tokens a request has generated so far (while running, derived from the
@@ -486,22 +493,19 @@ impl Sglang {
             u64::from(r.prompt_tokens) + u64::from(out) + u64::from(first_token_pending) - 1;
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         let max_new = r.max_new_tokens;
-        let ignore_eos = r.ignore_eos;
-        let prompt = r.prompt_tokens;
-        self.set_place(
-            id,
-            Place::Running {
-                since_step: self.decode_step,
-                out_then: out,
-                alloc_since: self.alloc_step,
-                kv_then,
-                stay,
-                max_new,
-                ignore_eos,
-                prompt,
-            },
-        );
-        self.count_reserved(id, Some(reqs[id].target_output_tokens));
+        let target = r.target_output_tokens;
+        let place = Place::Running {
+            since_step: self.decode_step,
+            out_then: out,
+            alloc_since: self.alloc_step,
+            kv_then,
+            stay,
+            max_new,
+            ignore_eos: r.ignore_eos,
+            prompt: r.prompt_tokens,
+        };
+        self.set_place(id, place);
+        self.count_reserved_at(id, place, Some(target));
         self.running_kv_tokens += kv_then;
         self.out_less_since += i64::from(out) - self.decode_step as i64;
         self.max_new_sum += u64::from(max_new);
@@ -516,7 +520,7 @@ impl Sglang {
         // decision sees running requests with fewer than `target` tokens, and sets aside only
         // those one token short of `max_new_tokens`.
         let counted = out + u32::from(first_token_pending);
-        if reqs[id].target_output_tokens >= max_new {
+        if target >= max_new {
             self.note_length_due(id, stay, self.decode_step, counted, max_new);
         }
         self.running.push(id);
@@ -723,6 +727,7 @@ impl Scheduler for Sglang {
         let capped = u64::from(r.max_new_tokens).min(cap) as u32;
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
+        self.make_place(id);
         self.push_waiting(id, reqs);
         self.cache_arrive(id, reqs);
         Ok(())
