@@ -3,7 +3,7 @@
 //! (`process_batch_result_decode`): every running request gets a token, those reaching their
 //! length finish.
 
-use super::{completions, InFlight, Place, Sglang};
+use super::{completions, InFlight, Sglang};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::Outbox;
 use crate::time::{SimDuration, SimTime};
@@ -74,8 +74,8 @@ impl Sglang {
         // The step's completions, in a buffer kept between calls.
         let mut done = std::mem::take(&mut self.done_buf);
         done.clear();
-        let places = &self.places;
-        let current = |id, stay| super::current_stay(places, id, stay);
+        let stays = &self.stays;
+        let current = |id, stay| super::current_stay(stays, id, stay);
         self.finish.take(self.decode_step, current, &mut done);
         // The next pass of `get_next_batch_to_run` filters them out of the running batch,
         // which reopens admission at once (0.5.23 filters on every pass).
@@ -152,13 +152,12 @@ impl Sglang {
     /// is not found so, a scan of the whole batch.
     #[inline(always)]
     fn running_index(&self, id: ReqId, stay: u64, from: usize) -> usize {
-        let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
-            Some(&Place::Running { stay, .. }) => stay,
-            _ => u64::MAX,
-        };
         let rest = self.running.get(from..).unwrap_or_default();
         if rest.len() > 16 {
-            let i = from + rest.partition_point(|x| stay_of(x) < stay);
+            // A running request's stay is in `stays` (read once: the search's steps then
+            // load nothing else).
+            let stays = &self.stays[..];
+            let i = from + rest.partition_point(|x| stays[x.0 as usize] < stay);
             if self.running.get(i) == Some(&id) {
                 return i;
             }

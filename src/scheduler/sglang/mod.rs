@@ -182,7 +182,8 @@ enum Place {
     },
     /// In the running batch. Its output count and its KV follow from two counters, so that a
     /// decode step touches no request: it has `out_then + (decode_step − since_step)` output
-    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots.
+    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots. Its stay is in
+    /// [`Sglang::stays`].
     Running {
         /// [`Sglang::decode_step`] when it joined.
         since_step: u64,
@@ -192,8 +193,6 @@ enum Place {
         alloc_since: u64,
         /// KV slots it held then.
         kv_then: u64,
-        /// Unique number of this stay in the batch (guards stale completion-heap entries).
-        stay: u64,
         /// Its `max_new_tokens`: its admission reservation follows (see `reserved.rs`).
         max_new: u32,
         /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
@@ -276,6 +275,11 @@ pub struct Sglang {
     leaving: Vec<(ReqId, u64)>,
     /// Each request's place, by arena index.
     places: Vec<Place>,
+    /// Each running request's stay, by arena index: the unique number of its stay in the batch
+    /// (it guards stale completion entries, and orders the batch but for mixed batches);
+    /// [`NOT_RUNNING`] for the others. Kept apart from [`places`](Self::places) so that the
+    /// searches by stay read a dense array.
+    stays: Vec<u64>,
     /// The radix cache, when it is on and the workload shares prefixes.
     cache: Option<cache::Cache>,
     rng: Stream,
@@ -362,6 +366,7 @@ impl Sglang {
             planned: None,
             leaving: Vec::new(),
             places: Vec::new(),
+            stays: Vec::new(),
             cache: (shares_prefixes && !spec.disable_radix_cache).then(|| cache::Cache::new(page)),
             rng,
             counters: SchedulerCounters::default(),
@@ -397,6 +402,7 @@ impl Sglang {
         let i = id.0 as usize;
         if i >= self.places.len() {
             self.places.resize(i + 1, Place::Absent);
+            self.stays.resize(i + 1, NOT_RUNNING);
         }
     }
 
@@ -438,7 +444,18 @@ impl Sglang {
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
     #[inline]
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
-        current_stay(&self.places, id, stay)
+        current_stay(&self.stays, id, stay)
+    }
+
+    /// The stay of `id`, a running request.
+    #[inline]
+    fn stay(&self, id: ReqId) -> u64 {
+        let stay = self.stays[id.0 as usize];
+        debug_assert_ne!(
+            stay, NOT_RUNNING,
+            "invariant: only running requests have a stay"
+        );
+        stay
     }
 
     #[inline]
@@ -499,12 +516,12 @@ impl Sglang {
             out_then: out,
             alloc_since: self.alloc_step,
             kv_then,
-            stay,
             max_new,
             ignore_eos: r.ignore_eos,
             prompt: r.prompt_tokens,
         };
         self.set_place(id, place);
+        self.stays[id.0 as usize] = stay;
         self.count_reserved_at(id, place, Some(target));
         self.running_kv_tokens += kv_then;
         self.out_less_since += i64::from(out) - self.decode_step as i64;
@@ -553,6 +570,7 @@ impl Sglang {
         self.max_new_sum -= u64::from(max_new);
         self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
+        self.stays[id.0 as usize] = NOT_RUNNING;
         let b = self.bucket_of(kv_then, alloc_since);
         self.page_buckets[b] -= 1;
         self.running_kv_tokens -= kv;
@@ -850,7 +868,11 @@ impl Scheduler for Sglang {
     }
 }
 
-/// Whether `(id, stay)` is a running request's current stay in the batch, by the places.
-fn current_stay(places: &[Place], id: ReqId, stay: u64) -> bool {
-    matches!(places.get(id.0 as usize), Some(Place::Running { stay: s, .. }) if *s == stay)
+/// [`Sglang::stays`] of a request that is not running (stays count up from 0).
+const NOT_RUNNING: u64 = u64::MAX;
+
+/// Whether `(id, stay)` is a running request's current stay in the batch, by the stays.
+#[inline(always)]
+fn current_stay(stays: &[u64], id: ReqId, stay: u64) -> bool {
+    stays.get(id.0 as usize) == Some(&stay)
 }

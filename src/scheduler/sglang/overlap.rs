@@ -243,7 +243,6 @@ impl Sglang {
             since_step,
             out_then,
             kv_then,
-            stay,
             max_new,
             ..
         } = self.place(it.id)
@@ -290,6 +289,7 @@ impl Sglang {
             self.batch_is_full = false;
         } else {
             let finish_step = since_step + u64::from(target - out_then);
+            let stay = self.stay(it.id);
             self.finish.push(finish_step, stay, it.id);
         }
     }

@@ -36,20 +36,20 @@ pub(super) struct Reserved {
 type Change = (u64, u8, u64, ReqId, u64);
 
 impl Sglang {
-    /// `k` of a running request (see the module docs), its stay, and its class.
+    /// `k` of `id`, a running request whose place is `place` (see the module docs), its stay,
+    /// and its class.
     #[inline]
-    fn reserve_key(place: Place) -> Option<(u64, u64, usize)> {
+    fn reserve_key(&self, id: ReqId, place: Place) -> Option<(u64, u64, usize)> {
         match place {
             Place::Running {
                 since_step,
                 out_then,
-                stay,
                 max_new,
                 ignore_eos,
                 ..
             } => Some((
                 since_step + u64::from(max_new.saturating_sub(out_then)),
-                stay,
+                self.stay(id),
                 usize::from(ignore_eos),
             )),
             _ => None,
@@ -77,7 +77,7 @@ impl Sglang {
                 break;
             }
             self.reserved.changes.pop();
-            let Some((key, now_stay, c)) = Self::reserve_key(self.place(id)) else {
+            let Some((key, now_stay, c)) = self.reserve_key(id, self.place(id)) else {
                 continue;
             };
             if now_stay != stay || key != k {
@@ -126,7 +126,7 @@ impl Sglang {
     pub(super) fn count_reserved_at(&mut self, id: ReqId, place: Place, target: Option<u32>) {
         self.sync_reserved();
         let (k, stay, c) =
-            Self::reserve_key(place).expect("invariant: only running requests reserve");
+            (self.reserve_key(id, place)).expect("invariant: only running requests reserve");
         let join = target.is_some();
         // The last decode step at which it can be running: its output (counted without a
         // first token still to come) reaches its target by then.
@@ -164,7 +164,7 @@ impl Sglang {
         if join && self.reserved.changes.len() > 8 * self.running.len() + 1024 {
             let heap = std::mem::take(&mut self.reserved.changes).into_vec();
             let current = heap.into_iter().filter(|Reverse((_, _, stay, id, k))| {
-                Self::reserve_key(self.place(*id))
+                self.reserve_key(*id, self.place(*id))
                     .is_some_and(|(key, st, _)| st == *stay && key == *k)
             });
             self.reserved.changes = current.collect();
