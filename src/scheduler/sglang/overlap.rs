@@ -244,6 +244,7 @@ impl Sglang {
             out_then,
             kv_then,
             max_new,
+            ignore_eos,
             ..
         } = self.place(it.id)
         else {
@@ -267,9 +268,11 @@ impl Sglang {
         }
         out.generated_tokens += 1;
         let out_then = out_then + 1;
-        // Its reservation is counted anew from its new output count — unless it is `clip`
-        // before and after, with no change to come (the usual case).
-        let recount = !self.stays_clipped(since_step, out_then, max_new, target);
+        // Its reservation is counted anew from its new output count — unless it reserves
+        // `clip`, or falls by one per step, before and after, with no change to come (the
+        // usual case): then the counts are updated at once.
+        let class = usize::from(ignore_eos);
+        let recount = !self.count_one_more(since_step, out_then, max_new, target, class);
         if recount {
             self.count_reserved(it.id, None);
         }

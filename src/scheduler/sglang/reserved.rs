@@ -98,20 +98,37 @@ impl Sglang {
         }
     }
 
-    /// Whether a running request that joined at `since_step` with `out_then` output tokens
-    /// (its first token just counted) and stops at `target` reserves `clip` before and after
-    /// that token with no change to come before it leaves: then its count stands as it is.
+    /// Count the token a running request of class `class` just received outside a decode step
+    /// (its first, in the overlapped loop), where that is simple: it joined at `since_step`
+    /// with `out_then` output tokens, that token now counted, and stops at `target`. If it
+    /// reserves `clip` before and after the token, or its reservation falls by one per step
+    /// before and after (its `k` one less), with no change to come before it leaves, the counts
+    /// are updated and `true` returned; else nothing is done and the request must be counted
+    /// anew ([`count_reserved`](Self::count_reserved)).
     #[inline]
-    pub(super) fn stays_clipped(
-        &self,
+    pub(super) fn count_one_more(
+        &mut self,
         since_step: u64,
         out_then: u32,
         max_new: u32,
         target: u32,
+        class: usize,
     ) -> bool {
         let k = since_step + u64::from(max_new.saturating_sub(out_then));
         let last = since_step + u64::from(target.saturating_sub(out_then)) + 1;
-        k > self.decode_step + self.p.clip && k - self.p.clip > last
+        let (s, clip) = (self.decode_step, self.p.clip);
+        if k > s + clip {
+            // Clipped after, and before (`k` was one more): it stands, unless a change is due.
+            return k - clip > last;
+        }
+        // Falling after (`s < k`) and before (`k + 1 ≤ s + clip`); the counts those of this
+        // step, changes due applied.
+        if s < k && k < s + clip && k > last {
+            self.sync_reserved();
+            self.reserved.falling_k[class] -= 1;
+            return true;
+        }
+        false
     }
 
     /// Count a running request (its place just set) whose output stops at `target` tokens
