@@ -9,7 +9,6 @@ use rand::seq::SliceRandom;
 
 use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
-use crate::kv::pages_for;
 use crate::request::{Phase, ReqId, Request, Requests};
 use crate::scheduler::{ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
@@ -90,7 +89,10 @@ impl Pass {
     }
     #[inline]
     fn ceil_page(&self, tokens: u64) -> u64 {
-        tokens.div_ceil(self.page) * self.page
+        match self.page {
+            1 => tokens,
+            p => tokens.div_ceil(p) * p,
+        }
     }
     /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
     #[inline(always)]
@@ -769,9 +771,7 @@ impl Sglang {
                 pending_chunk = Some(u64::from(input - done - it.take));
             }
             // `alloc_for_extend`'s pages.
-            let before = pages_for(u64::from(done), self.p.page);
-            let after = pages_for(u64::from(done + it.take), self.p.page);
-            pages += after - before;
+            pages += self.pages(u64::from(done + it.take)) - self.pages(u64::from(done));
         }
         if let Some(id) = new_chunked {
             self.chunked = Some(id);

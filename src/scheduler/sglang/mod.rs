@@ -265,7 +265,8 @@ pub struct Sglang {
     /// `max_new_tokens`: the sums of retraction's ratio re-estimate, without a scan.
     out_less_since: i64,
     max_new_sum: u64,
-    /// Running requests by `(context − since_step) mod page` (see the module docs).
+    /// Running requests by `(context − since_step) mod page` (see the module docs); not kept
+    /// with one-token pages, where every running request needs a page at every step.
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
     /// Overlapped loop: the batch decided while `in_flight` runs, and its duration.
@@ -458,13 +459,22 @@ impl Sglang {
         stay
     }
 
+    /// The page bucket of a running request that held `kv_then` KV slots at allocation step
+    /// `since`, pages being of more than one token.
     #[inline]
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
         let p = self.p.page;
-        if p == 1 {
-            return 0;
-        }
         ((kv_then % p + p - since % p) % p) as usize
+    }
+
+    /// [`pages_for`](crate::kv::pages_for) `tokens` — without its division for one-token
+    /// pages (SGLang's default).
+    #[inline(always)]
+    fn pages(&self, tokens: u64) -> u64 {
+        match self.p.page {
+            1 => tokens,
+            p => crate::kv::pages_for(tokens, p),
+        }
     }
 
     /// Pages the next decode step must allocate (`check_decode_mem`).
@@ -526,8 +536,10 @@ impl Sglang {
         self.running_kv_tokens += kv_then;
         self.out_less_since += i64::from(out) - self.decode_step as i64;
         self.max_new_sum += u64::from(max_new);
-        let b = self.bucket_of(kv_then, self.alloc_step);
-        self.page_buckets[b] += 1;
+        if self.p.page > 1 {
+            let b = self.bucket_of(kv_then, self.alloc_step);
+            self.page_buckets[b] += 1;
+        }
         if schedule_finish {
             self.finish.push(finish_step, stay, id);
         }
@@ -571,8 +583,10 @@ impl Sglang {
         self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
         self.stays[id.0 as usize] = NOT_RUNNING;
-        let b = self.bucket_of(kv_then, alloc_since);
-        self.page_buckets[b] -= 1;
+        if self.p.page > 1 {
+            let b = self.bucket_of(kv_then, alloc_since);
+            self.page_buckets[b] -= 1;
+        }
         self.running_kv_tokens -= kv;
         kv
     }
