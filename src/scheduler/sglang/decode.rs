@@ -121,12 +121,14 @@ impl Sglang {
         let few = done.len() <= 24;
         let mut at = std::mem::take(&mut self.index_buf);
         at.clear();
+        let mut ascending = true;
         if few {
             // In batch order (by stays, as the batch is but for mixed batches; with the radix
             // cache, by place): each is searched for after the previous one.
             let mut from = 0;
             at.extend(done.iter().map(|&(_, stay, id)| {
                 let i = self.running_index(id, stay, from);
+                ascending &= i >= from;
                 from = i + 1;
                 i
             }));
@@ -137,7 +139,9 @@ impl Sglang {
             out.finished.push(id);
         }
         if few {
-            at.sort_unstable();
+            if !ascending {
+                at.sort_unstable();
+            }
             remove_sorted(&mut self.running, &at);
         } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
