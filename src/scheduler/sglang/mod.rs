@@ -754,7 +754,7 @@ impl Scheduler for Sglang {
         let by_memory = self
             .kv
             .capacity_tokens()
-            .saturating_sub(input.div_ceil(page) * page + page + 1);
+            .saturating_sub(self.pages(input) * page + page + 1);
         let cap = (self.p.max_req_len - input - 1).min(by_memory);
         let capped = u64::from(r.max_new_tokens).min(cap) as u32;
         r.max_new_tokens = capped;
