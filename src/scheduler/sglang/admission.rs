@@ -9,8 +9,7 @@ use rand::seq::SliceRandom;
 
 use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
-use crate::kv::pages_for;
-use crate::request::{Phase, ReqId, Requests};
+use crate::request::{Phase, ReqId, Request, Requests};
 use crate::scheduler::{ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
 
@@ -90,7 +89,10 @@ impl Pass {
     }
     #[inline]
     fn ceil_page(&self, tokens: u64) -> u64 {
-        tokens.div_ceil(self.page) * self.page
+        match self.page {
+            1 => tokens,
+            p => tokens.div_ceil(p) * p,
+        }
     }
     /// `_update_prefill_budget` → `PrefillBudget.reserve`, and the input and chunk budgets.
     #[inline(always)]
@@ -250,17 +252,25 @@ impl Sglang {
         });
     }
 
-    /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
+    /// What `PrefillAdder.add_one_req` weighs for the waiting request `id` (`r`): its extend,
+    /// the input less what the radix cache holds, and the tokens `PrefillBudget.check_prefill`
+    /// needs for it, `extend + min(max_new − generated, clip) + page` (as a float).
     #[inline(always)]
-    fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
-        let r = &reqs[id];
+    fn admission_need(&self, id: ReqId, r: &Request) -> (u64, f64) {
         let generated = u64::from(r.out_tokens);
         let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
         let max_new_left = u64::from(r.max_new_tokens)
             .saturating_sub(generated)
             .min(self.p.clip);
+        (extend, float(extend + max_new_left + self.p.page))
+    }
+
+    /// `PrefillAdder.add_one_req`: the input less what the radix cache holds is extended.
+    #[inline(always)]
+    fn add_one(&self, pass: &mut Pass, id: ReqId, reqs: &Requests) -> AddResult {
+        let r = &reqs[id];
+        let (extend, need) = self.admission_need(id, r);
         // `PrefillBudget.check_prefill`: strictly below what remains.
-        let need = float(extend + max_new_left + self.p.page);
         if pass.on_remaining(|r| need >= r) {
             return AddResult::NoToken;
         }
@@ -506,12 +516,7 @@ impl Sglang {
         // As `new_pass` and `add_one` compute them.
         let available = float(self.kv.available_tokens());
         let total_offset_lo = float(mixed) + bounds.lo;
-        let generated = u64::from(r.out_tokens);
-        let extend = u64::from(r.prompt_tokens) + generated - u64::from(self.matched(id));
-        let max_new_left = u64::from(r.max_new_tokens)
-            .saturating_sub(generated)
-            .min(self.p.clip);
-        let need = float(extend + max_new_left + self.p.page);
+        let (_, need) = self.admission_need(id, r);
         need >= available - total_offset_lo
     }
 
@@ -711,50 +716,76 @@ impl Sglang {
         running_bs: u64,
         reqs: &mut Requests,
     ) -> Option<(InFlight, SimDuration)> {
-        // Admitted requests are a prefix of the (sorted) waiting queue.
+        // The items are the continuing chunk, if any, then the admitted requests: a prefix of
+        // the (sorted) waiting queue, in its order. One walk takes them off the queue and counts
+        // the batch's tokens and pages.
+        let continuing = items.len() - admitted;
+        debug_assert!(continuing <= 1, "invariant: one continuing chunk at most");
+        // The request between chunks after this batch: its tokens still to come are pending.
+        let chunked = new_chunked.or(self.chunked);
+        let mut pending_chunk = None;
         let mut cached_tokens = 0u64;
-        for _ in 0..admitted {
-            let id = self
-                .waiting
-                .pop_front()
-                .expect("invariant: admitted requests were waiting");
-            let r = &mut reqs[id];
-            self.waiting_tokens -= u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
-            let input = r.prompt_tokens + r.out_tokens;
-            r.phase = Phase::Running;
-            let cached = self.admit_cached(id);
-            if r.admitted_at.is_none() {
-                r.cached_tokens = cached;
-                self.counters.first_admissions += 1;
-                self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
-                self.counters.cached_prompt_tokens += u64::from(cached);
-                self.counters.cache_hit_requests += u64::from(cached > 0);
+        let mut new_token = 0u64;
+        let mut pages = 0;
+        for (k, it) in items.iter().enumerate() {
+            let (done, input) = if k < continuing {
+                let Place::Prefilling { done, input } = self.place(it.id) else {
+                    panic!("invariant: prefill items are prefilling");
+                };
+                (done, input)
+            } else {
+                let id = self
+                    .waiting
+                    .pop_front()
+                    .expect("invariant: admitted requests were waiting");
+                debug_assert_eq!(
+                    id, it.id,
+                    "invariant: admitted requests are the queue's head"
+                );
+                let r = &mut reqs[id];
+                self.waiting_tokens -= u64::from(r.prompt_tokens) + u64::from(r.out_tokens);
+                let input = r.prompt_tokens + r.out_tokens;
+                r.phase = Phase::Running;
+                let cached = self.admit_cached(id);
+                if r.admitted_at.is_none() {
+                    r.cached_tokens = cached;
+                    self.counters.first_admissions += 1;
+                    self.counters.first_admission_prompt_tokens += u64::from(r.prompt_tokens);
+                    self.counters.cached_prompt_tokens += u64::from(cached);
+                    self.counters.cache_hit_requests += u64::from(cached > 0);
+                }
+                r.admitted_at.get_or_insert(now);
+                self.set_place(
+                    id,
+                    Place::Prefilling {
+                        done: cached,
+                        input,
+                    },
+                );
+                cached_tokens += u64::from(cached);
+                self.prefilling += 1;
+                (cached, input)
+            };
+            new_token += u64::from(it.take);
+            if pending_chunk.is_none() && chunked == Some(it.id) {
+                pending_chunk = Some(u64::from(input - done - it.take));
             }
-            r.admitted_at.get_or_insert(now);
-            self.set_place(
-                id,
-                Place::Prefilling {
-                    done: cached,
-                    input,
-                },
-            );
-            cached_tokens += u64::from(cached);
-            self.prefilling += 1;
+            // `alloc_for_extend`'s pages.
+            pages += self.pages(u64::from(done + it.take)) - self.pages(u64::from(done));
         }
         if let Some(id) = new_chunked {
             self.chunked = Some(id);
         }
 
-        let new_token: u64 = items.iter().map(|i| u64::from(i.take)).sum();
         // The `Prefill batch` line is printed when the batch's result is processed
         // (`report_prefill_stats`); what it says of the queue is known now.
         let log = self.log_enabled.then(|| {
-            let pending_chunk = self.chunked.map_or(0, |id| match self.place(id) {
-                Place::Prefilling { done, input } => {
-                    let this = items.iter().find(|i| i.id == id).map_or(0, |i| i.take);
-                    u64::from(input - done - this)
-                }
-                _ => 0,
+            // The request between chunks is one of the items (it goes first in every pass).
+            let pending_chunk = pending_chunk.unwrap_or_else(|| {
+                self.chunked.map_or(0, |id| match self.place(id) {
+                    Place::Prefilling { done, input } => u64::from(input - done),
+                    _ => 0,
+                })
             });
             Box::new(ServerSample {
                 at: now,
@@ -774,15 +805,6 @@ impl Sglang {
         });
 
         // `alloc_for_extend`: the batch's pages at once, evicting from the cache if need be.
-        let mut pages = 0;
-        for it in &items {
-            let Place::Prefilling { done, .. } = self.place(it.id) else {
-                panic!("invariant: prefill items are prefilling");
-            };
-            let before = pages_for(u64::from(done), self.p.page);
-            let after = pages_for(u64::from(done + it.take), self.p.page);
-            pages += after - before;
-        }
         self.alloc_evicting(pages);
         // Mixed-style chunked prefill: the running requests decode in the same forward pass if
         // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit

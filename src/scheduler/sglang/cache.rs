@@ -325,7 +325,7 @@ impl Sglang {
     #[inline]
     pub(super) fn release_kv(&mut self, id: ReqId, kv: u64, publish: Option<u32>, reqs: &Requests) {
         if self.cache.is_none() {
-            self.kv.free_pages(pages_for(kv, self.p.page));
+            self.kv.free_pages(self.pages(kv));
         } else {
             self.release_cached(id, kv, publish, reqs);
         }

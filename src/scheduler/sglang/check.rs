@@ -31,6 +31,11 @@ impl Sglang {
                 r.phase == Phase::Running && matches!(self.place(id), Place::Running { .. }),
                 "invariant: running requests are Running"
             );
+            assert_ne!(
+                self.stays[id.0 as usize],
+                super::NOT_RUNNING,
+                "invariant: running requests have a stay"
+            );
             let kv = self.running_kv(id);
             let held = u64::from(r.prompt_tokens) + u64::from(self.output_tokens(id, r)) - 1;
             if self.p.overlap {

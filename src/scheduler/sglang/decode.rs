@@ -3,7 +3,7 @@
 //! (`process_batch_result_decode`): every running request gets a token, those reaching their
 //! length finish.
 
-use super::{completions, InFlight, Place, Sglang};
+use super::{completions, InFlight, Sglang};
 use crate::request::{Phase, ReqId, Requests};
 use crate::scheduler::Outbox;
 use crate::time::{SimDuration, SimTime};
@@ -74,15 +74,15 @@ impl Sglang {
         // The step's completions, in a buffer kept between calls.
         let mut done = std::mem::take(&mut self.done_buf);
         done.clear();
-        let places = &self.places;
-        let current = |id, stay| super::current_stay(places, id, stay);
+        let stays = &self.stays;
+        let current = |id, stay| super::current_stay(stays, id, stay);
         self.finish.take(self.decode_step, current, &mut done);
         // The next pass of `get_next_batch_to_run` filters them out of the running batch,
         // which reopens admission at once (0.5.23 filters on every pass).
         let any = match done.as_slice() {
             [] => false,
             &[(_, stay, id)] => {
-                let at = self.running_index(id, stay);
+                let at = self.running_index(id, stay, 0);
                 self.leave_running(id, reqs);
                 reqs[id].phase = Phase::Finished;
                 out.finished.push(id);
@@ -121,11 +121,17 @@ impl Sglang {
         let few = done.len() <= 24;
         let mut at = std::mem::take(&mut self.index_buf);
         at.clear();
+        let mut ascending = true;
         if few {
-            at.extend(
-                done.iter()
-                    .map(|&(_, stay, id)| self.running_index(id, stay)),
-            );
+            // In batch order (by stays, as the batch is but for mixed batches; with the radix
+            // cache, by place): each is searched for after the previous one.
+            let mut from = 0;
+            at.extend(done.iter().map(|&(_, stay, id)| {
+                let i = self.running_index(id, stay, from);
+                ascending &= i >= from;
+                from = i + 1;
+                i
+            }));
         }
         for &(_, _, id) in done.iter() {
             self.leave_running(id, reqs);
@@ -133,7 +139,9 @@ impl Sglang {
             out.finished.push(id);
         }
         if few {
-            at.sort_unstable();
+            if !ascending {
+                at.sort_unstable();
+            }
             remove_sorted(&mut self.running, &at);
         } else {
             self.running.retain(|&id| reqs[id].phase == Phase::Running);
@@ -141,20 +149,24 @@ impl Sglang {
         self.index_buf = at;
     }
 
-    /// Where the running request `id` of stay `stay` is in the batch: the batch is in order of
-    /// stays unless mixed batches put older requests behind newer ones, so in a large batch a
-    /// binary search by stay finds it, checked; else a scan.
+    /// Where the running request `id` of stay `stay` is in the batch, looked for from index
+    /// `from` on (where it usually is: a step's completions are taken in batch order). The
+    /// batch is in order of stays unless mixed batches put older requests behind newer ones,
+    /// so in a large batch a binary search by stay finds it, checked; else a scan — and if it
+    /// is not found so, a scan of the whole batch.
     #[inline(always)]
-    fn running_index(&self, id: ReqId, stay: u64) -> usize {
-        let stay_of = |x: &ReqId| match self.places.get(x.0 as usize) {
-            Some(&Place::Running { stay, .. }) => stay,
-            _ => u64::MAX,
-        };
-        if self.running.len() > 16 {
-            let i = self.running.partition_point(|x| stay_of(x) < stay);
+    fn running_index(&self, id: ReqId, stay: u64, from: usize) -> usize {
+        let rest = self.running.get(from..).unwrap_or_default();
+        if rest.len() > 16 {
+            // A running request's stay is in `stays` (read once: the search's steps then
+            // load nothing else).
+            let stays = &self.stays[..];
+            let i = from + rest.partition_point(|x| stays[x.0 as usize] < stay);
             if self.running.get(i) == Some(&id) {
                 return i;
             }
+        } else if let Some(i) = rest.iter().position(|x| *x == id) {
+            return from + i;
         }
         (self.running.iter().position(|x| *x == id))
             .expect("invariant: a finished request was running")

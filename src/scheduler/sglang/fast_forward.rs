@@ -85,9 +85,9 @@ impl Sglang {
             self.running_kv_tokens + batch
         };
         // The next completion (stale entries of retracted requests are dropped on the way).
-        let places = &self.places;
+        let stays = &self.stays;
         let next_finish =
-            (self.finish).next_step(|id, stay| super::current_stay(places, id, stay))?;
+            (self.finish).next_step(|id, stay| super::current_stay(stays, id, stay))?;
         // The step at whose end the next requests complete is decided, and (overlapped) decides
         // the next, before anything changes: it belongs to the run, unless that decision sets a
         // request aside as finishing by length (`set_aside_finishing`; the filter errs only

@@ -182,7 +182,8 @@ enum Place {
     },
     /// In the running batch. Its output count and its KV follow from two counters, so that a
     /// decode step touches no request: it has `out_then + (decode_step − since_step)` output
-    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots.
+    /// tokens and holds `kv_then + (alloc_step − alloc_since)` KV slots. Its stay is in
+    /// [`Sglang::stays`].
     Running {
         /// [`Sglang::decode_step`] when it joined.
         since_step: u64,
@@ -192,8 +193,6 @@ enum Place {
         alloc_since: u64,
         /// KV slots it held then.
         kv_then: u64,
-        /// Unique number of this stay in the batch (guards stale completion-heap entries).
-        stay: u64,
         /// Its `max_new_tokens`: its admission reservation follows (see `reserved.rs`).
         max_new: u32,
         /// Whether it reserves at a ratio of 1 (`ignore_eos`) rather than `new_token_ratio`.
@@ -266,7 +265,8 @@ pub struct Sglang {
     /// `max_new_tokens`: the sums of retraction's ratio re-estimate, without a scan.
     out_less_since: i64,
     max_new_sum: u64,
-    /// Running requests by `(context − since_step) mod page` (see the module docs).
+    /// Running requests by `(context − since_step) mod page` (see the module docs); not kept
+    /// with one-token pages, where every running request needs a page at every step.
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
     /// Overlapped loop: the batch decided while `in_flight` runs, and its duration.
@@ -276,6 +276,11 @@ pub struct Sglang {
     leaving: Vec<(ReqId, u64)>,
     /// Each request's place, by arena index.
     places: Vec<Place>,
+    /// Each running request's stay, by arena index: the unique number of its stay in the batch
+    /// (it guards stale completion entries, and orders the batch but for mixed batches);
+    /// [`NOT_RUNNING`] for the others. Kept apart from [`places`](Self::places) so that the
+    /// searches by stay read a dense array.
+    stays: Vec<u64>,
     /// The radix cache, when it is on and the workload shares prefixes.
     cache: Option<cache::Cache>,
     rng: Stream,
@@ -362,6 +367,7 @@ impl Sglang {
             planned: None,
             leaving: Vec::new(),
             places: Vec::new(),
+            stays: Vec::new(),
             cache: (shares_prefixes && !spec.disable_radix_cache).then(|| cache::Cache::new(page)),
             rng,
             counters: SchedulerCounters::default(),
@@ -390,13 +396,21 @@ impl Sglang {
         self.places.get(id.0 as usize).copied().unwrap_or_default()
     }
 
+    /// Make room for the place of `id`, a request arriving (before its first
+    /// [`set_place`](Self::set_place)).
     #[inline]
-    fn set_place(&mut self, id: ReqId, place: Place) {
+    fn make_place(&mut self, id: ReqId) {
         let i = id.0 as usize;
         if i >= self.places.len() {
             self.places.resize(i + 1, Place::Absent);
+            self.stays.resize(i + 1, NOT_RUNNING);
         }
-        self.places[i] = place;
+    }
+
+    /// Set the place of `id`, a request that has arrived ([`make_place`](Self::make_place)).
+    #[inline]
+    fn set_place(&mut self, id: ReqId, place: Place) {
+        self.places[id.0 as usize] = place;
     }
 
     /// Output tokens a request has generated so far (while running, derived from the
@@ -431,16 +445,36 @@ impl Sglang {
     /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
     #[inline]
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
-        current_stay(&self.places, id, stay)
+        current_stay(&self.stays, id, stay)
     }
 
+    /// The stay of `id`, a running request.
+    #[inline]
+    fn stay(&self, id: ReqId) -> u64 {
+        let stay = self.stays[id.0 as usize];
+        debug_assert_ne!(
+            stay, NOT_RUNNING,
+            "invariant: only running requests have a stay"
+        );
+        stay
+    }
+
+    /// The page bucket of a running request that held `kv_then` KV slots at allocation step
+    /// `since`, pages being of more than one token.
     #[inline]
     fn bucket_of(&self, kv_then: u64, since: u64) -> usize {
         let p = self.p.page;
-        if p == 1 {
-            return 0;
-        }
         ((kv_then % p + p - since % p) % p) as usize
+    }
+
+    /// [`pages_for`](crate::kv::pages_for) `tokens` — without its division for one-token
+    /// pages (SGLang's default).
+    #[inline(always)]
+    fn pages(&self, tokens: u64) -> u64 {
+        match self.p.page {
+            1 => tokens,
+            p => crate::kv::pages_for(tokens, p),
+        }
     }
 
     /// Pages the next decode step must allocate (`check_decode_mem`).
@@ -486,27 +520,26 @@ impl Sglang {
             u64::from(r.prompt_tokens) + u64::from(out) + u64::from(first_token_pending) - 1;
         let finish_step = self.decode_step + u64::from(r.target_output_tokens - out);
         let max_new = r.max_new_tokens;
-        let ignore_eos = r.ignore_eos;
-        let prompt = r.prompt_tokens;
-        self.set_place(
-            id,
-            Place::Running {
-                since_step: self.decode_step,
-                out_then: out,
-                alloc_since: self.alloc_step,
-                kv_then,
-                stay,
-                max_new,
-                ignore_eos,
-                prompt,
-            },
-        );
-        self.count_reserved(id, Some(reqs[id].target_output_tokens));
+        let target = r.target_output_tokens;
+        let place = Place::Running {
+            since_step: self.decode_step,
+            out_then: out,
+            alloc_since: self.alloc_step,
+            kv_then,
+            max_new,
+            ignore_eos: r.ignore_eos,
+            prompt: r.prompt_tokens,
+        };
+        self.set_place(id, place);
+        self.stays[id.0 as usize] = stay;
+        self.count_reserved_at(id, place, Some(target));
         self.running_kv_tokens += kv_then;
         self.out_less_since += i64::from(out) - self.decode_step as i64;
         self.max_new_sum += u64::from(max_new);
-        let b = self.bucket_of(kv_then, self.alloc_step);
-        self.page_buckets[b] += 1;
+        if self.p.page > 1 {
+            let b = self.bucket_of(kv_then, self.alloc_step);
+            self.page_buckets[b] += 1;
+        }
         if schedule_finish {
             self.finish.push(finish_step, stay, id);
         }
@@ -516,7 +549,7 @@ impl Sglang {
         // decision sees running requests with fewer than `target` tokens, and sets aside only
         // those one token short of `max_new_tokens`.
         let counted = out + u32::from(first_token_pending);
-        if reqs[id].target_output_tokens >= max_new {
+        if target >= max_new {
             self.note_length_due(id, stay, self.decode_step, counted, max_new);
         }
         self.running.push(id);
@@ -549,8 +582,11 @@ impl Sglang {
         self.max_new_sum -= u64::from(max_new);
         self.count_reserved_at(id, place, None);
         self.set_place(id, Place::Absent);
-        let b = self.bucket_of(kv_then, alloc_since);
-        self.page_buckets[b] -= 1;
+        self.stays[id.0 as usize] = NOT_RUNNING;
+        if self.p.page > 1 {
+            let b = self.bucket_of(kv_then, alloc_since);
+            self.page_buckets[b] -= 1;
+        }
         self.running_kv_tokens -= kv;
         kv
     }
@@ -718,11 +754,12 @@ impl Scheduler for Sglang {
         let by_memory = self
             .kv
             .capacity_tokens()
-            .saturating_sub(input.div_ceil(page) * page + page + 1);
+            .saturating_sub(self.pages(input) * page + page + 1);
         let cap = (self.p.max_req_len - input - 1).min(by_memory);
         let capped = u64::from(r.max_new_tokens).min(cap) as u32;
         r.max_new_tokens = capped;
         r.target_output_tokens = r.target_output_tokens.min(capped);
+        self.make_place(id);
         self.push_waiting(id, reqs);
         self.cache_arrive(id, reqs);
         Ok(())
@@ -845,7 +882,11 @@ impl Scheduler for Sglang {
     }
 }
 
-/// Whether `(id, stay)` is a running request's current stay in the batch, by the places.
-fn current_stay(places: &[Place], id: ReqId, stay: u64) -> bool {
-    matches!(places.get(id.0 as usize), Some(Place::Running { stay: s, .. }) if *s == stay)
+/// [`Sglang::stays`] of a request that is not running (stays count up from 0).
+const NOT_RUNNING: u64 = u64::MAX;
+
+/// Whether `(id, stay)` is a running request's current stay in the batch, by the stays.
+#[inline(always)]
+fn current_stay(stays: &[u64], id: ReqId, stay: u64) -> bool {
+    stays.get(id.0 as usize) == Some(&stay)
 }

@@ -243,8 +243,8 @@ impl Sglang {
             since_step,
             out_then,
             kv_then,
-            stay,
             max_new,
+            ignore_eos,
             ..
         } = self.place(it.id)
         else {
@@ -268,9 +268,11 @@ impl Sglang {
         }
         out.generated_tokens += 1;
         let out_then = out_then + 1;
-        // Its reservation is counted anew from its new output count — unless it is `clip`
-        // before and after, with no change to come (the usual case).
-        let recount = !self.stays_clipped(since_step, out_then, max_new, target);
+        // Its reservation is counted anew from its new output count — unless it reserves
+        // `clip`, or falls by one per step, before and after, with no change to come (the
+        // usual case): then the counts are updated at once.
+        let class = usize::from(ignore_eos);
+        let recount = !self.count_one_more(since_step, out_then, max_new, target, class);
         if recount {
             self.count_reserved(it.id, None);
         }
@@ -290,6 +292,7 @@ impl Sglang {
             self.batch_is_full = false;
         } else {
             let finish_step = since_step + u64::from(target - out_then);
+            let stay = self.stay(it.id);
             self.finish.push(finish_step, stay, it.id);
         }
     }

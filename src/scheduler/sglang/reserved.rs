@@ -36,20 +36,20 @@ pub(super) struct Reserved {
 type Change = (u64, u8, u64, ReqId, u64);
 
 impl Sglang {
-    /// `k` of a running request (see the module docs), its stay, and its class.
+    /// `k` of `id`, a running request whose place is `place` (see the module docs), its stay,
+    /// and its class.
     #[inline]
-    fn reserve_key(place: Place) -> Option<(u64, u64, usize)> {
+    fn reserve_key(&self, id: ReqId, place: Place) -> Option<(u64, u64, usize)> {
         match place {
             Place::Running {
                 since_step,
                 out_then,
-                stay,
                 max_new,
                 ignore_eos,
                 ..
             } => Some((
                 since_step + u64::from(max_new.saturating_sub(out_then)),
-                stay,
+                self.stay(id),
                 usize::from(ignore_eos),
             )),
             _ => None,
@@ -77,7 +77,7 @@ impl Sglang {
                 break;
             }
             self.reserved.changes.pop();
-            let Some((key, now_stay, c)) = Self::reserve_key(self.place(id)) else {
+            let Some((key, now_stay, c)) = self.reserve_key(id, self.place(id)) else {
                 continue;
             };
             if now_stay != stay || key != k {
@@ -98,20 +98,37 @@ impl Sglang {
         }
     }
 
-    /// Whether a running request that joined at `since_step` with `out_then` output tokens
-    /// (its first token just counted) and stops at `target` reserves `clip` before and after
-    /// that token with no change to come before it leaves: then its count stands as it is.
+    /// Count the token a running request of class `class` just received outside a decode step
+    /// (its first, in the overlapped loop), where that is simple: it joined at `since_step`
+    /// with `out_then` output tokens, that token now counted, and stops at `target`. If it
+    /// reserves `clip` before and after the token, or its reservation falls by one per step
+    /// before and after (its `k` one less), with no change to come before it leaves, the counts
+    /// are updated and `true` returned; else nothing is done and the request must be counted
+    /// anew ([`count_reserved`](Self::count_reserved)).
     #[inline]
-    pub(super) fn stays_clipped(
-        &self,
+    pub(super) fn count_one_more(
+        &mut self,
         since_step: u64,
         out_then: u32,
         max_new: u32,
         target: u32,
+        class: usize,
     ) -> bool {
         let k = since_step + u64::from(max_new.saturating_sub(out_then));
         let last = since_step + u64::from(target.saturating_sub(out_then)) + 1;
-        k > self.decode_step + self.p.clip && k - self.p.clip > last
+        let (s, clip) = (self.decode_step, self.p.clip);
+        if k > s + clip {
+            // Clipped after, and before (`k` was one more): it stands, unless a change is due.
+            return k - clip > last;
+        }
+        // Falling after (`s < k`) and before (`k + 1 ≤ s + clip`); the counts those of this
+        // step, changes due applied.
+        if s < k && k < s + clip && k > last {
+            self.sync_reserved();
+            self.reserved.falling_k[class] -= 1;
+            return true;
+        }
+        false
     }
 
     /// Count a running request (its place just set) whose output stops at `target` tokens
@@ -126,7 +143,7 @@ impl Sglang {
     pub(super) fn count_reserved_at(&mut self, id: ReqId, place: Place, target: Option<u32>) {
         self.sync_reserved();
         let (k, stay, c) =
-            Self::reserve_key(place).expect("invariant: only running requests reserve");
+            (self.reserve_key(id, place)).expect("invariant: only running requests reserve");
         let join = target.is_some();
         // The last decode step at which it can be running: its output (counted without a
         // first token still to come) reaches its target by then.
@@ -164,7 +181,7 @@ impl Sglang {
         if join && self.reserved.changes.len() > 8 * self.running.len() + 1024 {
             let heap = std::mem::take(&mut self.reserved.changes).into_vec();
             let current = heap.into_iter().filter(|Reverse((_, _, stay, id, k))| {
-                Self::reserve_key(self.place(*id))
+                self.reserve_key(*id, self.place(*id))
                     .is_some_and(|(key, st, _)| st == *stay && key == *k)
             });
             self.reserved.changes = current.collect();
