@@ -47,7 +47,11 @@ impl Vllm {
         let (mut unscheduled, mut unscheduled_kv) = (0u64, 0i64);
         let finishing = asynchronous && tr.min_fin(len) == j;
         if finishing {
-            for p in tr.places.iter().filter(|p| p.fin == j && p.max_stop) {
+            let from = tr.first_fin(len, j);
+            for p in tr.places[from..]
+                .iter()
+                .filter(|p| p.fin == j && p.max_stop)
+            {
                 unscheduled += 1;
                 unscheduled_kv += p.base + j as i64 + 1;
                 wanting -= u64::from(p.class as usize == want);
@@ -342,9 +346,9 @@ impl Vllm {
         // queue's tail, the rest to its head.
         let finished = tr.min_fin(tr.len()) == j;
         if finished {
-            let mut n = 0;
-            for p in tr.places.iter().filter(|p| p.fin == j) {
-                n += 1;
+            tr.remove_finished(j, &mut self.running);
+            for k in 0..tr.done.len() {
+                let p = tr.done[k];
                 let c = (p.base + j as i64) as u64;
                 let blocks = if asynchronous && p.max_stop {
                     blocks_of(block, c)
@@ -363,10 +367,6 @@ impl Vllm {
                 *s = Default::default();
                 out.finished.push(p.id);
             }
-            tr.remove_finished(j, n);
-            let seqs = &self.seqs;
-            self.running
-                .retain(|id| seqs[id.0 as usize].status == Status::Running);
             self.finished_pending = true;
         }
         tr.waiting =
