@@ -255,6 +255,23 @@ impl FreeQueue {
         self.index(own).map_or(0, |i| self.left(i))
     }
 
+    /// The blocks of the segment `own` (serial + 1; 0: none) still cached once `n` more blocks
+    /// are taken ([`FreeQueue::take`]: the unhashed ones first, then the segments in order),
+    /// without taking them.
+    pub fn cached_after(&self, own: u64, n: u64) -> u64 {
+        let Some(i) = self.index(own) else {
+            return 0;
+        };
+        let mut rest = n.saturating_sub(self.head);
+        for k in 0..i {
+            if rest == 0 {
+                break;
+            }
+            rest = rest.saturating_sub(self.left(k));
+        }
+        self.left(i).saturating_sub(rest)
+    }
+
     /// The re-admission of the owner of segment `own`: its first `hit` blocks leave the queue
     /// (`touch`); any rest can never hit again (the request registers new blocks for those
     /// places) and stays where it is as plain hashed blocks.
