@@ -326,6 +326,28 @@ mod tests {
     }
 
     #[test]
+    fn cached_after_is_what_taking_the_blocks_leaves() {
+        // Unhashed blocks at the head, then a victim's segment, a finished request's hashed
+        // blocks, a segment taken back (empty), another victim's.
+        let mut q = FreeQueue::new(8);
+        q.take(8);
+        let a = q.free_preempted(5, 3);
+        q.free_finished(2, 2);
+        let b = q.free_preempted(3, 3);
+        q.take_back(b, 3);
+        let c = q.free_preempted(4, 2);
+        q.take(1);
+        let free = q.len();
+        for own in [a, b, c, 0, c + 1] {
+            for n in 0..=free {
+                let mut taken = q.clone();
+                taken.take(n);
+                assert_eq!(q.cached_after(own, n), taken.cached(own), "own {own}, n {n}");
+            }
+        }
+    }
+
+    #[test]
     fn a_journal_undoes_pops_pushes_and_changes_in_the_middle() {
         let mut q = FreeQueue::new(4);
         q.take(4);
