@@ -342,7 +342,11 @@ mod tests {
             for n in 0..=free {
                 let mut taken = q.clone();
                 taken.take(n);
-                assert_eq!(q.cached_after(own, n), taken.cached(own), "own {own}, n {n}");
+                assert_eq!(
+                    q.cached_after(own, n),
+                    taken.cached(own),
+                    "own {own}, n {n}"
+                );
             }
         }
     }

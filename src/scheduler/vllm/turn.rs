@@ -428,16 +428,24 @@ impl Vllm {
         // its first output: neither turn is quiet.
         let finish = tr.min_fin(l);
         let first_output = tr.places.last().map_or(0, |p| p.out0);
+        // At most `most` of them, up to the one before `finish`; none if the first is a turn at
+        // which a request reports its first output.
+        let j0 = tr.turn + 1;
+        let most = if first_output >= j0 {
+            0
+        } else {
+            finish.checked_sub(j0).map_or(most, |d| d.min(most))
+        };
         let queued = self.waiting.len() as u64;
         let decode_seqs = l as u64;
+        let mut free = self.free_blocks();
         let mut taken = 0;
         let stopped = loop {
-            let j = tr.turn + 1;
-            if taken == most || finish == j || first_output >= j {
+            if taken == most {
                 break false;
             }
+            let j = tr.turn + 1;
             let wanting = tr.classes[tr.want_at(j, block)];
-            let free = self.free_blocks();
             if wanting > free || free - wanting > w.free {
                 break false;
             }
@@ -454,6 +462,7 @@ impl Vllm {
                 q.take(wanting);
             }
             self.used_blocks += wanting;
+            free -= wanting;
             self.finished_pending = false;
             self.log_until(cx, end, out);
             let used = self.used_blocks * block;
