@@ -535,7 +535,7 @@ impl Vllm {
     /// (RUNNING's, its own cached blocks counted as they will be then): the queue's end, the
     /// slot limit, a stop, a step the track does not model, or its admission with its whole
     /// known sequence in one chunk. Changes nothing.
-    #[inline]
+    #[inline(always)]
     fn waiting_at(
         &self,
         k: usize,
