@@ -438,7 +438,8 @@ impl Vllm {
         };
         let queued = self.waiting.len() as u64;
         let decode_seqs = l as u64;
-        let mut free = self.free_blocks();
+        let free0 = self.free_blocks();
+        let mut free = free0;
         let mut taken = 0;
         let stopped = loop {
             if taken == most {
@@ -457,9 +458,6 @@ impl Vllm {
             let end = cx.t + if asynchronous { cx.pending } else { dur };
             if end >= cx.limit {
                 break true;
-            }
-            if let Some(q) = &mut self.own {
-                q.take(wanting);
             }
             self.used_blocks += wanting;
             free -= wanting;
@@ -484,6 +482,12 @@ impl Vllm {
             tr.advance();
             taken += 1;
         };
+        // RUNNING's new blocks off the free queue, the stretch's at once: nothing else takes or
+        // frees blocks meanwhile, and turn by turn they leave the queue in its order, as
+        // together.
+        if let Some(q) = &mut self.own {
+            q.take(free0 - free);
+        }
         out.generated_tokens += decode_seqs * taken;
         out.decode_rounds += taken;
         self.counters.decode_steps += taken;
