@@ -213,12 +213,13 @@ impl Track {
     }
 }
 
-/// Where WAITING stopped in the latest turn that preempted and admitted nothing, when it will
-/// stop there again while its head and RUNNING stay and the free blocks only shrink: the
-/// outcome of every step the track models depends on the head's known tokens (fixed while it
-/// waits), its cached blocks (which only evictions change, fewer), RUNNING's length (the
-/// budget left and `max_num_seqs`) and the free blocks — a stop for the head's whole sequence,
-/// at the slot limit, without budget, or (chunked prefill off) for a chunk too long stays one.
+/// Where WAITING stopped in the latest turn that preempted and admitted nothing (or stops in
+/// the next, as `Vllm::settle` finds it before the turn), when it will stop there again while
+/// its head and RUNNING stay and the free blocks only shrink: the outcome of every step the
+/// track models depends on the head's known tokens (fixed while it waits), its cached blocks
+/// (which only evictions change, fewer), RUNNING's length (the budget left and `max_num_seqs`)
+/// and the free blocks — a stop for the head's whole sequence, at the slot limit, without
+/// budget, or (chunked prefill off) for a chunk too long stays one.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Waiting {
     pub head: Option<ReqId>,

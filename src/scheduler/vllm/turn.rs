@@ -9,7 +9,8 @@
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
 //! model or that would end too late. Most turns change nothing but the free blocks and the
 //! counters ([`Vllm::quiet_turns`]): no preemption, admission, first output or completion, and
-//! WAITING stopping where it stopped in the turn before.
+//! WAITING stopping where it stopped in the turn before, or, for the first of a stretch, where
+//! [`Vllm::settle`] finds it stops for good.
 
 use super::fast_forward::{fin, hashed_at, Admit, Call, Outcome, Place, Track, Waiting};
 use super::{blocks_of, full_blocks, Status, Vllm};
