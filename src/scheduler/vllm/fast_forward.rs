@@ -103,9 +103,10 @@ pub(super) struct Track {
     /// WAITING's outcome, while it holds.
     pub waiting: Option<Waiting>,
     /// A turn's scratch: the victims' segments (serial + 1) in preemption order, the
-    /// admissions.
+    /// admissions, the places that finished.
     pub victims: Vec<u64>,
     pub admits: Vec<Admit>,
+    pub done: Vec<Place>,
 }
 
 impl Track {
@@ -138,27 +139,48 @@ impl Track {
         }
     }
 
-    /// Remove the `n` places that finish at turn `j`.
-    pub fn remove_finished(&mut self, j: u64, n: usize) {
-        let Some(from) = self.places.iter().position(|p| p.fin == j) else {
-            return;
-        };
-        let (mut k, mut left) = (from, n);
-        while left > 0 {
-            if self.places[k].fin == j {
-                let p = self.places.remove(k);
-                self.classes[p.class as usize] -= 1;
-                self.base_sum -= p.base;
-                left -= 1;
-            } else {
+    /// The first of the first `l` places whose `fin` is `j`, when `j` is their earliest
+    /// (`min_fin(l) == j`): where their prefix minimum reaches `j`.
+    pub fn first_fin(&self, l: usize, j: u64) -> usize {
+        debug_assert_eq!(
+            self.min_fin(l),
+            j,
+            "invariant: a place of the prefix finishes at j"
+        );
+        self.min_fin[..l].partition_point(|&f| f > j)
+    }
+
+    /// Remove the places that finish at turn `j` (the earliest `fin`), into `done` in order,
+    /// and the same entries of `running`, which holds the places' ids.
+    pub fn remove_finished(&mut self, j: u64, running: &mut Vec<ReqId>) {
+        let len = self.places.len();
+        debug_assert_eq!(running.len(), len, "invariant: the track is RUNNING");
+        let from = self.first_fin(len, j);
+        self.done.clear();
+        // At the loop's top `places[k]` finishes; the places after it up to the next that
+        // does move down to `w`.
+        let (mut w, mut k) = (from, from);
+        while k < len {
+            let p = self.places[k];
+            self.classes[p.class as usize] -= 1;
+            self.base_sum -= p.base;
+            self.done.push(p);
+            k += 1;
+            let start = k;
+            while k < len && self.places[k].fin != j {
                 k += 1;
             }
+            self.places.copy_within(start..k, w);
+            running.copy_within(start..k, w);
+            w += k - start;
         }
-        self.min_fin.truncate(from);
-        let mut fin = self.min_fin.last().copied().unwrap_or(u64::MAX);
-        for p in &self.places[from..] {
+        self.places.truncate(w);
+        running.truncate(w);
+        self.min_fin.truncate(w);
+        let mut fin = self.min_fin(from);
+        for (m, p) in self.min_fin[from..].iter_mut().zip(&self.places[from..]) {
             fin = fin.min(p.fin);
-            self.min_fin.push(fin);
+            *m = fin;
         }
     }
 
@@ -191,12 +213,13 @@ impl Track {
     }
 }
 
-/// Where WAITING stopped in the latest turn that preempted and admitted nothing, when it will
-/// stop there again while its head and RUNNING stay and the free blocks only shrink: the
-/// outcome of every step the track models depends on the head's known tokens (fixed while it
-/// waits), its cached blocks (which only evictions change, fewer), RUNNING's length (the
-/// budget left and `max_num_seqs`) and the free blocks — a stop for the head's whole sequence,
-/// at the slot limit, without budget, or (chunked prefill off) for a chunk too long stays one.
+/// Where WAITING stopped in the latest turn that preempted and admitted nothing (or stops in
+/// the next, as `Vllm::settle` finds it before the turn), when it will stop there again while
+/// its head and RUNNING stay and the free blocks only shrink: the outcome of every step the
+/// track models depends on the head's known tokens (fixed while it waits), its cached blocks
+/// (which only evictions change, fewer), RUNNING's length (the budget left and `max_num_seqs`)
+/// and the free blocks — a stop for the head's whole sequence, at the slot limit, without
+/// budget, or (chunked prefill off) for a chunk too long stays one.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Waiting {
     pub head: Option<ReqId>,

@@ -255,6 +255,23 @@ impl FreeQueue {
         self.index(own).map_or(0, |i| self.left(i))
     }
 
+    /// The blocks of the segment `own` (serial + 1; 0: none) still cached once `n` more blocks
+    /// are taken ([`FreeQueue::take`]: the unhashed ones first, then the segments in order),
+    /// without taking them.
+    pub fn cached_after(&self, own: u64, n: u64) -> u64 {
+        let Some(i) = self.index(own) else {
+            return 0;
+        };
+        let mut rest = n.saturating_sub(self.head);
+        for k in 0..i {
+            if rest == 0 {
+                break;
+            }
+            rest = rest.saturating_sub(self.left(k));
+        }
+        self.left(i).saturating_sub(rest)
+    }
+
     /// The re-admission of the owner of segment `own`: its first `hit` blocks leave the queue
     /// (`touch`); any rest can never hit again (the request registers new blocks for those
     /// places) and stays where it is as plain hashed blocks.
@@ -306,6 +323,32 @@ mod tests {
         q.take_back(own, 3);
         assert_eq!((q.head, q.segs.len()), (0, 1));
         assert_eq!(q.len(), 2);
+    }
+
+    #[test]
+    fn cached_after_is_what_taking_the_blocks_leaves() {
+        // Unhashed blocks at the head, then a victim's segment, a finished request's hashed
+        // blocks, a segment taken back (empty), another victim's.
+        let mut q = FreeQueue::new(8);
+        q.take(8);
+        let a = q.free_preempted(5, 3);
+        q.free_finished(2, 2);
+        let b = q.free_preempted(3, 3);
+        q.take_back(b, 3);
+        let c = q.free_preempted(4, 2);
+        q.take(1);
+        let free = q.len();
+        for own in [a, b, c, 0, c + 1] {
+            for n in 0..=free {
+                let mut taken = q.clone();
+                taken.take(n);
+                assert_eq!(
+                    q.cached_after(own, n),
+                    taken.cached(own),
+                    "own {own}, n {n}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
 //! model or that would end too late. Most turns change nothing but the free blocks and the
 //! counters ([`Vllm::quiet_turns`]): no preemption, admission, first output or completion, and
-//! WAITING stopping where it stopped in the turn before.
+//! WAITING stopping where it stopped in the turn before, or, for the first of a stretch, where
+//! [`Vllm::settle`] finds it stops for good.
 
 use super::fast_forward::{fin, hashed_at, Admit, Call, Outcome, Place, Track, Waiting};
 use super::{blocks_of, full_blocks, Status, Vllm};
@@ -47,7 +48,11 @@ impl Vllm {
         let (mut unscheduled, mut unscheduled_kv) = (0u64, 0i64);
         let finishing = asynchronous && tr.min_fin(len) == j;
         if finishing {
-            for p in tr.places.iter().filter(|p| p.fin == j && p.max_stop) {
+            let from = tr.first_fin(len, j);
+            for p in tr.places[from..]
+                .iter()
+                .filter(|p| p.fin == j && p.max_stop)
+            {
                 unscheduled += 1;
                 unscheduled_kv += p.base + j as i64 + 1;
                 wanting -= u64::from(p.class as usize == want);
@@ -118,60 +123,42 @@ impl Vllm {
         if preempted == 0 {
             let threshold = if eligible > 1 { self.p.threshold } else { 0 };
             let mut left = self.p.budget - (l as u64 - unscheduled);
-            let mml = self.p.max_model_len;
             while left > 0 {
-                let Some(&id) = self.waiting.get(tr.admits.len()) else {
-                    settled = true;
-                    break;
-                };
-                if l + tr.admits.len() >= self.p.max_seqs {
-                    slot_stop = true;
-                    settled = true;
-                    break;
-                }
-                let s = &self.seqs[id.0 as usize];
-                if s.stale > 0 {
-                    // Skipped for its output in flight (`deferred`).
-                    return self.give_up();
-                }
-                let known = s.tokens();
-                let own_hit = match &self.own {
-                    Some(q) if s.own > 0 => q.cached(s.own).min((known - 1) / block),
-                    _ => 0,
-                };
-                let cached = own_hit * block;
-                let n = if threshold > 0 && known - cached > threshold {
-                    threshold
-                } else {
-                    known - cached
-                };
-                if !self.p.chunked && n > left {
-                    // Fewer cached blocks only lengthen the chunk.
-                    settled = true;
-                    break;
-                }
-                let n = n.min(left);
-                let full = self.p.full_isl && blocks_of(block, known.min(mml)) > free;
-                if full || blocks_of(block, (cached + n).min(mml)) > free {
-                    memory_stop = true;
-                    // Unless the chunk was cut short, what it needs is its whole sequence.
-                    settled = full || cached + n == known;
-                    break;
-                }
-                if cached + n < known {
-                    // A partial chunk: it samples nothing and goes on prefilling.
-                    return self.give_up();
-                }
-                let blocks = blocks_of(block, known);
-                if let Some(q) = &mut self.own {
-                    if s.own > 0 {
-                        q.take_back(s.own, own_hit);
+                let k = tr.admits.len();
+                match self.waiting_at(k, l + k, free, left, threshold, 0) {
+                    Head::End | Head::Long => {
+                        settled = true;
+                        break;
                     }
-                    q.take(blocks - own_hit);
+                    Head::Slots => {
+                        slot_stop = true;
+                        settled = true;
+                        break;
+                    }
+                    Head::Memory { settles } => {
+                        memory_stop = true;
+                        settled = settles;
+                        break;
+                    }
+                    Head::GiveUp => return self.give_up(),
+                    Head::Admit {
+                        admit,
+                        own,
+                        own_hit,
+                        n,
+                    } => {
+                        let blocks = blocks_of(block, admit.known);
+                        if let Some(q) = &mut self.own {
+                            if own > 0 {
+                                q.take_back(own, own_hit);
+                            }
+                            q.take(blocks - own_hit);
+                        }
+                        free -= blocks;
+                        left -= n;
+                        tr.admits.push(admit);
+                    }
                 }
-                free -= blocks;
-                left -= n;
-                tr.admits.push(Admit { id, known, cached });
             }
             settled |= left == 0;
         }
@@ -342,9 +329,9 @@ impl Vllm {
         // queue's tail, the rest to its head.
         let finished = tr.min_fin(tr.len()) == j;
         if finished {
-            let mut n = 0;
-            for p in tr.places.iter().filter(|p| p.fin == j) {
-                n += 1;
+            tr.remove_finished(j, &mut self.running);
+            for k in 0..tr.done.len() {
+                let p = tr.done[k];
                 let c = (p.base + j as i64) as u64;
                 let blocks = if asynchronous && p.max_stop {
                     blocks_of(block, c)
@@ -363,10 +350,6 @@ impl Vllm {
                 *s = Default::default();
                 out.finished.push(p.id);
             }
-            tr.remove_finished(j, n);
-            let seqs = &self.seqs;
-            self.running
-                .retain(|id| seqs[id.0 as usize].status == Status::Running);
             self.finished_pending = true;
         }
         tr.waiting =
@@ -419,7 +402,8 @@ impl Vllm {
     }
 
     /// Quiet turns — nothing to preempt, admit, report or finish, WAITING stopping as in the
-    /// turn before ([`Waiting`]) — each taken in a few steps, at most `most` of them: how many
+    /// turn before ([`Waiting`]), or, when no turn before left it so, as [`Vllm::settle`] finds
+    /// for the first of them — each taken in a few steps, at most `most` of them: how many
     /// were taken, and whether the next would end past the run's limit (the run stops; else
     /// the next turn, if any, is not quiet). While turns are quiet, RUNNING, WAITING and where
     /// WAITING stops do not change, so their checks are made once for the stretch.
@@ -430,29 +414,40 @@ impl Vllm {
         out: &mut Outbox,
         most: u64,
     ) -> (u64, bool) {
-        let Some(w) = tr.waiting else {
-            return (0, false);
-        };
         let l = tr.len();
-        if l != w.running || self.waiting.front().copied() != w.head {
-            return (0, false);
-        }
+        let holds = |w: &Waiting| l == w.running && self.waiting.front().copied() == w.head;
+        let w = match tr.waiting {
+            Some(w) if holds(&w) => w,
+            _ => match self.settle(tr) {
+                Some(w) => w,
+                None => return (0, false),
+            },
+        };
         let asynchronous = self.p.depth > 1;
         let block = self.p.block;
         // The first turn at which a request finishes, and the last at which one still reports
         // its first output: neither turn is quiet.
         let finish = tr.min_fin(l);
         let first_output = tr.places.last().map_or(0, |p| p.out0);
+        // At most `most` of them, up to the one before `finish`; none if the first is a turn at
+        // which a request reports its first output.
+        let j0 = tr.turn + 1;
+        let most = if first_output >= j0 {
+            0
+        } else {
+            finish.checked_sub(j0).map_or(most, |d| d.min(most))
+        };
         let queued = self.waiting.len() as u64;
         let decode_seqs = l as u64;
+        let free0 = self.free_blocks();
+        let mut free = free0;
         let mut taken = 0;
         let stopped = loop {
-            let j = tr.turn + 1;
-            if taken == most || finish == j || first_output >= j {
+            if taken == most {
                 break false;
             }
+            let j = tr.turn + 1;
             let wanting = tr.classes[tr.want_at(j, block)];
-            let free = self.free_blocks();
             if wanting > free || free - wanting > w.free {
                 break false;
             }
@@ -465,10 +460,8 @@ impl Vllm {
             if end >= cx.limit {
                 break true;
             }
-            if let Some(q) = &mut self.own {
-                q.take(wanting);
-            }
             self.used_blocks += wanting;
+            free -= wanting;
             self.finished_pending = false;
             self.log_until(cx, end, out);
             let used = self.used_blocks * block;
@@ -490,6 +483,12 @@ impl Vllm {
             tr.advance();
             taken += 1;
         };
+        // RUNNING's new blocks off the free queue, the stretch's at once: nothing else takes or
+        // frees blocks meanwhile, and turn by turn they leave the queue in its order, as
+        // together.
+        if let Some(q) = &mut self.own {
+            q.take(free0 - free);
+        }
         out.generated_tokens += decode_seqs * taken;
         out.decode_rounds += taken;
         self.counters.decode_steps += taken;
@@ -499,6 +498,110 @@ impl Vllm {
         (taken, stopped)
     }
 
+    /// Where WAITING stops at turn `tr.turn + 1`, if that turn is quiet but for it (nothing to
+    /// preempt, report or finish) and WAITING stops there, settled, without admitting anything
+    /// ([`Vllm::waiting_at`] on its head, after RUNNING's blocks): the [`Waiting`] the turn
+    /// would leave, which then holds for it too. Changes nothing but `tr.waiting`.
+    fn settle(&self, tr: &mut Track) -> Option<Waiting> {
+        let l = tr.len();
+        let j = tr.turn + 1;
+        if l == 0 || tr.min_fin(l) == j || tr.places.last().is_some_and(|p| p.out0 >= j) {
+            return None;
+        }
+        let wanting = tr.classes[tr.want_at(j, self.p.block)];
+        let free = self.free_blocks().checked_sub(wanting)?;
+        let left = self.p.budget - l as u64;
+        let (mut slot_stop, mut memory_stop) = (false, false);
+        if left > 0 {
+            let eligible = l + self.waiting.len();
+            let threshold = if eligible > 1 { self.p.threshold } else { 0 };
+            let head = self.waiting_at(0, l, free, left, threshold, wanting);
+            match head {
+                Head::End | Head::Long => {}
+                Head::Slots => slot_stop = true,
+                Head::Memory { settles: true } => memory_stop = true,
+                Head::Memory { settles: false } | Head::GiveUp | Head::Admit { .. } => return None,
+            }
+        }
+        let w = Waiting {
+            head: self.waiting.front().copied(),
+            running: l,
+            free,
+            slot_stop,
+            memory_stop,
+        };
+        tr.waiting = Some(w);
+        Some(w)
+    }
+
+    /// What WAITING's request `k` meets in a turn's admission (`schedule`'s WAITING loop), with
+    /// `running` requests in RUNNING and those admitted before it, `free` blocks and `left` of
+    /// the token budget, and `taking` blocks still to be taken off the free queue before it
+    /// (RUNNING's, its own cached blocks counted as they will be then): the queue's end, the
+    /// slot limit, a stop, a step the track does not model, or its admission with its whole
+    /// known sequence in one chunk. Changes nothing.
+    #[inline(always)]
+    fn waiting_at(
+        &self,
+        k: usize,
+        running: usize,
+        free: u64,
+        left: u64,
+        threshold: u64,
+        taking: u64,
+    ) -> Head {
+        let Some(&id) = self.waiting.get(k) else {
+            return Head::End;
+        };
+        if running >= self.p.max_seqs {
+            return Head::Slots;
+        }
+        let block = self.p.block;
+        let s = &self.seqs[id.0 as usize];
+        if s.stale > 0 {
+            // Skipped for its output in flight (`deferred`).
+            return Head::GiveUp;
+        }
+        let known = s.tokens();
+        let mml = self.p.max_model_len;
+        let full = self.p.full_isl && blocks_of(block, known.min(mml)) > free;
+        if full && self.p.chunked {
+            // Whatever its cached blocks, its whole sequence does not fit.
+            return Head::Memory { settles: true };
+        }
+        let own_hit = match &self.own {
+            Some(q) if s.own > 0 => q.cached_after(s.own, taking).min((known - 1) / block),
+            _ => 0,
+        };
+        let cached = own_hit * block;
+        let n = if threshold > 0 && known - cached > threshold {
+            threshold
+        } else {
+            known - cached
+        };
+        if !self.p.chunked && n > left {
+            // Fewer cached blocks only lengthen the chunk.
+            return Head::Long;
+        }
+        let n = n.min(left);
+        if full || blocks_of(block, (cached + n).min(mml)) > free {
+            // Unless the chunk was cut short, what it needs is its whole sequence.
+            return Head::Memory {
+                settles: full || cached + n == known,
+            };
+        }
+        if cached + n < known {
+            // A partial chunk: it samples nothing and goes on prefilling.
+            return Head::GiveUp;
+        }
+        Head::Admit {
+            admit: Admit { id, known, cached },
+            own: s.own,
+            own_hit,
+            n,
+        }
+    }
+
     /// Give the turn up: the free queue as it was.
     fn give_up(&mut self) -> Outcome {
         if let Some(q) = &mut self.own {
@@ -506,4 +609,27 @@ impl Vllm {
         }
         Outcome::Stop
     }
+}
+
+/// What a request of WAITING meets in a turn's admission ([`Vllm::waiting_at`]).
+enum Head {
+    /// WAITING ends before it.
+    End,
+    /// RUNNING is at `max_num_seqs`.
+    Slots,
+    /// Chunked prefill off, its chunk exceeds the budget left.
+    Long,
+    /// Its blocks do not fit; `settles`: what it needs is its whole sequence, so that it stops
+    /// there again while the free blocks only shrink.
+    Memory { settles: bool },
+    /// A step the track does not model: skipped for its output in flight, or a partial chunk.
+    GiveUp,
+    /// Admitted, its `n` tokens computed, `own_hit` of its own cached blocks (segment `own`)
+    /// taken back.
+    Admit {
+        admit: Admit,
+        own: u64,
+        own_hit: u64,
+        n: u64,
+    },
 }
