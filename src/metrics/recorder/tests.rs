@@ -204,15 +204,18 @@ fn answered_at(seq: u64, t: SimTime) -> Request {
 fn the_window_counts_the_completions_of_its_last_span_and_keeps_no_more_than_twice_them() {
     let window = 1_000u64;
     let s = SimDuration::from_ns;
-    let mut r = Recorder::new(
-        s(window),
-        s(1),
-        64,
-        Vec::new(),
-        1,
-        false,
-        SteadyFrom::StartUpCleared,
-    );
+    let recorder = || {
+        Recorder::new(
+            s(window),
+            s(1),
+            64,
+            Vec::new(),
+            1,
+            false,
+            SteadyFrom::StartUpCleared,
+        )
+    };
+    let mut r = recorder();
     // (Snapshots go forward in time, each after the completions before it.)
     let (mut times, mut t, mut last_at, mut on_the_edge) = (Vec::new(), 0u64, 0, 0);
     for i in 1..=30_000u64 {
@@ -250,15 +253,7 @@ fn the_window_counts_the_completions_of_its_last_span_and_keeps_no_more_than_twi
     let want = times.iter().filter(|&&c| c + window > at.as_ns()).count();
     let rate = r.snapshot(at).window_req_per_s;
     assert_eq!(rate, want as f64 / s(window).as_secs_f64());
-    let mut early = Recorder::new(
-        s(window),
-        s(1),
-        64,
-        Vec::new(),
-        1,
-        false,
-        SteadyFrom::StartUpCleared,
-    );
+    let mut early = recorder();
     for i in 0..3 {
         early.on_completion(
             SimTime::from_ns(100),
