@@ -109,7 +109,14 @@ impl Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) {
-        done.sort_unstable_by_key(|e| e.1);
+        // The wheel gives a step's entries newest first (`completions.rs`): usually in
+        // descending stays, put in order by a reversal (stays are unique: the order is the
+        // sort's).
+        if done.is_sorted_by(|a, b| a.1 > b.1) {
+            done.reverse();
+        } else {
+            done.sort_unstable_by_key(|e| e.1);
+        }
         if self.cache.is_some() {
             // Released in batch order (`process_batch_result_decode`): the cache's access
             // times follow it.
