@@ -71,17 +71,18 @@ impl Sglang {
         self.last_round_end = now;
         out.generated_tokens += self.running.len() as u64;
         out.decode_rounds += 1;
-        // The step's completions, in a buffer kept between calls.
-        let mut done = std::mem::take(&mut self.done_buf);
-        done.clear();
+        // The step's completions, in a buffer kept between calls (taken out of it only when
+        // there are several).
+        self.done_buf.clear();
         let stays = &self.stays;
         let current = |id, stay| super::current_stay(stays, id, stay);
-        self.finish.take(self.decode_step, current, &mut done);
+        self.finish.take(self.decode_step, current, &mut self.done_buf);
         // The next pass of `get_next_batch_to_run` filters them out of the running batch,
         // which reopens admission at once (0.5.23 filters on every pass).
-        let any = match done.as_slice() {
-            [] => false,
-            &[(_, stay, id)] => {
+        let any = match self.done_buf.len() {
+            0 => false,
+            1 => {
+                let (_, stay, id) = self.done_buf[0];
                 let at = self.running_index(id, stay, 0);
                 self.leave_running(id, reqs);
                 reqs[id].phase = Phase::Finished;
@@ -90,11 +91,12 @@ impl Sglang {
                 true
             }
             _ => {
+                let mut done = std::mem::take(&mut self.done_buf);
                 self.finish_several(&mut done, reqs, out);
+                self.done_buf = done;
                 true
             }
         };
-        self.done_buf = done;
         if any {
             self.batch_is_full = false;
         }
