@@ -676,7 +676,10 @@ impl Sglang {
         // After an admission the budgets' state is the one `commit` just found (`Continue`):
         // not asked again.
         let mut known = false;
-        for &id in self.waiting.iter() {
+        // By index: a pass usually looks at a request or two, and the deque's iterator costs
+        // more to set up than that many lookups.
+        for i in 0..self.waiting.len() {
+            let id = self.waiting[i];
             if pass.unsure || (!known && pass.state() == AddResult::Other) {
                 break;
             }
