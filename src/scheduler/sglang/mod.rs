@@ -633,14 +633,12 @@ impl Sglang {
     ) {
         // A mixed batch gives its decode rows their token first; they stay behind the prefilled
         // requests in batch order (`mix_with_running` appends the running batch).
-        let earlier: Vec<ReqId> = if decode_rows > 0 {
+        let earlier: Option<Vec<ReqId>> = (decode_rows > 0).then(|| {
             self.advance_decode(now, reqs, out);
             // The running batch was handed to the mixed batch: what comes back is new.
             self.batch_is_full = false;
             std::mem::take(&mut self.running)
-        } else {
-            Vec::new()
-        };
+        });
         // `get_next_batch_to_run` merges this batch into the running one. The latch reopens if
         // the batch shrinks when filtered (a request finished, or the request still between
         // chunks is set aside) or if the running batch was empty: the prefill batch then becomes
@@ -687,7 +685,9 @@ impl Sglang {
         if let Some((id, done)) = stash {
             self.checkpoint(id, done, reqs);
         }
-        self.running.extend(earlier);
+        if let Some(earlier) = earlier {
+            self.running.extend(earlier);
+        }
         self.recycle_items(items);
     }
 

@@ -63,11 +63,7 @@ impl Sglang {
         if self.running.is_empty() || *decode_rows > 0 {
             self.batch_is_full = false;
         }
-        let earlier = if *decode_rows > 0 {
-            std::mem::take(&mut self.running)
-        } else {
-            Vec::new()
-        };
+        let earlier = (*decode_rows > 0).then(|| std::mem::take(&mut self.running));
         for it in items {
             let Place::Prefilling { done, input } = self.place(it.id) else {
                 panic!("invariant: prefill items are prefilling");
@@ -86,7 +82,9 @@ impl Sglang {
             // added when the result is processed.
             self.join_running_at(it.id, reqs, true, *decode_rows > 0);
         }
-        self.running.extend(earlier);
+        if let Some(earlier) = earlier {
+            self.running.extend(earlier);
+        }
     }
 
     /// `_reqs_finishing_inflight`: before a decode decision, set aside the running requests
