@@ -76,7 +76,8 @@ impl Sglang {
         self.done_buf.clear();
         let stays = &self.stays;
         let current = |id, stay| super::current_stay(stays, id, stay);
-        self.finish.take(self.decode_step, current, &mut self.done_buf);
+        self.finish
+            .take(self.decode_step, current, &mut self.done_buf);
         // The next pass of `get_next_batch_to_run` filters them out of the running batch,
         // which reopens admission at once (0.5.23 filters on every pass).
         let any = match self.done_buf.len() {

@@ -326,6 +326,27 @@ fn many_completions_in_one_step_leave_the_rest_of_the_batch_in_order() {
 }
 
 #[test]
+fn a_steps_completions_are_released_in_the_order_the_requests_joined() {
+    // Eight requests join in one prefill and finish at the same decode step: they leave, and
+    // are answered, in the order they joined (their stays) — the completion wheel gives them
+    // newest first.
+    let (mut s, mut reqs) = (sched(1_000_000, SchedulePolicy::Fcfs), Requests::default());
+    let ids: Vec<ReqId> = (0..8)
+        .map(|i| add(&mut s, &mut reqs, i, 10, 100, 5))
+        .collect();
+    let mut t = SimTime::ZERO;
+    let mut finished = Vec::new();
+    while finished.is_empty() {
+        let mut out = Outbox::default();
+        let d = (s.start_next(t, &mut reqs, &mut out)).expect("they run until they finish");
+        t += d;
+        s.finish_current(t, &mut reqs, &mut out);
+        finished = out.finished;
+    }
+    assert_eq!(finished, ids);
+}
+
+#[test]
 fn page_buckets_track_which_requests_need_a_new_page() {
     let mut sp = spec(10_000, SchedulePolicy::Fcfs);
     if let PolicySpec::Sglang(g) = &mut sp.policy {
