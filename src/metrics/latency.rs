@@ -590,13 +590,28 @@ impl Distribution {
         self.histogram().value_at_quantile(q) as f64 / self.divisor
     }
 
+    /// The values at the quantiles `qs` (non-decreasing) in display units, each that of
+    /// [`Distribution::quantile`]: found in one pass over the histogram's counts
+    /// (`value_at_quantiles`) rather than one per quantile.
+    fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [f64; N] {
+        let mut out = [0.0; N];
+        if self.count > 0 {
+            let hist = self.histogram();
+            for (o, v) in out.iter_mut().zip(hist.value_at_quantiles(qs)) {
+                *o = v as f64 / self.divisor;
+            }
+        }
+        out
+    }
+
     /// Mean and p50/p90/p99 (all 0 when empty).
     pub fn stats(&self) -> Stats {
+        let [p50, p90, p99] = self.quantiles([0.50, 0.90, 0.99]);
         Stats {
             mean: self.mean(),
-            p50: self.quantile(0.50),
-            p90: self.quantile(0.90),
-            p99: self.quantile(0.99),
+            p50,
+            p90,
+            p99,
             count: self.count,
         }
     }
@@ -608,11 +623,13 @@ impl Distribution {
             return Vec::new();
         }
         let k = max_points.min(self.count as usize).max(2);
-        (0..k)
-            .map(|i| {
-                let q = i as f64 / (k - 1) as f64;
-                (self.quantile(q), q)
-            })
+        let q = |i: usize| i as f64 / (k - 1) as f64;
+        // (One pass over the counts for all the quantiles, which rise.)
+        let hist = self.histogram();
+        let values = hist.value_at_quantiles((0..k).map(q));
+        values
+            .enumerate()
+            .map(|(i, v)| (v as f64 / self.divisor, q(i)))
             .collect()
     }
 }

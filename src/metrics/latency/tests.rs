@@ -488,3 +488,26 @@ fn memory_does_not_grow_with_the_count() {
     assert_eq!(d.count(), 1_000_000);
     assert!(d.histogram().len() == 1_000_000);
 }
+
+#[test]
+fn stats_and_cdf_points_are_the_quantiles_one_by_one() {
+    // Values over several powers of two and a run of zeros, read held back and flushed.
+    let mut d = Distribution::nanos_as_ms();
+    for i in 0..3_000u64 {
+        d.add_int_mostly_zero(if i % 7 == 0 { 0 } else { i * i * 1_013 });
+    }
+    for flushed in [false, true] {
+        if flushed {
+            d.flush();
+        }
+        let s = d.stats();
+        let each = [d.quantile(0.50), d.quantile(0.90), d.quantile(0.99)];
+        assert_eq!([s.p50, s.p90, s.p99], each, "flushed: {flushed}");
+        let points = d.cdf_points(37);
+        assert_eq!(points.len(), 37);
+        for (v, q) in points {
+            assert_eq!(v, d.quantile(q), "q {q}, flushed: {flushed}");
+        }
+    }
+    assert_eq!(Distribution::plain().stats(), Stats::default());
+}
