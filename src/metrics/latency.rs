@@ -22,8 +22,9 @@ const SIGFIG: u8 = 3;
 #[derive(Clone, Debug)]
 pub struct Distribution {
     /// The histogram, made when counts held back first go in ([`Held::drain`]) at the size
-    /// they take (`None` before: an empty histogram is 16 KiB of counts zeroed, which the
-    /// first count beyond its range would copy and grow).
+    /// they take, or empty when another's are merged or taken away first (`None` before: an
+    /// empty histogram is 16 KiB of counts zeroed, which the first count beyond its range
+    /// would copy and grow).
     hist: Option<Histogram<u64>>,
     /// Base units per display unit (1e6 for nanoseconds shown as milliseconds).
     divisor: f64,
