@@ -21,7 +21,11 @@ const SIGFIG: u8 = 3;
 /// and reported in display units (`base / divisor`).
 #[derive(Clone, Debug)]
 pub struct Distribution {
-    hist: Histogram<u64>,
+    /// The histogram, made when counts held back first go in ([`Held::drain`]) at the size
+    /// they take, or empty when another's are merged or taken away first (`None` before: an
+    /// empty histogram is 16 KiB of counts zeroed, which the first count beyond its range
+    /// would copy and grow).
+    hist: Option<Histogram<u64>>,
     /// Base units per display unit (1e6 for nanoseconds shown as milliseconds).
     divisor: f64,
     count: u64,
@@ -118,14 +122,19 @@ impl Held {
     }
 
     /// Put every count held into `hist`: the highest bucket's first, so that the histogram
-    /// grows once to take them all.
-    fn drain(self, hist: &mut Histogram<u64>) {
+    /// grows once to take them all — or, when there is none yet, is made at the size it would
+    /// grow to ([`sized_for`]) and does not grow.
+    fn drain(self, hist: &mut Option<Histogram<u64>>) {
         let Held {
             base,
             counts,
             zeros,
         } = self;
-        if let Some(top) = counts.iter().rposition(|&n| n > 0) {
+        let top = counts.iter().rposition(|&n| n > 0);
+        let hist = hist.get_or_insert_with(|| {
+            sized_for(top.map_or(0, |top| bucket_lowest(base + top as u64)))
+        });
+        if let Some(top) = top {
             record_now(hist, base + top as u64, counts[top]);
             // (Eight at a time past the empty ones.)
             for (c, chunk) in counts[..top].chunks(8).enumerate() {
@@ -143,6 +152,27 @@ impl Held {
             record_now(hist, 0, zeros);
         }
     }
+}
+
+/// An empty histogram of three significant digits that grows to take the values that come.
+fn empty_histogram() -> Histogram<u64> {
+    Histogram::new(SIGFIG).expect("invariant: 3 significant figures is valid")
+}
+
+/// An empty histogram whose counts reach `v`'s: the one that [`empty_histogram`] grows to when
+/// `v` is recorded first (the same counts, so the same readings and merges), made at that size
+/// rather than grown (only its highest trackable value, which the histograms' auto-resizing
+/// never reads, may be lower).
+fn sized_for(v: u64) -> Histogram<u64> {
+    // An empty histogram's counts hold the values below 2048 (hdrhistogram's `new` covers
+    // 2 with 2048 sub-buckets of one value each).
+    if v < 2048 {
+        return empty_histogram();
+    }
+    let mut hist = Histogram::new_with_bounds(1, v, SIGFIG)
+        .expect("invariant: 1 to a value of at least 2048 at 3 significant figures is valid");
+    hist.auto(true);
+    hist
 }
 
 /// `n` values of the bucket numbered `i` into `hist` now.
@@ -289,7 +319,7 @@ impl Distribution {
 
     fn with_divisor(divisor: f64) -> Self {
         Distribution {
-            hist: Histogram::new(SIGFIG).expect("invariant: 3 significant figures is valid"),
+            hist: None,
             divisor,
             count: 0,
             sum_exact: 0,
@@ -348,15 +378,29 @@ impl Distribution {
         }
     }
 
+    /// Whether the histogram is made or counts are held back for it: if not, it is empty.
+    fn has_histogram(&self) -> bool {
+        self.hist.is_some() || !self.held.is_empty()
+    }
+
     /// The histogram with the counts held back in it.
     fn histogram(&self) -> Cow<'_, Histogram<u64>> {
         if self.held.is_empty() {
-            Cow::Borrowed(&self.hist)
+            match &self.hist {
+                Some(hist) => Cow::Borrowed(hist),
+                None => Cow::Owned(empty_histogram()),
+            }
         } else {
             let mut hist = self.hist.clone();
             self.held.clone().drain(&mut hist);
-            Cow::Owned(hist)
+            Cow::Owned(hist.expect("invariant: draining counts makes the histogram"))
         }
+    }
+
+    /// The histogram, made empty if it is not yet (for a merge or a subtraction: as if it had
+    /// been made with the distribution).
+    fn histogram_mut(&mut self) -> &mut Histogram<u64> {
+        self.hist.get_or_insert_with(empty_histogram)
     }
 
     /// Add `other`'s values to this distribution's: its counts, exact sums and histogram (the
@@ -372,9 +416,12 @@ impl Distribution {
     /// per-bucket counts are exact, so the percentiles are those of recording each value here.
     fn merge_histogram(&mut self, other: &Distribution) {
         self.flush();
-        self.hist
-            .add(&*other.histogram())
-            .expect("invariant: a histogram of the same precision can take another's counts");
+        // (Adding an empty histogram changes nothing.)
+        if other.has_histogram() {
+            self.histogram_mut()
+                .add(&*other.histogram())
+                .expect("invariant: a histogram of the same precision can take another's counts");
+        }
     }
 
     /// Take away `part`, a distribution of some of the values added here (the same values, each
@@ -382,9 +429,12 @@ impl Distribution {
     /// bucket, count and sums are all exact.
     pub fn subtract(&mut self, part: &Distribution) {
         self.flush();
-        self.hist
-            .subtract(&*part.histogram())
-            .expect("invariant: a part's values were all added here");
+        // (Taking away an empty histogram changes nothing.)
+        if part.has_histogram() {
+            self.histogram_mut()
+                .subtract(&*part.histogram())
+                .expect("invariant: a part's values were all added here");
+        }
         self.count -= part.count;
         self.sum_exact -= part.sum_exact;
         self.sum_fraction -= part.sum_fraction;
@@ -527,7 +577,7 @@ impl Distribution {
     /// Whether [`bucket`]`(v)` is the histogram's bucket of `v` ([`same_bucket`]).
     #[cfg(test)]
     fn same_bucket(&self, v: u64) -> bool {
-        same_bucket(&self.hist, v)
+        same_bucket(&self.histogram(), v)
     }
 
     /// [`Distribution::add`] with the value recorded in the histogram at once (nothing held
@@ -536,8 +586,9 @@ impl Distribution {
     pub(crate) fn add_at_once(&mut self, x: f64) {
         let x = x.max(0.0);
         let v = round_to_u64(x);
-        if self.hist.record(v).is_err() {
-            self.hist.saturating_record(v);
+        let hist = self.histogram_mut();
+        if hist.record(v).is_err() {
+            hist.saturating_record(v);
         }
         self.count += 1;
         self.sum_fraction += in_fraction_units(x);
@@ -590,13 +641,28 @@ impl Distribution {
         self.histogram().value_at_quantile(q) as f64 / self.divisor
     }
 
+    /// The values at the quantiles `qs` (non-decreasing) in display units, each that of
+    /// [`Distribution::quantile`]: found in one pass over the histogram's counts
+    /// (`value_at_quantiles`) rather than one per quantile.
+    fn quantiles<const N: usize>(&self, qs: [f64; N]) -> [f64; N] {
+        let mut out = [0.0; N];
+        if self.count > 0 {
+            let hist = self.histogram();
+            for (o, v) in out.iter_mut().zip(hist.value_at_quantiles(qs)) {
+                *o = v as f64 / self.divisor;
+            }
+        }
+        out
+    }
+
     /// Mean and p50/p90/p99 (all 0 when empty).
     pub fn stats(&self) -> Stats {
+        let [p50, p90, p99] = self.quantiles([0.50, 0.90, 0.99]);
         Stats {
             mean: self.mean(),
-            p50: self.quantile(0.50),
-            p90: self.quantile(0.90),
-            p99: self.quantile(0.99),
+            p50,
+            p90,
+            p99,
             count: self.count,
         }
     }
@@ -608,11 +674,13 @@ impl Distribution {
             return Vec::new();
         }
         let k = max_points.min(self.count as usize).max(2);
-        (0..k)
-            .map(|i| {
-                let q = i as f64 / (k - 1) as f64;
-                (self.quantile(q), q)
-            })
+        let q = |i: usize| i as f64 / (k - 1) as f64;
+        // (One pass over the counts for all the quantiles, which rise.)
+        let hist = self.histogram();
+        let values = hist.value_at_quantiles((0..k).map(q));
+        values
+            .enumerate()
+            .map(|(i, v)| (v as f64 / self.divisor, q(i)))
             .collect()
     }
 }

@@ -102,7 +102,7 @@ fn lowest(groups: &[(u64, u64)]) -> Vec<(u64, u64)> {
 fn the_buckets_are_the_histograms() {
     use rand::{Rng, RngExt, SeedableRng};
     let d = Distribution::nanos_as_ms();
-    let h = &d.hist;
+    let h = d.histogram();
     let mut rng = rand::rngs::ChaCha8Rng::seed_from_u64(5);
     let mut values: Vec<u64> = (0..5_000).collect();
     for k in 1..64 {
@@ -130,7 +130,7 @@ fn the_buckets_are_the_histograms() {
 fn groups_one_by_one(d: &Distribution, values: &[u64]) -> Vec<(u64, u64)> {
     let mut out: Vec<(u64, u64)> = Vec::new();
     for &v in values {
-        let lo = d.hist.lowest_equivalent(v);
+        let lo = d.histogram().lowest_equivalent(v);
         match out.last_mut() {
             Some((l, m)) if *l == lo => *m += 1,
             _ => out.push((lo, 1)),
@@ -174,7 +174,10 @@ fn sorted_groups_are_the_runs_of_equivalent_values_whatever_the_rise() {
     }
     // Constant values are one run; a single value is one.
     d.sorted_groups(1000, |_| 77_777, &mut groups);
-    assert_eq!(lowest(&groups), [(d.hist.lowest_equivalent(77_777), 1000)]);
+    assert_eq!(
+        lowest(&groups),
+        [(d.histogram().lowest_equivalent(77_777), 1000)]
+    );
     d.sorted_groups(1, |_| 5, &mut groups);
     assert_eq!(lowest(&groups), [(5, 1)]);
     d.sorted_groups(0, |_| 5, &mut groups);
@@ -298,7 +301,7 @@ fn values_held_back_count_in_every_reading() {
     held.flush();
     assert_eq!(held.stats(), each.stats());
     assert_eq!(held.cdf_points(50), each.cdf_points(50));
-    assert_eq!(held.hist.len(), each.hist.len());
+    assert_eq!(held.histogram().len(), each.histogram().len());
     assert_eq!(held.bucket_counts(), each.bucket_counts());
 }
 
@@ -368,7 +371,11 @@ fn held_counts_are_the_values_whatever_the_order_they_come_in() {
             }
         }
         assert_eq!(held.count(), each.count(), "{order}");
-        assert_eq!(same(&held.histogram(), &each.hist), Ok(()), "{order}");
+        assert_eq!(
+            same(&held.histogram(), &each.histogram()),
+            Ok(()),
+            "{order}"
+        );
         assert_eq!(held.stats(), each.stats(), "{order}");
         // Whole blocks of buckets, no more than there are.
         let (base, len) = (held.held.base, held.held.counts.len() as u64);
@@ -380,7 +387,11 @@ fn held_counts_are_the_values_whatever_the_order_they_come_in() {
         );
         held.flush();
         assert!(held.held.is_empty(), "{order}");
-        assert_eq!(same(&held.hist, &each.hist), Ok(()), "{order}");
+        assert_eq!(
+            same(&held.histogram(), &each.histogram()),
+            Ok(()),
+            "{order}"
+        );
     }
 }
 
@@ -424,15 +435,15 @@ fn large_counts_go_in_whole_and_saturate_as_the_histograms_do() {
         (9_000 + 4096 * 1024, 3),
     ] {
         held.add_n(v, n);
-        each.hist.record_n(v, n).expect("in range");
+        each.histogram_mut().record_n(v, n).expect("in range");
     }
     assert_eq!(held.bucket_counts(), each.bucket_counts());
     // Counts past 2^64 (not through `add_n`, whose count would overflow).
     for (v, n) in [(5, u64::MAX - 10), (5, 20), (9_000, u64::MAX), (5, 1)] {
         held.record_run(v, n);
-        each.hist.record_n(v, n).expect("in range");
+        each.histogram_mut().record_n(v, n).expect("in range");
     }
-    assert_eq!(same(&held.histogram(), &each.hist), Ok(()));
+    assert_eq!(same(&held.histogram(), &each.histogram()), Ok(()));
     assert_eq!(held.histogram().len(), u64::MAX);
 }
 
@@ -487,4 +498,62 @@ fn memory_does_not_grow_with_the_count() {
     }
     assert_eq!(d.count(), 1_000_000);
     assert!(d.histogram().len() == 1_000_000);
+}
+
+#[test]
+fn stats_and_cdf_points_are_the_quantiles_one_by_one() {
+    // Values over several powers of two and a run of zeros, read held back and flushed.
+    let mut d = Distribution::nanos_as_ms();
+    for i in 0..3_000u64 {
+        d.add_int_mostly_zero(if i % 7 == 0 { 0 } else { i * i * 1_013 });
+    }
+    for flushed in [false, true] {
+        if flushed {
+            d.flush();
+        }
+        let s = d.stats();
+        let each = [d.quantile(0.50), d.quantile(0.90), d.quantile(0.99)];
+        assert_eq!([s.p50, s.p90, s.p99], each, "flushed: {flushed}");
+        let points = d.cdf_points(37);
+        assert_eq!(points.len(), 37);
+        for (v, q) in points {
+            assert_eq!(v, d.quantile(q), "q {q}, flushed: {flushed}");
+        }
+    }
+    assert_eq!(Distribution::plain().stats(), Stats::default());
+}
+
+#[test]
+fn a_histogram_made_at_the_flush_is_the_one_grown_to_its_values() {
+    for top in [
+        0,
+        1,
+        2_047,
+        2_048,
+        2_049,
+        1_000_000,
+        123_456_789_012,
+        1 << 62,
+        u64::MAX,
+    ] {
+        let mut d = Distribution::plain();
+        d.add_int(top / 3);
+        d.add_int(top);
+        d.flush();
+        let made = d.hist.as_ref().expect("made at the flush");
+        // The reference: an empty histogram grown by recording the values.
+        let mut grown = empty_histogram();
+        for v in [top, top / 3] {
+            if grown.record(v).is_err() {
+                grown.saturating_record(v);
+            }
+        }
+        assert_eq!(made.distinct_values(), grown.distinct_values(), "{top}");
+        assert_eq!(made.buckets(), grown.buckets(), "{top}");
+        assert_eq!(same(made, &grown), Ok(()), "{top}");
+    }
+    // Nothing added, nothing made.
+    let mut d = Distribution::plain();
+    d.flush();
+    assert!(d.hist.is_none());
 }

@@ -18,19 +18,34 @@ impl Recorder<'_> {
     /// one token per decode step), so a prefill batch between two decode steps lengthens their
     /// gap as it does in `bench_serving`. The client sees every gap longer by the per-token
     /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
+    #[inline]
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
-        let steady = !self.draining && self.steady_start.is_some_and(|s| at > s);
         if first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() {
             // Decode tokens only, all timed from the previous decode step (the general case
-            // below with nothing outside a decode step).
+            // with nothing outside a decode step).
             if tokens > 0 {
                 if let Some(prev) = self.last_decode_end {
-                    self.gaps(steady, at - prev, tokens);
+                    self.gaps(self.steady_at(at), at - prev, tokens);
                 }
                 self.last_decode_end = Some(at);
             }
             return;
         }
+        self.tokens_outside(at, tokens, first, resumed);
+    }
+
+    /// Whether a gap ending at `at` is the steady window's.
+    #[inline(always)]
+    fn steady_at(&self, at: SimTime) -> bool {
+        !self.draining && self.steady_start.is_some_and(|s| at > s)
+    }
+
+    /// [`Recorder::on_tokens`] when some of the tokens came, or the next decode step's will
+    /// be timed from, outside a decode step (out of line: the decode-only case is the common
+    /// one).
+    #[inline(never)]
+    fn tokens_outside(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
+        let steady = self.steady_at(at);
         for &gap in resumed {
             self.gaps(steady, gap, 1);
         }
@@ -68,6 +83,7 @@ impl Recorder<'_> {
     /// `n` inter-token gaps of `gap` (and the per-token streaming time) ending at a time in the
     /// steady window (`steady`) or not. A steady gap goes into the steady window's distribution
     /// only (the whole run's takes its values at the end).
+    #[inline(always)]
     fn gaps(&mut self, steady: bool, gap: SimDuration, n: u64) {
         let v = gap.as_ns() + self.overhead.per_token.as_ns();
         match steady {
