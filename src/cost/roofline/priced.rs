@@ -40,11 +40,23 @@ impl PricedRoofline {
         }
     }
 
-    /// The terms of a decode step of `batch` requests.
-    fn at(&self, batch: u64) -> DecodeAt {
+    /// The terms of a decode step of `batch` requests: the kept ones, or (the first time, or
+    /// for a batch too large to keep) computed, into `spare` if not kept. A reference, not a
+    /// copy: a step reads a few of the terms, once each.
+    #[inline(always)]
+    fn at<'a>(&'a self, batch: u64, spare: &'a mut Option<DecodeAt>) -> &'a DecodeAt {
+        match self.at.get(batch as usize).and_then(OnceLock::get) {
+            Some(kept) => kept,
+            None => self.compute_at(batch, spare),
+        }
+    }
+
+    /// [`at`](Self::at) of a batch whose terms are not kept yet.
+    #[inline(never)]
+    fn compute_at<'a>(&'a self, batch: u64, spare: &'a mut Option<DecodeAt>) -> &'a DecodeAt {
         match self.at.get(batch as usize) {
-            Some(kept) => *kept.get_or_init(|| self.r.decode_at(batch)),
-            None => self.r.decode_at(batch),
+            Some(kept) => kept.get_or_init(|| self.r.decode_at(batch)),
+            None => spare.insert(self.r.decode_at(batch)),
         }
     }
 }
@@ -183,7 +195,7 @@ fn rounded(x: f64) -> u64 {
 
 impl StepTimeModel for PricedRoofline {
     fn decode(&self, batch: u64, kv_tokens: u64) -> SimDuration {
-        self.at(batch).duration(kv_tokens)
+        self.at(batch, &mut None).duration(kv_tokens)
     }
 
     fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
@@ -195,7 +207,8 @@ impl StepTimeModel for PricedRoofline {
     }
 
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
-        let at = self.at(batch);
+        let mut spare = None;
+        let at = self.at(batch, &mut spare);
         one_by_one::total(steps, |i| at.duration(kv_first + batch * i))
     }
 
@@ -206,7 +219,8 @@ impl StepTimeModel for PricedRoofline {
         most: u64,
         budget: SimDuration,
     ) -> (u64, SimDuration) {
-        let at = self.at(batch);
+        let mut spare = None;
+        let at = self.at(batch, &mut spare);
         one_by_one::within(most, budget, |i| at.duration(kv_first + batch * i))
     }
 
@@ -218,7 +232,8 @@ impl StepTimeModel for PricedRoofline {
         w_first: u64,
         w_slope: u64,
     ) -> (SimDuration, u128) {
-        let at = self.at(batch);
+        let mut spare = None;
+        let at = self.at(batch, &mut spare);
         one_by_one::weighted(steps, w_first, w_slope, |i| {
             at.duration(kv_first + batch * i)
         })
@@ -241,7 +256,8 @@ impl StepTimeModel for PricedRoofline {
         budget: SimDuration,
         ends: &mut Vec<u64>,
     ) -> u64 {
-        let at = self.at(batch);
+        let mut spare = None;
+        let at = self.at(batch, &mut spare);
         let last = (batch.checked_mul(most)).and_then(|k| k.checked_add(kv_first));
         let usual_ns = |ns: f64| (0.5..TWO_52).contains(&ns);
         let usual = |kv: u64| usual_ns(at.ns_f64(kv as f64));
