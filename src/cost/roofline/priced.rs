@@ -1,8 +1,8 @@
 //! The roofline model made ready for a run: what [`Roofline`] computes, with the terms a batch
 //! fixes ([`DecodeAt`]: the experts it touches — a `powf` — its weights, FLOPs and all-reduces)
-//! computed once per batch size rather than once per call, and a run's steps priced by a
-//! tighter loop. Every value is the same float operation for operation, so every step is bit
-//! for bit the roofline's.
+//! computed once per batch size rather than once per call, those no prefill batch changes
+//! ([`PrefillAt`]) computed once, and a run's steps priced by a tighter loop. Every value is
+//! the same float operation for operation, so every step is bit for bit the roofline's.
 
 use std::sync::OnceLock;
 
@@ -28,6 +28,43 @@ pub struct PricedRoofline {
     at: Box<[OnceLock<DecodeAt>]>,
     /// [`Roofline::decode_non_decreasing`] (the same for every batch).
     non_decreasing: bool,
+    /// The terms of every prefill batch.
+    prefill: PrefillAt,
+}
+
+/// The terms of [`Roofline::prefill_terms`] that no batch changes, computed once: the same
+/// operations on the same values, so each prefill's time is bit for bit the roofline's.
+#[derive(Clone, Copy, Debug)]
+struct PrefillAt {
+    /// The weights' read time when no routed expert is touched: a dense model's every batch.
+    dense_weights_s: Option<f64>,
+    /// `1 − k/E`: a token's chance to miss a routed expert.
+    miss: f64,
+    /// Bandwidth reached.
+    bw: f64,
+    /// FLOP/s reached.
+    flops_per_s: f64,
+    /// The all-reduces' `2 × layers`.
+    two_layers: f64,
+    /// The all-reduces' `2(TP − 1)/TP` (none at TP 1).
+    ring: Option<f64>,
+}
+
+impl PrefillAt {
+    fn new(r: &Roofline) -> Self {
+        let bw = r.bandwidth_bytes_per_s * r.bandwidth_efficiency;
+        let tp = f64::from(r.tensor_parallel);
+        PrefillAt {
+            // `experts_touched` is 0 without routed experts.
+            dense_weights_s: (r.routed_experts == 0.0)
+                .then(|| (r.dense_read_bytes + 0.0 * r.moe_layers * r.expert_bytes) / bw),
+            miss: 1.0 - r.experts_per_token / r.routed_experts,
+            bw,
+            flops_per_s: r.peak_flops_per_s * r.compute_efficiency,
+            two_layers: 2.0 * r.layers,
+            ring: (r.tensor_parallel > 1).then(|| 2.0 * (tp - 1.0) / tp),
+        }
+    }
 }
 
 impl PricedRoofline {
@@ -36,6 +73,7 @@ impl PricedRoofline {
         PricedRoofline {
             non_decreasing: r.decode_non_decreasing(1),
             at: (0..KEPT_BATCHES).map(|_| OnceLock::new()).collect(),
+            prefill: PrefillAt::new(&r),
             r,
         }
     }
@@ -58,6 +96,35 @@ impl PricedRoofline {
             Some(kept) => kept.get_or_init(|| self.r.decode_at(batch)),
             None => spare.insert(self.r.decode_at(batch)),
         }
+    }
+}
+
+impl PricedRoofline {
+    /// The `total_s` of [`Roofline::prefill_breakdown`], with the fixed terms kept
+    /// ([`PrefillAt`]).
+    fn prefill_s(&self, seqs: u64, extend_tokens: u64) -> f64 {
+        let (r, p) = (&self.r, &self.prefill);
+        let (n, t) = (seqs.max(1) as f64, extend_tokens as f64);
+        let weights_s = match p.dense_weights_s {
+            Some(w) => w,
+            None => {
+                let touched = r.routed_experts * (1.0 - p.miss.powf(t));
+                (r.dense_read_bytes + touched * r.moe_layers * r.expert_bytes) / p.bw
+            }
+        };
+        let flops = t * r.flops_per_token * r.matmul_time_factor
+            + 0.5 * t * t / n * r.attention_flops_per_pair;
+        let compute_s = flops / p.flops_per_s;
+        let communication_s = match p.ring {
+            None => 0.0,
+            Some(ring) => {
+                let bytes = t * r.hidden_size * 2.0;
+                p.two_layers * (r.collective_latency_s + ring * bytes / r.link_bytes_per_s)
+            }
+        };
+        // `finish`: the memory time is the weights' and no KV.
+        let memory_s = weights_s + 0.0;
+        (memory_s.max(compute_s) + communication_s + r.prefill_overhead_s) * r.scale
     }
 }
 
@@ -199,7 +266,7 @@ impl StepTimeModel for PricedRoofline {
     }
 
     fn prefill(&self, seqs: u64, extend_tokens: u64) -> SimDuration {
-        self.r.prefill(seqs, extend_tokens)
+        super::to_duration(self.prefill_s(seqs, extend_tokens))
     }
 
     fn mixed(&self, step: MixedStep) -> SimDuration {
