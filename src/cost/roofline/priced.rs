@@ -170,25 +170,26 @@ impl DecodeAt {
 
     /// The ends of the run's steps from `kv_first`, `batch` more each step, until the budget,
     /// appended to `ends`: how many fit. Every step must round in the usual range (see
-    /// [`PricedRoofline::decode_ends_within`]) and last no less than the one before, and
-    /// `BOUND` must be the larger time of every step's; `first` is the first step's
-    /// [`rounded`] [`ns_f64`](Self::ns_f64) (the same as `BOUND`'s: the larger time is the
-    /// same float).
+    /// [`PricedRoofline::decode_ends_within`]) and last no less than the one before, every
+    /// context must be below 2⁵³, and `BOUND` must be the larger time of every step's; `first`
+    /// and `last` are the first and the last (at `most − 1`) step's [`rounded`]
+    /// [`ns_f64`](Self::ns_f64) (the same as `BOUND`'s: the larger time is the same float).
     ///
     /// No step lasts less than the first nor more than the last that may fit, so at most
     /// `(budget − 1) / first` steps fit, and of the budget left after some steps, at least
-    /// `(left − 1) / last` more surely do: those are priced without a check (nor a saturation:
-    /// their ends stay below the budget), and only the steps past such a stretch one by one.
+    /// `(left − 1) / longest` more surely do, `longest` the last that may fit: those are priced
+    /// without a check (nor a saturation: their ends stay below the budget), and only the
+    /// steps past such a stretch one by one.
     #[inline(always)]
-    fn ends<const BOUND: u8>(
-        &self,
-        (kv_first, first): (u64, u64),
-        batch: u64,
-        most: u64,
-        budget: u64,
-        ends: &mut Vec<u64>,
-    ) -> u64 {
-        let price = |kv: u64| rounded(self.ns_f64_of::<BOUND>(kv as f64));
+    fn ends<const BOUND: u8>(&self, run: Run, budget: u64, ends: &mut Vec<u64>) -> u64 {
+        let Run {
+            kv_first,
+            first,
+            last,
+            batch,
+            most,
+        } = run;
+        let price = |kv: u64| rounded(self.ns_f64_of::<BOUND>(exact_f64(kv)));
         // The first step bounds the steps that fit and is the first end (it fits when any
         // step does: `first ≤ budget − 1`).
         let cap = most.min(budget.saturating_sub(1) / first);
@@ -199,11 +200,15 @@ impl DecodeAt {
         if cap == 1 {
             return 1;
         }
-        // The step at `cap − 1`, priced once: it bounds the others and is the last that may
-        // fit (its context below 2⁵³, the float context stepped to it is the same).
-        let longest = price(kv_first + batch * (cap - 1));
-        let step = batch as f64;
-        let mut kv = kv_first as f64 + step;
+        // The step at `cap − 1`, priced once (already, when it is the run's last): it bounds
+        // the others and is the last that may fit (its context below 2⁵³, the float context
+        // stepped to it is the same).
+        let longest = match cap == most {
+            true => last,
+            false => price(kv_first + batch * (cap - 1)),
+        };
+        let step = exact_f64(batch);
+        let mut kv = exact_f64(kv_first) + step;
         let (mut total, mut done) = (first, 1u64);
         // The steps between the first and the one at `cap − 1`.
         let inner = cap - 1;
@@ -258,6 +263,26 @@ impl DecodeAt {
 #[inline(always)]
 fn rounded(x: f64) -> u64 {
     round_below_2_52(x)
+}
+
+/// `n as f64` for `n` below 2⁵³ (where every integer is a float, so the signed conversion
+/// gives the same float): one instruction on the baseline x86-64 target, where the unsigned
+/// one takes several.
+#[inline(always)]
+fn exact_f64(n: u64) -> f64 {
+    debug_assert!(n < EXACT_INTEGERS, "invariant: {n} is below 2^53");
+    n as i64 as f64
+}
+
+/// A run of decode steps for [`DecodeAt::ends`]: at most `most` steps (at least one) from
+/// `kv_first` context tokens, `batch` more each step, the first and the last [`rounded`].
+#[derive(Clone, Copy)]
+struct Run {
+    kv_first: u64,
+    first: u64,
+    last: u64,
+    batch: u64,
+    most: u64,
 }
 
 impl StepTimeModel for PricedRoofline {
@@ -326,33 +351,43 @@ impl StepTimeModel for PricedRoofline {
         let mut spare = None;
         let at = self.at(batch, &mut spare);
         let last = (batch.checked_mul(most)).and_then(|k| k.checked_add(kv_first));
-        let usual_ns = |ns: f64| (0.5..TWO_52).contains(&ns);
-        let usual = |kv: u64| usual_ns(at.ns_f64(kv as f64));
-        // The first step's value, computed once: checked here and priced in the loop.
-        let first_ns = at.ns_f64(kv_first as f64);
         let plain = most > 0
             && self.non_decreasing
             && last.is_some_and(|k| k < EXACT_INTEGERS)
-            && at.finite()
-            && usual_ns(first_ns)
-            && usual(kv_first + batch * (most - 1));
-        if !plain {
+            && at.finite();
+        let usual_ns = |ns: f64| (0.5..TWO_52).contains(&ns);
+        // The first and the last step's values, computed once: checked here and priced in the
+        // loop.
+        let (first_ns, last_ns, first, last) = if plain {
+            let first = exact_f64(kv_first);
+            let last = exact_f64(kv_first + batch * (most - 1));
+            (at.ns_f64(first), at.ns_f64(last), first, last)
+        } else {
+            (0.0, 0.0, 0.0, 0.0)
+        };
+        if !(plain && usual_ns(first_ns) && usual_ns(last_ns)) {
             return self
                 .r
                 .decode_ends_within(batch, kv_first, most, budget, ends);
         }
-        let (first, last) = (kv_first as f64, (kv_first + batch * (most - 1)) as f64);
         // Each term is monotone in the context: when the memory time of the first step is at
         // least the compute time of the last, every step's larger one is its memory time (the
         // roofline takes the memory time on a tie), and the other way round.
         let (memory, compute) = (|kv| at.memory_s(kv), |kv| at.compute_s(kv));
-        let (head, budget) = ((kv_first, rounded(first_ns)), budget.as_ns());
+        let run = Run {
+            kv_first,
+            first: rounded(first_ns),
+            last: rounded(last_ns),
+            batch,
+            most,
+        };
+        let budget = budget.as_ns();
         if compute(last) <= memory(first) {
-            at.ends::<MEMORY>(head, batch, most, budget, ends)
+            at.ends::<MEMORY>(run, budget, ends)
         } else if compute(first) > memory(last) {
-            at.ends::<COMPUTE>(head, batch, most, budget, ends)
+            at.ends::<COMPUTE>(run, budget, ends)
         } else {
-            at.ends::<EITHER>(head, batch, most, budget, ends)
+            at.ends::<EITHER>(run, budget, ends)
         }
     }
 
