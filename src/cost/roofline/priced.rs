@@ -240,23 +240,6 @@ impl DecodeAt {
         ends.push(next);
         cap
     }
-
-    /// Whether every term is finite (then so is every step's value).
-    fn finite(&self) -> bool {
-        [
-            self.weights_s,
-            self.bw,
-            self.batch_flops,
-            self.flops_per_s,
-            self.kv_bytes_per_token,
-            self.attention_flops_per_pair,
-            self.communication_s,
-            self.overhead_s,
-            self.scale,
-        ]
-        .iter()
-        .all(|x| x.is_finite())
-    }
 }
 
 /// [`super::to_duration`] of `x / 10⁹` s for `0.5 ≤ x < 2⁵²`.
@@ -354,7 +337,7 @@ impl StepTimeModel for PricedRoofline {
         let plain = most > 0
             && self.non_decreasing
             && last.is_some_and(|k| k < EXACT_INTEGERS)
-            && at.finite();
+            && at.finite;
         let usual_ns = |ns: f64| (0.5..TWO_52).contains(&ns);
         // The first and the last step's values, computed once: checked here and priced in the
         // loop.
