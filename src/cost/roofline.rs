@@ -517,9 +517,28 @@ struct DecodeAt {
     communication_s: f64,
     overhead_s: f64,
     scale: f64,
+    /// Whether every term is finite (then so is every step's value), kept with them.
+    finite: bool,
 }
 
 impl DecodeAt {
+    /// Whether every term is finite.
+    fn terms_finite(&self) -> bool {
+        [
+            self.weights_s,
+            self.bw,
+            self.batch_flops,
+            self.flops_per_s,
+            self.kv_bytes_per_token,
+            self.attention_flops_per_pair,
+            self.communication_s,
+            self.overhead_s,
+            self.scale,
+        ]
+        .iter()
+        .all(|x| x.is_finite())
+    }
+
     /// The step's time attending `kv_tokens` tokens.
     fn duration(&self, kv_tokens: u64) -> SimDuration {
         self.duration_at(kv_tokens as f64)
@@ -544,7 +563,7 @@ impl Roofline {
         let touched = self.experts_touched(b);
         let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
         let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
-        DecodeAt {
+        let mut at = DecodeAt {
             weights_s: weights / bw,
             bw,
             batch_flops: b * self.flops_per_token * self.matmul_time_factor,
@@ -554,7 +573,10 @@ impl Roofline {
             communication_s: self.all_reduce(b),
             overhead_s: self.decode_overhead_s,
             scale: self.scale,
-        }
+            finite: false,
+        };
+        at.finite = at.terms_finite();
+        at
     }
 }
 

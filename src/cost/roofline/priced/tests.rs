@@ -38,6 +38,13 @@ fn same_run(r: &Roofline, batch: u64, kv0: u64, most: u64, budget: u64) {
         p.decode_non_decreasing(batch),
         r.decode_non_decreasing(batch)
     );
+    for (seqs, tokens) in [(batch, kv0), (1, most), (0, batch), (batch % 7, kv0 / 3)] {
+        // Bit for bit before rounding.
+        let (mine, theirs) = (p.prefill_s(seqs, tokens), r.prefill_breakdown(seqs, tokens));
+        let at = format!("prefill of {tokens} tokens over {seqs}");
+        assert_eq!(mine.to_bits(), theirs.total_s.to_bits(), "{at}");
+        assert_eq!(p.prefill(seqs, tokens), r.prefill(seqs, tokens), "{at}");
+    }
     // The ends, after some already there (the vector is the run's, reused).
     let (mut mine, mut theirs) = (vec![7, 8], vec![7, 8]);
     let n = p.decode_ends_within(batch, kv0, most, budget, &mut mine);
