@@ -89,6 +89,8 @@ pub struct RunOptions {
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
     /// Where the steady-window latencies start.
     pub steady_from: crate::metrics::SteadyFrom,
+    /// Whether the inter-token gaps are timed.
+    pub token_gaps: crate::metrics::TokenGaps,
 }
 
 impl Default for RunOptions {
@@ -101,6 +103,7 @@ impl Default for RunOptions {
             keep_token_times: false,
             interrupt: None,
             steady_from: crate::metrics::SteadyFrom::StartUpCleared,
+            token_gaps: crate::metrics::TokenGaps::Timed,
         }
     }
 }

@@ -9,6 +9,8 @@ use super::table::{render, table};
 use super::values::{self, GpuPrice};
 use super::{term, Failure};
 use crate::catalog::Catalog;
+use crate::engine::RunOptions;
+use crate::metrics::TokenGaps;
 use crate::plan::slo::{self, Slo, SloOutcome, SloRow};
 use crate::plan::{self, Load, Outcome, PlanRow};
 use crate::report::plots::{self, Format};
@@ -139,7 +141,12 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
             .unwrap_or_else(|| catalog.gpu(g).map_or(0.0, |e| e.price_usd_per_hour))
     };
     let deadline_s = args.deadline_h.map(|h| h * 3600.0);
-    let opts = interruptible();
+    // A plan reads no inter-token latency (`PlanMetrics`, `slo::SloRow`): its runs do not
+    // time the gaps.
+    let opts = RunOptions {
+        token_gaps: TokenGaps::Untimed,
+        ..interruptible()
+    };
     if slo_search {
         let memo = crate::plan::memo::Memo::default();
         let results = map_with_progress(&cands, args.jobs, "candidates", |c| {

@@ -60,6 +60,8 @@ impl Simulator<'_> {
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
             let (first, resumed) = (self.outbox.first_tokens, &self.outbox.resumed_gaps);
             match self.outbox.decode_run {
+                // Untimed gaps: the recorder would take nothing of the run's steps.
+                _ if !self.recorder.times_token_gaps() => {}
                 Some(r) => {
                     let model = self.scheduler.step_time();
                     let ends = &self.outbox.run_ends;

@@ -242,6 +242,7 @@ pub fn run_with_sinks<'s>(
         opts.steady_from,
     );
     recorder.keep_requests(opts.keep_requests);
+    recorder.set_token_gaps(opts.token_gaps);
     recorder.set_overhead(scenario.overhead);
     if let Some(sink) = sinks.requests {
         recorder.stream_requests(sink);

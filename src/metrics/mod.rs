@@ -255,6 +255,18 @@ pub enum SteadyFrom {
     StartUpClearedUntil(SimTime),
 }
 
+/// Whether a run times the gaps between successive tokens of a request (the ITL
+/// distributions, [`Latencies::itl_ms`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TokenGaps {
+    /// Every gap is timed.
+    #[default]
+    Timed,
+    /// None is: both `itl_ms` stay empty, and nothing else changes. For callers that never read
+    /// them (`plan`), which then skip the per-step bookkeeping of the gaps.
+    Untimed,
+}
+
 /// Everything a run measured. Plain data: analysis and reports are pure functions of it.
 #[derive(Clone, Debug)]
 pub struct RunResult {

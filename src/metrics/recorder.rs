@@ -19,7 +19,7 @@ mod tests;
 
 use super::{
     DecodeLogStats, EngineLatencies, Latencies, RequestRecord, RunResult, Sample, StartUp,
-    SteadyFrom, StopReason, TimeAverages, Totals,
+    SteadyFrom, StopReason, TimeAverages, TokenGaps, Totals,
 };
 use crate::metrics::latency::{round_to_u64, Fraction};
 use crate::metrics::Distribution;
@@ -155,6 +155,8 @@ pub struct Recorder<'a> {
     /// Tokens that came outside a decode step (first tokens, tokens after an eviction), whose
     /// requests' next tokens are timed from them: `(when, how many)`.
     awaiting_next: Vec<(SimTime, u64)>,
+    /// Whether the gaps are timed at all (untimed, the two above stay as they start).
+    token_gaps: TokenGaps,
 
     // Client window.
     window: SimDuration,
@@ -250,6 +252,7 @@ impl<'a> Recorder<'a> {
             startup_sample: None,
             last_decode_end: None,
             awaiting_next: Vec::new(),
+            token_gaps: TokenGaps::Timed,
             window,
             window_completions: Vec::new(),
             window_start: 0,
@@ -292,6 +295,19 @@ impl<'a> Recorder<'a> {
         };
         r.refresh_due();
         r
+    }
+
+    /// Whether the inter-token gaps are timed (by default they are).
+    pub fn set_token_gaps(&mut self, gaps: TokenGaps) {
+        self.token_gaps = gaps;
+    }
+
+    /// Whether the inter-token gaps are timed: untimed, the calls that hand them over
+    /// ([`Recorder::on_tokens`], [`Recorder::on_decode_run`], [`Recorder::on_decode_steps`],
+    /// [`Recorder::on_abandoned_await`]) may be left out, and do nothing if made.
+    #[inline]
+    pub fn times_token_gaps(&self) -> bool {
+        self.token_gaps == TokenGaps::Timed
     }
 
     /// The off-GPU overheads: latencies are then recorded as the client sees them, and as the
@@ -577,6 +593,9 @@ impl<'a> Recorder<'a> {
     /// gave it the next: stop waiting for that next one (see [`crate::scheduler::Outbox::evicted`]).
     /// Nothing happens if a decode step has already timed it.
     pub fn on_abandoned_await(&mut self, at: SimTime) {
+        if !self.times_token_gaps() {
+            return;
+        }
         if let Some(i) = (self.awaiting_next.iter()).position(|w| w.0 == at && w.1 > 0) {
             self.awaiting_next[i].1 -= 1;
             if self.awaiting_next[i].1 == 0 {

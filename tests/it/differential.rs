@@ -509,3 +509,77 @@ proptest! {
         prop_assert_eq!(fast.2, slow.2);
     }
 }
+
+/// The summary JSON without its inter-token latencies (every `itl_ms`, at any depth).
+fn without_itl(json: &str) -> serde_json::Value {
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("itl_ms");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    let mut v: serde_json::Value = serde_json::from_str(json).unwrap();
+    strip(&mut v);
+    v
+}
+
+/// A run that does not time the gaps between tokens (as `plan`'s) leaves both ITL distributions
+/// empty and changes nothing else — summary, time series, log, per-request records — for every
+/// scenario, fast-forwarded, and for the case study's SGLang and vLLM runs step by step too.
+#[test]
+fn untimed_token_gaps_leave_only_the_itl_empty() {
+    use servesim::metrics::TokenGaps;
+    let mut files = Vec::new();
+    scenario_files(&root().join("scenarios"), &mut files);
+    files.sort();
+    let mut untimed_any = 0;
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        let src = Source::read(&f).unwrap();
+        let sc = sc_mod::load(&src, &["workload.requests=600".to_string()]).unwrap();
+        let mut steppings = vec![Stepping::FastForward];
+        if name == "case-study-b2.toml" || name == "case-study-b2-vllm.toml" {
+            steppings.push(Stepping::StepByStep);
+        }
+        for stepping in steppings {
+            let run = |token_gaps| {
+                let opts = RunOptions {
+                    stepping,
+                    keep_log: true,
+                    keep_requests: true,
+                    token_gaps,
+                    ..RunOptions::default()
+                };
+                let r = engine::run(&sc, &opts).expect("the run finishes");
+                let a = analysis::analyse(&r);
+                let s = summary::summarize(&sc, &r, &a);
+                let itl = (r.latency.itl_ms.count(), r.steady_latency.itl_ms.count());
+                let out = (
+                    without_itl(&summary::to_json(&s)),
+                    timeseries::to_csv(&r, sc.workload.shares_prefixes()),
+                    server_log::render(sc.engine.kind(), &r.log, 8),
+                    r.requests,
+                );
+                (out, itl)
+            };
+            let (timed, timed_itl) = run(TokenGaps::Timed);
+            let (untimed, untimed_itl) = run(TokenGaps::Untimed);
+            let what = format!("{name}, {stepping:?}");
+            assert_eq!(untimed_itl, (0, 0), "{what}: untimed gaps were recorded");
+            assert!(timed_itl.0 + timed_itl.1 > 0, "{what}: no gap timed");
+            assert!(
+                timed.0 == untimed.0,
+                "{what}: summary differs beyond the ITL"
+            );
+            assert!(timed.1 == untimed.1, "{what}: time series differs");
+            assert!(timed.2 == untimed.2, "{what}: server log differs");
+            assert!(timed.3 == untimed.3, "{what}: per-request records differ");
+            untimed_any += 1;
+        }
+    }
+    assert!(untimed_any >= 12);
+}

@@ -20,6 +20,9 @@ impl Recorder<'_> {
     /// streaming time (`workload/overhead.rs`: token `k` reaches it `k × per_token` later).
     #[inline]
     pub fn on_tokens(&mut self, at: SimTime, tokens: u64, first: u64, resumed: &[SimDuration]) {
+        if !self.times_token_gaps() {
+            return;
+        }
         if first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() {
             // Decode tokens only, all timed from the previous decode step (the general case
             // with nothing outside a decode step).
@@ -98,6 +101,9 @@ impl Recorder<'_> {
     /// awaits a gap timed from outside a decode step; from then on each later step's gaps are
     /// its duration for all its tokens, recorded in runs.
     pub fn on_decode_run(&mut self, ends: &[(SimTime, u64)], first: u64, resumed: &[SimDuration]) {
+        if !self.times_token_gaps() {
+            return;
+        }
         let (mut first, mut resumed) = (first, resumed);
         let mut k = 0;
         while k < ends.len()
@@ -148,6 +154,9 @@ impl Recorder<'_> {
         first: u64,
         resumed: &[SimDuration],
     ) {
+        if !self.times_token_gaps() {
+            return;
+        }
         let (n, b) = (run.steps(), run.batch());
         let per_token = self.overhead.per_token.as_ns();
         let quiet = first == 0 && resumed.is_empty() && self.awaiting_next.is_empty() && b > 0;
