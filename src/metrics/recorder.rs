@@ -297,7 +297,7 @@ impl<'a> Recorder<'a> {
         r
     }
 
-    /// Whether the inter-token gaps are timed (by default they are).
+    /// Time the inter-token gaps, or not (by default they are timed).
     pub fn set_token_gaps(&mut self, gaps: TokenGaps) {
         self.token_gaps = gaps;
     }
