@@ -491,6 +491,34 @@ impl Turns {
         s.until = t.end;
         s.last = Some(t);
     }
+
+    /// Whether a turn ending at `end` would be summed by [`Turns::push`].
+    #[inline]
+    pub fn sums_to(&self, end: SimTime) -> bool {
+        end <= self.sum_until && self.list.is_empty()
+    }
+
+    /// `n` turns that [`Turns::push`] would each sum ([`Turns::sums_to`] their ends), of one
+    /// `running`, `queued` and `tokens` as `last` (the latest of them), summed at once from
+    /// their durations' total `dt_ns` and `Σ dt·kv_used_tokens` (`kv_ns`): the same sums.
+    pub fn push_summed(&mut self, n: u64, dt_ns: u64, kv_ns: u128, last: Turn) {
+        if n == 0 {
+            return;
+        }
+        debug_assert!(self.sums_to(last.end), "invariant: turns summed");
+        let s = &mut self.sums;
+        debug_assert_eq!((last.end - s.until).as_ns(), dt_ns, "invariant: the turns' span");
+        let dt = u128::from(dt_ns);
+        s.running_ns += dt * u128::from(last.running);
+        s.queued_ns += dt * u128::from(last.queued);
+        if last.queued > 0 {
+            s.queue_busy_ns += dt;
+        }
+        s.kv_used_ns += kv_ns;
+        s.tokens += n * last.tokens;
+        s.until = last.end;
+        s.last = Some(last);
+    }
 }
 
 /// Decode steps of a constant batch taken at once: step `j` (from 0) attends

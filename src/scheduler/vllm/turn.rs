@@ -406,7 +406,8 @@ impl Vllm {
     /// for the first of them — each taken in a few steps, at most `most` of them: how many
     /// were taken, and whether the next would end past the run's limit (the run stops; else
     /// the next turn, if any, is not quiet). While turns are quiet, RUNNING, WAITING and where
-    /// WAITING stops do not change, so their checks are made once for the stretch.
+    /// WAITING stops do not change, so their checks are made once for the stretch, and the
+    /// turns' state is summed for the simulator ([`crate::scheduler::Turns::push_summed`]) once, not turn by turn.
     pub(super) fn quiet_turns(
         &mut self,
         tr: &mut Track,
@@ -441,6 +442,14 @@ impl Vllm {
         let decode_seqs = l as u64;
         let free0 = self.free_blocks();
         let mut free = free0;
+        let mut used = self.used_blocks;
+        // Each turn's step is a decode step of RUNNING (a step without prompt tokens costs
+        // `decode`'s: `StepTimeModel::mixed`), attending `l` more KV tokens than the last.
+        let kv_first = (tr.base_sum + l as i64 * (j0 as i64 + 1)) as u64;
+        // The turns `Turns::push` would sum, summed here: how many, Σ dt and Σ dt·KV used (the
+        // state is the same but for the KV); the latest turn taken.
+        let (mut summed, mut sum_dt, mut sum_kv) = (0u64, 0u64, 0u128);
+        let mut last: Option<Turn> = None;
         let mut taken = 0;
         let stopped = loop {
             if taken == most {
@@ -451,31 +460,52 @@ impl Vllm {
             if wanting > free || free - wanting > w.free {
                 break false;
             }
-            let dur = self.cost.mixed(MixedStep {
-                decode_seqs,
-                decode_kv_tokens: (tr.base_sum + l as i64 * (j as i64 + 1)) as u64,
-                ..MixedStep::default()
-            });
+            let kv = kv_first + decode_seqs * taken;
+            let dur = self.cost.decode(decode_seqs, kv);
+            debug_assert_eq!(
+                dur,
+                self.cost.mixed(MixedStep {
+                    decode_seqs,
+                    decode_kv_tokens: kv,
+                    ..MixedStep::default()
+                }),
+                "invariant: a quiet turn costs a decode step"
+            );
             let end = cx.t + if asynchronous { cx.pending } else { dur };
             if end >= cx.limit {
                 break true;
             }
-            self.used_blocks += wanting;
+            used += wanting;
             free -= wanting;
-            self.finished_pending = false;
-            self.log_until(cx, end, out);
-            let used = self.used_blocks * block;
-            out.step_ends.push((end, decode_seqs));
-            out.turns.push(Turn {
+            if cx.next_log < end {
+                // The lines due before this turn's end see the state after the turn before.
+                if let Some(t) = last {
+                    cx.seen = Some((decode_seqs, queued, t.kv_used_tokens));
+                }
+                self.log_until(cx, end, out);
+            }
+            let turn = Turn {
                 end,
                 running: decode_seqs,
                 queued,
-                kv_used_tokens: used,
+                kv_used_tokens: used * block,
                 tokens: decode_seqs,
-            });
+            };
+            out.step_ends.push((end, decode_seqs));
+            if out.turns.sums_to(end) {
+                let dt = (end - cx.t).as_ns();
+                summed += 1;
+                sum_dt += dt;
+                sum_kv += u128::from(dt) * u128::from(turn.kv_used_tokens);
+            } else {
+                if let (true, Some(t)) = (summed > 0, last) {
+                    out.turns.push_summed(summed, sum_dt, sum_kv, t);
+                    summed = 0;
+                }
+                out.turns.push(turn);
+            }
+            last = Some(turn);
             cx.generated += decode_seqs;
-            cx.seen = Some((decode_seqs, queued, used));
-            cx.saw_running = true;
             cx.t = end;
             if asynchronous {
                 cx.pending = dur;
@@ -483,6 +513,13 @@ impl Vllm {
             tr.advance();
             taken += 1;
         };
+        if let Some(t) = last {
+            out.turns.push_summed(summed, sum_dt, sum_kv, t);
+            cx.seen = Some((decode_seqs, queued, t.kv_used_tokens));
+            cx.saw_running = true;
+            self.finished_pending = false;
+        }
+        self.used_blocks = used;
         // RUNNING's new blocks off the free queue, the stretch's at once: nothing else takes or
         // frees blocks meanwhile, and turn by turn they leave the queue in its order, as
         // together.
