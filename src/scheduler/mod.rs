@@ -507,7 +507,11 @@ impl Turns {
         }
         debug_assert!(self.sums_to(last.end), "invariant: turns summed");
         let s = &mut self.sums;
-        debug_assert_eq!((last.end - s.until).as_ns(), dt_ns, "invariant: the turns' span");
+        debug_assert_eq!(
+            (last.end - s.until).as_ns(),
+            dt_ns,
+            "invariant: the turns' span"
+        );
         let dt = u128::from(dt_ns);
         s.running_ns += dt * u128::from(last.running);
         s.queued_ns += dt * u128::from(last.queued);
@@ -684,4 +688,67 @@ pub trait Scheduler {
     /// Print the lines due at `now` (the time [`next_log_at`](Scheduler::next_log_at) named).
     /// Changes nothing but the engine's log.
     fn log_at(&mut self, _now: SimTime, _out: &mut Outbox) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Turns of one state but their KV, ending at `ends` from `start`.
+    fn turns(ends: &[u64], kv: &[u64]) -> Vec<Turn> {
+        ends.iter()
+            .zip(kv)
+            .map(|(&end, &kv_used_tokens)| Turn {
+                end: SimTime::from_ns(end),
+                running: 7,
+                queued: 3,
+                kv_used_tokens,
+                tokens: 7,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn turns_summed_at_once_are_the_turns_pushed_one_by_one() {
+        let start = SimTime::from_ns(100);
+        let (ends, kv) = ([130, 150, 151, 190], [64, 80, 80, 96]);
+        let list = turns(&ends, &kv);
+        let mut one_by_one = Turns::default();
+        one_by_one.start(start, SimTime::from_ns(1_000));
+        for &t in &list {
+            assert!(one_by_one.sums_to(t.end));
+            one_by_one.push(t);
+        }
+        // By hand: Σ dt = 90; Σ dt·kv = 30·64 + 20·80 + 1·80 + 39·96 = 7,344.
+        let mut at_once = Turns::default();
+        at_once.start(start, SimTime::from_ns(1_000));
+        at_once.push_summed(4, 90, 7_344, list[3]);
+        assert_eq!(at_once.sums, one_by_one.sums);
+        assert_eq!(
+            (
+                at_once.sums.running_ns,
+                at_once.sums.queue_busy_ns,
+                at_once.sums.tokens
+            ),
+            (630, 90, 28)
+        );
+        // None at all changes nothing.
+        at_once.push_summed(0, 0, 0, list[0]);
+        assert_eq!(at_once.sums, one_by_one.sums);
+    }
+
+    #[test]
+    fn a_turn_past_the_point_is_listed_and_so_is_every_later_one() {
+        let list = turns(&[130, 150, 170], &[1, 2, 3]);
+        let mut t = Turns::default();
+        t.start(SimTime::from_ns(100), SimTime::from_ns(150));
+        assert!(t.sums_to(list[1].end));
+        t.push(list[0]);
+        t.push(list[1]);
+        assert!(!t.sums_to(list[2].end));
+        t.push(list[2]);
+        // Listed from there: even a turn that ends before the point would be now.
+        assert!(!t.sums_to(SimTime::from_ns(120)));
+        assert_eq!((t.sums.until, t.list.len()), (SimTime::from_ns(150), 1));
+    }
 }
