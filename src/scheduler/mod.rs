@@ -694,7 +694,7 @@ pub trait Scheduler {
 mod tests {
     use super::*;
 
-    /// Turns of one state but their KV, ending at `ends` from `start`.
+    /// Turns of one state but their KV, ending at `ends`.
     fn turns(ends: &[u64], kv: &[u64]) -> Vec<Turn> {
         ends.iter()
             .zip(kv)

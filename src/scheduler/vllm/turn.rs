@@ -407,7 +407,8 @@ impl Vllm {
     /// were taken, and whether the next would end past the run's limit (the run stops; else
     /// the next turn, if any, is not quiet). While turns are quiet, RUNNING, WAITING and where
     /// WAITING stops do not change, so their checks are made once for the stretch, and the
-    /// turns' state is summed for the simulator ([`crate::scheduler::Turns::push_summed`]) once, not turn by turn.
+    /// turns' state is summed for the simulator once for the stretch, not turn by turn
+    /// ([`crate::scheduler::Turns::push_summed`]).
     pub(super) fn quiet_turns(
         &mut self,
         tr: &mut Track,
@@ -498,7 +499,8 @@ impl Vllm {
                 sum_dt += dt;
                 sum_kv += u128::from(dt) * u128::from(turn.kv_used_tokens);
             } else {
-                if let (true, Some(t)) = (summed > 0, last) {
+                // The turns summed so far go first (none, if a turn before was listed).
+                if let Some(t) = last {
                     out.turns.push_summed(summed, sum_dt, sum_kv, t);
                     summed = 0;
                 }
