@@ -292,11 +292,14 @@ impl FloorLine {
     /// The steps `from..to` (`to ≤ steps`) of a line whose steps never get shorter, cut into
     /// runs of steps of the same class: `class(d)` gives the label of the class of a step of
     /// `d` ns and the longest duration of that class (at least `d`; a class holds the
-    /// durations from `d` to it, and the classes of longer steps come after it). Hands each run's label and steps to `emit`, in order, and
+    /// durations from `d` to it, and the classes of longer steps come after it, the next one
+    /// being `class(top + 1)`). Hands each run's label and steps to `emit`, in order, and
     /// returns `true`; `false` (and nothing) when the steps may get shorter.
     ///
-    /// Each run costs the division of its first step and one to count it ([`Self::up_to`]),
-    /// in 64 bits when the run's numerators fit (the linear model's always do).
+    /// In 64 bits when the run's numerators fit (the linear model's always do), a run costs no
+    /// division when it is of the class after the previous run's and of the width of a class
+    /// met before (the common case: steps growing by less than a class), else the division of
+    /// its first step and one to count it; otherwise each run costs [`Self::up_to`].
     pub fn runs(
         &self,
         (from, to): (u64, u64),
@@ -324,18 +327,40 @@ impl FloorLine {
                 return true;
             }
             if room(class(last / den).1).is_some() {
+                // The first run's class by division; each later one, when the step after a
+                // run falls in the next class (the steps grow by less than a class), without:
+                // that step's numerator is `bound + e` with `0 ≤ e < c1` (the step before it
+                // was below `bound`, where the class left ends), and the steps below the next
+                // class's end `bound + w` are `⌈(w − e)/c1⌉ = q + [ρ > e]` for `w = q·c1 + ρ`,
+                // `q` and `ρ` divided once for each width of class met.
+                let (mut label, mut top) = class(num / den);
+                let mut m = ((top + 1) * den - 1 - num) / c1 + 1;
                 let mut j = from;
+                let mut width = (0, 0, 0); // (w, q, ρ)
                 loop {
-                    let (label, top) = class(num / den);
-                    // The steps from j whose numerators are below (top + 1)·den: at least
-                    // step j, as top ≥ ⌊num/den⌋.
-                    let m = (((top + 1) * den - 1 - num) / c1 + 1).min(to - j);
-                    emit(label, m);
-                    j += m;
+                    let m_here = m.min(to - j);
+                    emit(label, m_here);
+                    j += m_here;
                     if j >= to {
                         return true;
                     }
-                    num += c1 * m;
+                    num += c1 * m_here;
+                    // No overflow: the next step's value is at least `top + 1` and at most the
+                    // last step's, so the classes met are at most the last step's.
+                    let bound = (top + 1) * den;
+                    let (next, next_top) = class(top + 1);
+                    let next_bound = (next_top + 1) * den;
+                    if num < next_bound {
+                        let w = next_bound - bound;
+                        if w != width.0 {
+                            width = (w, w / c1, w % c1);
+                        }
+                        m = width.1 + u64::from(width.2 > num - bound);
+                        (label, top) = (next, next_top);
+                    } else {
+                        (label, top) = class(num / den);
+                        m = ((top + 1) * den - 1 - num) / c1 + 1;
+                    }
                 }
             }
         }
@@ -470,6 +495,45 @@ mod tests {
 
     /// A line's answers by brute force: each step from the formula, the sums and searches by
     /// scanning them.
+    /// Classes as the latency histogram's buckets (`metrics::latency`) of the values `d + add`,
+    /// with `bits` bits of sub-bucket: `2^bits` buckets of 1 ns, then `2^(bits − 1)` of each
+    /// doubling width; labelled by the bucket's number, the top being the bucket's top − `add`.
+    fn buckets(bits: u32, add: u64) -> impl Fn(u64) -> (u64, u64) {
+        move |d: u64| {
+            let v = d + add;
+            let shift = (64 - bits) - (v | ((1 << bits) - 1)).leading_zeros();
+            let q = v >> shift;
+            let hi = ((q + 1) << shift).wrapping_sub(1);
+            ((u64::from(shift) << (bits - 1)) + q, hi - add)
+        }
+    }
+
+    /// [`FloorLine::runs`] of `line` (steps `d`) over a few ranges of steps, against the
+    /// steps' classes one by one.
+    fn check_runs(line: &FloorLine, d: &[i128], class: &dyn Fn(u64) -> (u64, u64), what: &str) {
+        let steps = line.steps;
+        for (from, to) in [
+            (0, steps),
+            (steps / 3, steps),
+            (1.min(steps), steps / 2 + 1),
+        ] {
+            let to = to.min(steps);
+            let mut out: Vec<(u64, u64)> = Vec::new();
+            let ok = line.runs((from, to), class, |l, m| out.push((l, m)));
+            let mut expect: Vec<(u64, u64)> = Vec::new();
+            for &x in d.get(from as usize..to as usize).unwrap_or(&[]) {
+                match expect.last_mut() {
+                    Some((l, m)) if *l == class(x as u64).0 => *m += 1,
+                    _ => expect.push((class(x as u64).0, 1)),
+                }
+            }
+            match ok {
+                true => assert_eq!(out, expect, "{what}, {from}..{to}"),
+                false => assert!(line.c1 < 0 && out.is_empty()),
+            }
+        }
+    }
+
     fn check_line(q0: i128, q1: i128, r0: u64, r1: u64, den: u64, steps: u64) {
         let direct = |j: u64| q0 + q1 * i128::from(j) + i128::from((r0 + r1 * j) / den);
         let Some(line) = FloorLine::new(q0, q1, r0, r1, den, steps) else {
@@ -498,33 +562,24 @@ mod tests {
                 assert_eq!(line.within(budget), fit, "budget {budget}");
             }
         }
-        // Runs of classes of durations, against the steps one by one.
+        // Runs of classes of durations, against the steps one by one: classes of `width` ns
+        // from 0 (the last one shorter), and the latency histogram's buckets, whose width
+        // doubles at each power of two, for values shifted by up to what the line leaves.
+        let highest = d.iter().copied().max().unwrap_or(0) as u64;
         for width in [1u64, 2, 3, 7, 1000, 1 << 20, u64::MAX / 3, u64::MAX] {
-            // Classes of `width` ns from 0 (the last one shorter).
             let class = |d: u64| {
                 (
                     d / width,
                     (d / width).saturating_mul(width).saturating_add(width - 1),
                 )
             };
-            for (from, to) in [
-                (0, steps),
-                (steps / 3, steps),
-                (1.min(steps), steps / 2 + 1),
-            ] {
-                let to = to.min(steps);
-                let mut out: Vec<(u64, u64)> = Vec::new();
-                let ok = line.runs((from, to), class, |l, m| out.push((l, m)));
-                let mut expect: Vec<(u64, u64)> = Vec::new();
-                for &x in d.get(from as usize..to as usize).unwrap_or(&[]) {
-                    match expect.last_mut() {
-                        Some((l, m)) if *l == class(x as u64).0 => *m += 1,
-                        _ => expect.push((class(x as u64).0, 1)),
-                    }
-                }
-                match ok {
-                    true => assert_eq!(out, expect, "width {width}, {from}..{to}"),
-                    false => assert!(line.c1 < 0 && out.is_empty()),
+            check_runs(&line, &d, &class, &format!("width {width}"));
+        }
+        for bits in [2, 3, 11] {
+            for add in [0, 5, 1 << 20] {
+                if highest.checked_add(add).is_some() {
+                    let class = buckets(bits, add);
+                    check_runs(&line, &d, &class, &format!("{bits}-bit buckets + {add}"));
                 }
             }
         }
@@ -557,6 +612,12 @@ mod tests {
             (line.sum(4), line.within(17), line.up_to(1, 8)),
             (28, 2, Some(2))
         );
+        // In buckets of 1 ns up to 3, then two of 2 ns (4–5, 6–7), two of 4 ns (8–11, 12–15):
+        // 3 | 6 | 8, 11 — the third run found without dividing, the second by dividing (it
+        // skips a bucket).
+        let mut runs = Vec::new();
+        assert!(line.runs((0, 4), buckets(2, 0), |l, m| runs.push((l, m))));
+        assert_eq!(runs, [(3, 1), (5, 1), (6, 2)]);
         check_line(3, 2, 1, 3, 4, 4);
         let max = i128::from(u64::MAX);
         // Steps at the largest duration, a falling line, one step, the floor of 1 ns.
