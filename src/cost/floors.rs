@@ -493,8 +493,6 @@ mod tests {
         }
     }
 
-    /// A line's answers by brute force: each step from the formula, the sums and searches by
-    /// scanning them.
     /// Classes as the latency histogram's buckets (`metrics::latency`) of the values `d + add`,
     /// with `bits` bits of sub-bucket: `2^bits` buckets of 1 ns, then `2^(bits − 1)` of each
     /// doubling width; labelled by the bucket's number, the top being the bucket's top − `add`.
@@ -534,6 +532,8 @@ mod tests {
         }
     }
 
+    /// A line's answers by brute force: each step from the formula, the sums and searches by
+    /// scanning them.
     fn check_line(q0: i128, q1: i128, r0: u64, r1: u64, den: u64, steps: u64) {
         let direct = |j: u64| q0 + q1 * i128::from(j) + i128::from((r0 + r1 * j) / den);
         let Some(line) = FloorLine::new(q0, q1, r0, r1, den, steps) else {
