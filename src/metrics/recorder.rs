@@ -589,9 +589,10 @@ impl<'a> Recorder<'a> {
         self.generated_tokens += tokens;
     }
 
-    /// A request that got a token at `at` outside a decode step was evicted before a decode step
-    /// gave it the next: stop waiting for that next one (see [`crate::scheduler::Outbox::evicted`]).
-    /// Nothing happens if a decode step has already timed it.
+    /// A request that got a token at `at` outside a decode step was evicted (see
+    /// [`crate::scheduler::Outbox::evicted`]), or finished with that token, before a decode
+    /// step gave it the next: stop waiting for that next one. Nothing happens if a decode step
+    /// has already timed it.
     pub fn on_abandoned_await(&mut self, at: SimTime) {
         if !self.times_token_gaps() {
             return;
@@ -607,12 +608,11 @@ impl<'a> Recorder<'a> {
     /// A request's full response reached the client at `now`. Its first token reached the
     /// client one token's way after the engine produced it.
     pub fn on_completion(&mut self, now: SimTime, r: &Request) {
-        if r.out_tokens == 1 {
-            // Its first token was its last: it awaits no next one.
-            let at = r.first_token_at;
-            if let Some(w) = self.awaiting_next.iter_mut().find(|w| Some(w.0) == at) {
-                w.1 = w.1.saturating_sub(1);
-            }
+        // If its last token came outside a decode step — its first, or the one after an
+        // eviction (the re-prefill's) — it awaits no next one. A decode step since would have
+        // timed every token awaiting then: a wait still held at that token's time is its own.
+        if let Some(at) = r.outside_token_at {
+            self.on_abandoned_await(at);
         }
         if self.keep_requests || self.request_sink.is_some() {
             self.record(now, r, true);

@@ -263,3 +263,28 @@ fn the_window_counts_the_completions_of_its_last_span_and_keeps_no_more_than_twi
     let rate = early.snapshot(SimTime::from_ns(400)).window_req_per_s;
     assert_eq!(rate, 3.0 / s(400).as_secs_f64());
 }
+
+#[test]
+fn a_request_whose_token_after_an_eviction_is_its_last_leaves_no_wait_behind() {
+    // A and B decode together (steps ending at 50 and 100 ms); A is retracted, B decodes alone
+    // (150 ms); A's re-prefill ends at 180 ms with its last token, timed from its token at
+    // 100 ms; B's next step ends at 230 ms: its gap is from its own token at 150 ms, 80 ms —
+    // not from A's re-prefill, which would give 50.
+    let ms = |x: u64| SimTime::from_ns(x * 1_000_000);
+    let mut r = recorder(0, None, false);
+    r.on_tokens(ms(50), 2, 0, &[]);
+    r.on_tokens(ms(100), 2, 0, &[]);
+    r.on_tokens(ms(150), 1, 0, &[]);
+    r.on_tokens(ms(180), 1, 0, &[ms(180) - ms(100)]);
+    let a = Request {
+        out_tokens: 3,
+        evictions: 1,
+        outside_token_at: Some(ms(180)),
+        ..answered_at(0, ms(180))
+    };
+    r.on_completion(ms(180), &a);
+    r.on_tokens(ms(230), 1, 0, &[]);
+    let (stats, _) = itl(r).swap_remove(0);
+    // 50 and 50 (A and B at 100), 50 (B at 150), 80 (A at 180), 80 (B at 230).
+    assert_eq!((stats.count, stats.mean), (5, 62.0));
+}
