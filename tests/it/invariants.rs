@@ -174,6 +174,16 @@ fn gaps_after_a_retraction_that_follows_a_prefill() {
     assert_gaps_add_up(KNOWN_LATE_RETRACTION, 14);
 }
 
+/// Found by the property above in CI (seed 15126736990087599790): a retracted request got its
+/// last token from its re-prefill; that token stayed awaiting a next one, so the next decode
+/// step timed another request's token from it instead of from the previous decode step: the
+/// gaps added up 33.4 ms short, the re-prefill's length. Completing a request now tells the
+/// recorder to stop waiting for it (`Recorder::on_completion`).
+#[test]
+fn gaps_when_a_retracted_request_finishes_on_its_re_prefill() {
+    assert_gaps_add_up(KNOWN_LAST_TOKEN_FROM_RE_PREFILL, 1);
+}
+
 const KNOWN_LATE_RETRACTION: &str = r#"
 name = "prop"
 seed = 8753476905614587381
@@ -237,4 +247,38 @@ mode = "gamma"
 rate_per_s = 15.662406168082244
 burstiness = 0.5
 concurrency = 21
+"#;
+
+const KNOWN_LAST_TOKEN_FROM_RE_PREFILL: &str = r#"
+name = "prop"
+seed = 15126736990087599790
+[run]
+observe_at_s = [0.5, 2.0]
+window_s = 1.0
+timeseries_interval_s = 0.01
+[engine]
+kv_capacity_tokens = 1376
+page_size = 16
+chunked_prefill_size = -1
+max_running_requests = 4
+schedule_policy = "fcfs"
+clip_max_new_tokens = 8
+decode_log_interval = 3
+[engine.step_time]
+decode_base_ms = 17.520505939346847
+decode_per_seq_ms = 0
+decode_per_kv_token_ns = 0
+prefill_base_ms = 0
+prefill_per_token_us = 87.15848356477625
+[workload]
+requests = 6
+prompt_tokens = { dist = "uniform", min = 1, max = 298 }
+output_tokens = { dist = "uniform", min = 1, max = 336 }
+
+ignore_eos = false
+[client]
+mode = "gamma"
+rate_per_s = 27.452944817523047
+burstiness = 0.5
+concurrency = 4
 "#;
