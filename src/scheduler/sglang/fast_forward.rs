@@ -67,7 +67,7 @@ impl Sglang {
     /// Whether the next iterations are plain decode steps, and how many of them can be taken at
     /// once: until the next completion (its step included when the decisions made up to it are
     /// still plain decode steps), while memory lasts, at most `max_steps`, and while they end
-    /// before `limit` — [`may_skip`](Self::may_skip) holding.
+    /// before `limit` — [`may_skip`](Self::may_skip) holding. None when at most one could be.
     #[inline(always)]
     pub(super) fn plan_skip(
         &mut self,
@@ -96,7 +96,9 @@ impl Sglang {
         let by_completion = next_finish.saturating_sub(self.decode_step + 1) + u64::from(through);
         let by_memory = self.free_tokens() / batch;
         let most = by_completion.min(by_memory).min(max_steps);
-        if most == 0 {
+        // A run of one step is declined: the step-by-step path takes it for less (as when
+        // requests complete at nearly every step, `scenarios/short-responses.toml`).
+        if most <= 1 {
             return None;
         }
         // The largest number of steps whose end is before `limit` (usually all of them): in
