@@ -101,6 +101,14 @@ impl Completions {
         self.occupied[slot / 64] |= 1 << (slot % 64);
     }
 
+    /// Whether the slot of `step` holds entries: `false` means no completion at `step`, a step
+    /// in the wheel's span; `true`, one there or stale entries only.
+    #[inline]
+    pub fn may_hold(&self, step: u64) -> bool {
+        let slot = (step & self.mask) as usize;
+        self.occupied[slot / 64] & (1 << (slot % 64)) != 0
+    }
+
     /// Steps up to `step` are past; entries from further ahead come into the wheel.
     #[inline]
     pub fn pass(&mut self, step: u64) {

@@ -28,11 +28,16 @@ pub(super) struct SkipPlan {
 }
 
 impl Sglang {
-    /// Whether the next iterations may be plain decode steps, as far as O(1) checks tell: a
-    /// batch running, none in flight, no chunk continuing, no admission to try (the latch
-    /// closed or nobody waiting), page size 1 (with larger pages the pool grows unevenly);
-    /// overlapped, the decode step decided ahead is of the whole running batch (not one that
-    /// still holds a request finished since).
+    /// Whether the next iterations may be plain decode steps, more than one before the next
+    /// completion, as far as O(1) checks tell: a batch running, none in flight, no chunk
+    /// continuing, no admission to try (the latch closed or nobody waiting), page size 1 (with
+    /// larger pages the pool grows unevenly); overlapped, the decode step decided ahead is of
+    /// the whole running batch (not one that still holds a request finished since); and no
+    /// completion due at the next step, which would leave a run of one step at most, declined
+    /// ([`plan_skip`](Self::plan_skip)) — as when requests complete at nearly every step
+    /// (`scenarios/short-responses.toml`). The step's slot in the completions' wheel tells: it
+    /// may also hold entries no longer current, and then a run is declined that the
+    /// step-by-step path takes instead, with the same result.
     #[inline]
     pub(super) fn may_skip(&self) -> bool {
         let batch = self.running.len() as u64;
@@ -44,6 +49,7 @@ impl Sglang {
             && (!self.p.overlap
                 || matches!(self.planned, Some((super::InFlight::Decode { batch: b }, _))
                     if b == batch && self.leaving.is_empty()))
+            && !self.finish.may_hold(self.decode_step + 1)
     }
 
     /// `skip_decode` once [`may_skip`](Self::may_skip) holds.
