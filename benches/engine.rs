@@ -78,6 +78,29 @@ fn vllm_case_study(c: &mut Criterion) {
 
 /// The case study priced by the roofline model (no closed form: its runs are priced step by
 /// step, once each).
+/// vLLM's long quiet stretches: the B2 case study with 8 requests in flight, so that hundreds of
+/// turns pass between two events (`scheduler/vllm/stretch.rs` takes each stretch at once).
+fn vllm_long_stretches(c: &mut Criterion) {
+    let mut g = c.benchmark_group("b2_vllm_concurrency_8");
+    g.sample_size(10);
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/case-study-b2-vllm.toml");
+    let source = Source::read(&path).expect("the scenario file");
+    let n = 2_000u64;
+    let sets = vec![
+        format!("workload.requests={n}"),
+        "client.concurrency=8".to_string(),
+    ];
+    let sc = scenario::load(&source, &sets).expect("the scenario is valid");
+    g.throughput(Throughput::Elements(n));
+    for s in [Stepping::FastForward, Stepping::StepByStep] {
+        g.bench_function(format!("{n}_requests/{}", stepping_name(s)), |b| {
+            b.iter(|| engine::run(&sc, &opts(s)).expect("run"))
+        });
+    }
+    g.finish();
+}
+
 fn roofline_case_study(c: &mut Criterion) {
     let mut g = c.benchmark_group("b2_case_study_roofline");
     g.sample_size(10);
@@ -161,6 +184,7 @@ criterion_group!(
     benches,
     case_study,
     vllm_case_study,
+    vllm_long_stretches,
     roofline_case_study,
     table_case_study,
     short_responses

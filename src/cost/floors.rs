@@ -226,6 +226,26 @@ impl FloorLine {
         self.steps
     }
 
+    /// The `steps` steps `first, first + stride, first + 2·stride, …` of the run (all in it),
+    /// as a line of their own, if it meets the conditions of [`FloorLine::new`]: step `j` of
+    /// the run lasts `⌊(n0 + s·j)/den⌋` ns, so every `stride`-th from `first` lasts
+    /// `⌊(n0 + s·first + s·stride·t)/den⌋`. Their durations are the run's, in range.
+    pub fn strided(&self, first: u64, stride: u64, steps: u64) -> Option<FloorLine> {
+        debug_assert!(steps > 0 && first + stride * (steps - 1) < self.steps);
+        let d = i128::from(self.den);
+        let slope = d * self.q1 + i128::from(self.r1);
+        let n0 = d * self.q0 + i128::from(self.r0) + slope * i128::from(first);
+        let c1 = slope * i128::from(stride);
+        FloorLine::new(
+            n0.div_euclid(d),
+            c1.div_euclid(d),
+            n0.rem_euclid(d) as u64,
+            c1.rem_euclid(d) as u64,
+            self.den,
+            steps,
+        )
+    }
+
     /// Step `j`'s duration (`j < steps`), ns.
     pub fn step(&self, j: u64) -> i128 {
         let whole = self.q0 + self.q1 * i128::from(j);

@@ -4,7 +4,7 @@
 
 use super::Simulator;
 use crate::cost;
-use crate::scheduler::{RunState, ServerState};
+use crate::scheduler::{RunKv, RunState, ServerState, Then};
 use crate::time::{SimDuration, SimTime};
 
 /// What [`Simulator::fast_forward`] did.
@@ -13,6 +13,9 @@ pub(super) enum Run {
     None,
     /// A run, ended before anything changed.
     Taken,
+    /// A run, ended before anything changed, after which the scheduler may take another at
+    /// once ([`Then::Run`]).
+    Again,
     /// A run whose last step completed requests.
     Completed,
 }
@@ -92,10 +95,10 @@ impl Simulator<'_> {
             }
             self.drain_outbox_logs();
             self.now = skip.end;
-            return if self.outbox.finished.is_empty() {
-                Run::Taken
-            } else {
-                Run::Completed
+            return match (self.outbox.finished.is_empty(), skip.then) {
+                (false, _) => Run::Completed,
+                (true, Then::Batch) => Run::Taken,
+                (true, Then::Run) => Run::Again,
             };
         }
         Run::None
@@ -126,18 +129,28 @@ impl Simulator<'_> {
         let run = cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
             .with_total((r.end - r.start).as_ns());
         let b = r.batch;
-        // The KV in use during step j (from 1) is used_first + b·(j − 1).
-        let used_first = kv_last - b * (r.steps - 1);
-        // Σ used × duration over the first k steps.
-        let kv_before = |k: u64| -> u128 {
-            match (k, ends.as_slice()) {
-                (0, _) => 0,
-                (k, []) => model.decode_run_weighted(b, r.kv_first, k, used_first, b).1,
+        // Per token, the KV in use during step j (from 1) is used_first + b·(j − 1).
+        let used_first = || kv_last - b * (r.steps - 1);
+        // The KV in use during step k (from 0), and Σ used × duration over the steps from
+        // `done` (whose sum is `done_kv`) to k.
+        let used_during = |k: u64| match &self.outbox.run_kv {
+            RunKv::PerToken => used_first() + b * k,
+            RunKv::Blocks(stairs) => stairs.used_during(k),
+        };
+        let kv_before = |done: u64, done_kv: u128, k: u64| -> u128 {
+            match (&self.outbox.run_kv, k, ends.as_slice()) {
+                (RunKv::Blocks(stairs), k, _) => done_kv + stairs.integral(&run, done, k),
+                (RunKv::PerToken, 0, _) => 0,
+                (RunKv::PerToken, k, []) => {
+                    model
+                        .decode_run_weighted(b, r.kv_first, k, used_first(), b)
+                        .1
+                }
                 // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
-                (k, ends) => {
+                (RunKv::PerToken, k, ends) => {
                     let e = u128::from(ends[k as usize - 1]);
                     let before = cost::one_by_one::sum_of_ends(&ends[..k as usize - 1]);
-                    u128::from(used_first) * e + u128::from(b) * (u128::from(k - 1) * e - before)
+                    u128::from(used_first()) * e + u128::from(b) * (u128::from(k - 1) * e - before)
                 }
             }
         };
@@ -157,13 +170,13 @@ impl Simulator<'_> {
                 // one search, the next step's end from its duration.
                 let budget = SimDuration::from_ns(since.saturating_add(1));
                 let (k, elapsed) = model.decode_run_within(b, r.kv_first, r.steps, budget);
-                let kv_k = kv_before(k);
+                let kv_k = kv_before(done, done_kv, k);
                 let next = model.decode(b, r.kv_first + b * k);
                 (k, elapsed.as_ns(), kv_k, elapsed + next)
             } else {
                 let k = run.ended_by(since);
                 let next = SimDuration::from_ns(run.elapsed(k + 1));
-                (k, run.elapsed(k), kv_before(k), next)
+                (k, run.elapsed(k), kv_before(done, done_kv, k), next)
             };
             debug_assert_eq!(
                 (k, elapsed, at_next.as_ns()),
@@ -171,7 +184,7 @@ impl Simulator<'_> {
                 "invariant: the point's step, priced in closed form, is the run's"
             );
             let at_k = r.start + SimDuration::from_ns(elapsed);
-            let used = used_first + b * k;
+            let used = used_during(k);
             self.recorder
                 .integrate_run(at_k, running, queued, kv_k - done_kv, used);
             self.recorder.on_generated(b * (k - done));

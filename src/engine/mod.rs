@@ -330,6 +330,12 @@ impl Simulator<'_> {
                             // The run may have used up `run.max_events`.
                             self.check_limits()?;
                         }
+                        Run::Again => {
+                            // Nothing is due at the run's end (it ended before the next
+                            // event): the next attempt, as if no batch had been started.
+                            self.check_time(self.now)?;
+                            continue;
+                        }
                         Run::Completed => {
                             self.check_time(self.now)?;
                             // The run's last step completed requests: as at a batch's end, they

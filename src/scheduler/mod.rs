@@ -326,6 +326,8 @@ pub struct Outbox {
     /// With `decode_run`, when the step-time model has no closed form for runs: its steps'
     /// ends, ns from its start, priced once ([`StepTimeModel::decode_ends_within`]).
     pub run_ends: Vec<u64>,
+    /// With `decode_run`: how the KV in use grows from step to step.
+    pub run_kv: RunKv,
     /// Decode rounds processed: each gave every request of the running batch one token (a
     /// decode step, or the decode rows of a mixed batch). Requests that got their first token
     /// in the same batch are not part of its round.
@@ -364,6 +366,7 @@ impl Outbox {
         self.outside_tokens.clear();
         self.decode_run = None;
         self.run_ends.clear();
+        self.run_kv = RunKv::PerToken;
         self.turns.start(at, sum_until);
     }
 
@@ -541,6 +544,111 @@ pub struct DecodeRun {
     pub end: SimTime,
 }
 
+/// How the KV in use grows through the steps of a [`DecodeRun`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum RunKv {
+    /// By the batch every step, a slot per token (SGLang): the run's last step uses
+    /// `kv_last` ([`RunState::Constant`]), each step before it `batch` fewer.
+    #[default]
+    PerToken,
+    /// By whole blocks, as requests fill theirs (vLLM's paged KV cache).
+    Blocks(KvStairs),
+}
+
+/// The KV in use through a run of decode steps of a paged KV cache: each step first takes the
+/// blocks its requests need — which repeat with the block size as period, a request needing
+/// one each time its tokens fill a block — and keeps them (vLLM: `kv_cache_manager.py:
+/// allocate_slots`, one block per `block_size` tokens).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KvStairs {
+    /// Blocks in use before the run's first step.
+    pub used0: u64,
+    /// Tokens per block.
+    pub block: u64,
+    /// `prefix[t]`: the blocks the run's first `t` steps take, for `t` up to the period
+    /// (`prefix.len() − 1`, the block size); `prefix[0] = 0`.
+    pub prefix: Vec<u64>,
+}
+
+impl KvStairs {
+    /// Blocks the run's first `steps` steps take.
+    #[inline]
+    pub fn taken(&self, steps: u64) -> u64 {
+        let period = (self.prefix.len() - 1) as u64;
+        (steps / period) * self.prefix[period as usize] + self.prefix[(steps % period) as usize]
+    }
+
+    /// KV tokens in use during step `j` (from 0): its blocks taken.
+    #[inline]
+    pub fn used_during(&self, j: u64) -> u64 {
+        (self.used0 + self.taken(j + 1)) * self.block
+    }
+
+    /// `Σ_{from ≤ j < to} d_j × used_during(j)`, ns × tokens, `d_j` being step j's duration in
+    /// `run`: the KV pool's time integral over those steps. For a run that is a line of floors
+    /// and at least [`KvStairs::STRIDED`] periods long, in closed form per residue of the
+    /// period ([`KvStairs::strided`]); otherwise one pass over the steps, a few integer
+    /// operations each (the durations of a line, or the ends priced once).
+    pub fn integral(&self, run: &crate::cost::DecodeSteps, from: u64, to: u64) -> u128 {
+        let period = (self.prefix.len() - 1) as u64;
+        let long = to.saturating_sub(from) >= Self::STRIDED * period;
+        if let Some(sum) = run
+            .line()
+            .filter(|_| long)
+            .and_then(|line| self.strided(line, from, to))
+        {
+            return sum * u128::from(self.block);
+        }
+        let per_period = self.prefix[period as usize];
+        // Blocks in use during step `j`, stepped along: `whole` periods' worth, plus the
+        // prefix of the current one.
+        let (mut whole, mut r) = ((from + 1) / period, ((from + 1) % period) as usize);
+        let mut sum = 0u128;
+        for j in from..to {
+            let used = self.used0 + whole * per_period + self.prefix[r];
+            sum += u128::from(run.duration(j)) * u128::from(used);
+            r += 1;
+            if r as u64 == period {
+                r = 0;
+                whole += 1;
+            }
+        }
+        sum * u128::from(self.block)
+    }
+
+    /// Periods from which [`KvStairs::integral`] works in closed form: its per-residue lines
+    /// cost about as much as a pass over this many periods' steps.
+    pub const STRIDED: u64 = 24;
+
+    /// [`KvStairs::integral`] in blocks, by residue: step `j = q + period·m` (from 0) uses
+    /// `used0 + prefix[q + 1] + m·P` blocks (`P` a period's), so the sum is, per residue `q`,
+    /// `(used0 + prefix[q + 1])·Σ d + P·Σ m·d` over every `period`-th step from `q` — a line
+    /// of floors of its own ([`FloorLine::strided`], [`FloorLine::sums`]). `None` when one of
+    /// those lines does not meet a line's conditions.
+    fn strided(&self, line: &crate::cost::FloorLine, from: u64, to: u64) -> Option<u128> {
+        let period = (self.prefix.len() - 1) as u64;
+        let per_period = u128::from(self.prefix[period as usize]);
+        let mut sum = 0u128;
+        for q in 0..period {
+            // The steps of residue q in from..to: m from `lo` to `hi` (excluded).
+            let first_m = |j: u64| match j <= q {
+                true => 0,
+                false => (j - q).div_ceil(period),
+            };
+            let (lo, hi) = (first_m(from), first_m(to));
+            if hi <= lo {
+                continue;
+            }
+            let n = hi - lo;
+            let (s, moment) = line.strided(q + period * lo, period, n)?.sums(n);
+            let m_weighted = u128::from(lo) * s + moment;
+            sum +=
+                u128::from(self.used0 + self.prefix[q as usize + 1]) * s + per_period * m_weighted;
+        }
+        Some(sum)
+    }
+}
+
 /// Counters a scheduler keeps over a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SchedulerCounters {
@@ -583,6 +691,18 @@ pub struct Skip {
     pub end: SimTime,
     /// The server's state through the run.
     pub state: RunState,
+    /// What comes after it.
+    pub then: Then,
+}
+
+/// What the simulator does after a run that completed nothing ([`Skip::then`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Then {
+    /// The next batch goes step by step.
+    Batch,
+    /// Another attempt at once: the scheduler ended the run before a stretch it takes as a
+    /// run of its own, or after one (vLLM's long quiet stretches).
+    Run,
 }
 
 /// The server's state through a fast-forward run.

@@ -583,3 +583,61 @@ fn untimed_token_gaps_leave_only_the_itl_empty() {
     }
     assert!(untimed_any >= 12);
 }
+
+/// vLLM's long quiet stretches — few requests with long outputs, hundreds of turns between
+/// events — which the fast engine takes as runs of their own (`scheduler/vllm/stretch.rs`):
+/// every step-time model, both loops, blocks of 16, 1 and 7 tokens, the prefix cache on and
+/// off, with time-series points, observations and stats lines inside the stretches, and a pool
+/// small enough that some stretches end in a preemption.
+#[test]
+fn vllms_long_quiet_stretches_run_identically_with_both_engines() {
+    let src = Source::read(&root().join("scenarios/case-study-b2-vllm.toml")).unwrap();
+    let (at, end) = (
+        src.text.find("[engine.step_time]").unwrap(),
+        src.text.find("[workload]").unwrap(),
+    );
+    let table = "[engine.step_time]\nmodel = \"table\"\ndecode_batch = [1, 64]\n\
+                 decode_kv_tokens = [0, 20000]\ndecode_ms = [12.8, 24.8, 40.6, 53.6]\n\
+                 prefill_tokens = [1, 16384]\nprefill_ms = [15.06, 998.04]\n\n";
+    let models = [
+        ("linear", src.text[at..end].to_string()),
+        (
+            "roofline",
+            "[engine.step_time]\nmodel = \"roofline\"\n\n".to_string(),
+        ),
+        ("table", table.to_string()),
+    ];
+    let mut fast = Vec::new();
+    for (model, step_time) in &models {
+        let text = format!("{}{step_time}{}", &src.text[..at], &src.text[end..]);
+        let source = Source {
+            text,
+            ..src.clone()
+        };
+        for (asynchronous, block, caching, concurrency, blocks) in [
+            (false, 16, true, 1, 4000),
+            (true, 16, true, 3, 4000),
+            (true, 1, false, 2, 9000),
+            (false, 7, false, 3, 1300),
+            (true, 7, true, 4, 1400),
+            (false, 16, false, 6, 700),
+        ] {
+            let sets = [
+                "workload.requests=12".to_string(),
+                "workload.output_tokens={ dist = \"lognormal\", mean = 1500, cv = 0.5, min = 1, max = 6000 }".to_string(),
+                "run.observe_at_s=[3.3, 41.7]".to_string(),
+                "run.timeseries_interval_s=2.5".to_string(),
+                format!("engine.async_scheduling={asynchronous}"),
+                format!("engine.block_size={block}"),
+                format!("engine.enable_prefix_caching={caching}"),
+                format!("engine.num_gpu_blocks_override={blocks}"),
+                format!("client.concurrency={concurrency}"),
+            ];
+            let sc = sc_mod::load(&source, &sets).unwrap();
+            let what = format!("{model}, {sets:?}");
+            fast.push(assert_same(&sc, &what));
+        }
+    }
+    // Nearly every step is taken at once.
+    assert!(fast.iter().all(|&f| f > 0.9), "{fast:?}");
+}

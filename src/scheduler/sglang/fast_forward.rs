@@ -10,7 +10,7 @@
 
 use super::Sglang;
 use crate::cost::DecodeSteps;
-use crate::scheduler::{DecodeRun, Outbox, RunState, Skip};
+use crate::scheduler::{DecodeRun, Outbox, RunState, Skip, Then};
 use crate::time::{SimDuration, SimTime};
 
 /// A planned fast-forward: `steps` decode steps of `batch` requests.
@@ -218,6 +218,7 @@ impl Sglang {
                 kv_integral,
                 kv_last: s.used_first + b * (n - 1),
             },
+            then: Then::Batch,
         }
     }
 }

@@ -36,7 +36,7 @@
 use super::log::INTERVAL;
 use super::{blocks_of, full_blocks, Entry, Item, Seq, Status, Vllm};
 use crate::request::{ReqId, Requests};
-use crate::scheduler::{LogRecord, Outbox, RunState, Skip};
+use crate::scheduler::{LogRecord, Outbox, RunState, Skip, Then};
 use crate::time::{SimDuration, SimTime};
 
 /// A request of RUNNING, by its place in RUNNING, as the track follows it.
@@ -107,6 +107,8 @@ pub(super) struct Track {
     pub victims: Vec<u64>,
     pub admits: Vec<Admit>,
     pub done: Vec<Place>,
+    /// Scratch for [`Track::block_prefix`].
+    pub prefix: Vec<u64>,
 }
 
 impl Track {
@@ -201,6 +203,28 @@ impl Track {
         debug_assert_eq!(j, self.turn + 1, "invariant: the next turn");
         debug_assert_eq!(self.want as u64, (block - j % block) % block);
         self.want
+    }
+
+    /// The blocks the next turns take, as `prefix[t]` for the first `t` of them, `t` up to the
+    /// block size (their period): turn `j` takes one for each place of the class
+    /// [`Track::want_at`] names, which steps back by one a turn.
+    pub fn block_prefix(&self, prefix: &mut Vec<u64>) {
+        let period = self.classes.len();
+        prefix.clear();
+        prefix.push(0);
+        let (mut w, mut sum) = (self.want, 0);
+        for _ in 0..period {
+            sum += self.classes[w];
+            prefix.push(sum);
+            w = w.checked_sub(1).unwrap_or(period - 1);
+        }
+    }
+
+    /// Turns `turn + 1` to `turn + k` were taken.
+    pub fn advance_by(&mut self, k: u64) {
+        let period = self.classes.len() as u64;
+        self.turn += k;
+        self.want = ((self.want as u64 + period - k % period) % period) as usize;
     }
 
     /// Turn `turn + 1` was taken.
@@ -298,7 +322,20 @@ impl Vllm {
         };
         let mut tr = std::mem::take(&mut self.track);
         let mut steps = 0;
+        let (mut state, mut then) = (RunState::Turns, Then::Batch);
         while steps < max_steps {
+            // A long quiet stretch is a run of its own: the first thing in a run, or the next.
+            if let Some(s) = self.long_stretch(&mut tr, &cx, max_steps - steps, out) {
+                if steps == 0 {
+                    steps = s.turns;
+                    then = if s.stopped { Then::Batch } else { Then::Run };
+                    state = self.take_stretch(&mut tr, &mut cx, out, s);
+                } else {
+                    out.run_ends.clear();
+                    then = Then::Run;
+                }
+                break;
+            }
             let (quiet, stopped) = self.quiet_turns(&mut tr, &mut cx, out, max_steps - steps);
             steps += quiet;
             if stopped || steps == max_steps {
@@ -343,7 +380,8 @@ impl Vllm {
         Some(Skip {
             steps,
             end: cx.t,
-            state: RunState::Turns,
+            state,
+            then,
         })
     }
 

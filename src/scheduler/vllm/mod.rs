@@ -60,6 +60,7 @@ mod own_cache;
 mod prefix;
 mod schedule;
 pub mod settings;
+mod stretch;
 #[cfg(test)]
 mod tests;
 mod turn;

@@ -541,7 +541,7 @@ impl Vllm {
     /// preempt, report or finish) and WAITING stops there, settled, without admitting anything
     /// ([`Vllm::waiting_at`] on its head, after RUNNING's blocks): the [`Waiting`] the turn
     /// would leave, which then holds for it too. Changes nothing but `tr.waiting`.
-    fn settle(&self, tr: &mut Track) -> Option<Waiting> {
+    pub(super) fn settle(&self, tr: &mut Track) -> Option<Waiting> {
         let l = tr.len();
         let j = tr.turn + 1;
         if l == 0 || tr.min_fin(l) == j || tr.places.last().is_some_and(|p| p.out0 >= j) {
