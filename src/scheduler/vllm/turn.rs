@@ -541,6 +541,7 @@ impl Vllm {
     /// preempt, report or finish) and WAITING stops there, settled, without admitting anything
     /// ([`Vllm::waiting_at`] on its head, after RUNNING's blocks): the [`Waiting`] the turn
     /// would leave, which then holds for it too. Changes nothing but `tr.waiting`.
+    #[inline(always)]
     pub(super) fn settle(&self, tr: &mut Track) -> Option<Waiting> {
         let l = tr.len();
         let j = tr.turn + 1;
