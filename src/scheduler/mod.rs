@@ -871,4 +871,80 @@ mod tests {
         assert!(!t.sums_to(SimTime::from_ns(120)));
         assert_eq!((t.sums.until, t.list.len()), (SimTime::from_ns(150), 1));
     }
+
+    /// A stairs of period 3 taking 2, 0 and 1 blocks of 4 tokens, from 5 in use.
+    fn stairs() -> KvStairs {
+        KvStairs {
+            used0: 5,
+            block: 4,
+            prefix: vec![0, 2, 2, 3],
+        }
+    }
+
+    #[test]
+    fn kv_stairs_climb_by_hand() {
+        let s = stairs();
+        // Steps take 2, 0, 1, 2, 0, 1, …: after 0..=7 steps 0, 2, 2, 3, 5, 5, 6, 8 blocks.
+        let taken: Vec<u64> = (0..8).map(|n| s.taken(n)).collect();
+        assert_eq!(taken, [0, 2, 2, 3, 5, 5, 6, 8]);
+        // During step 0 the pool holds 5 + 2 blocks, during step 3 5 + 5: × 4 tokens.
+        assert_eq!(s.used_during(0), 28);
+        assert_eq!(s.used_during(3), 40);
+    }
+
+    /// A run of the linear model (a line of floors: 1,000 ns + 3 ns a request + 0.7 ns a KV
+    /// token a step).
+    fn linear() -> crate::cost::linear::Linear {
+        crate::cost::linear::Linear::new(crate::cost::linear::LinearStepTime {
+            decode_base_ns: 1_000,
+            decode_per_seq_ns: 3,
+            decode_per_kv_token_ps: 700,
+            prefill_base_ns: 1,
+            prefill_per_token_ps: 1,
+        })
+    }
+
+    #[test]
+    fn a_kv_stairs_integral_by_hand() {
+        let model = linear();
+        // 2 requests from 10 KV tokens: steps attend 10, 12, 14 tokens and last
+        // 1,006 + ⌊0.7·kv⌋ = 1,013, 1,014, 1,015 ns; the pool holds 28, 28, 32 tokens.
+        let run = crate::cost::DecodeSteps::new(&model, 2, 10, 3, &[]);
+        assert_eq!(
+            (run.duration(0), run.duration(1), run.duration(2)),
+            (1_013, 1_014, 1_015)
+        );
+        let s = stairs();
+        assert_eq!(s.integral(&run, 0, 3), 1_013 * 28 + 1_014 * 28 + 1_015 * 32);
+        assert_eq!(s.integral(&run, 1, 3), 1_014 * 28 + 1_015 * 32);
+    }
+
+    proptest::proptest! {
+        /// The integral — in closed form per residue from 24 periods on, a pass over the steps
+        /// below — is the sum over the steps of their durations times the pool's use.
+        #[test]
+        fn a_kv_stairs_integral_is_its_sum_step_by_step(
+            prefix_steps in proptest::collection::vec(0u64..5, 1..20),
+            used0 in 0u64..1_000,
+            block in 1u64..64,
+            batch in 1u64..200,
+            kv_first in 0u64..100_000,
+            steps in 1u64..3_000,
+            cut in (0u64..3_000, 0u64..3_000),
+        ) {
+            let mut prefix = vec![0];
+            for t in &prefix_steps {
+                prefix.push(prefix.last().unwrap() + t);
+            }
+            let s = KvStairs { used0, block, prefix };
+            let model = linear();
+            let run = crate::cost::DecodeSteps::new(&model, batch, kv_first, steps, &[]);
+            let (a, b) = (cut.0 % (steps + 1), cut.1 % (steps + 1));
+            let (from, to) = (a.min(b), a.max(b));
+            let by_step: u128 = (from..to)
+                .map(|j| u128::from(run.duration(j)) * u128::from(s.used_during(j)))
+                .sum();
+            proptest::prop_assert_eq!(s.integral(&run, from, to), by_step);
+        }
+    }
 }
