@@ -32,6 +32,9 @@
 //! With prefix caching and no shared prefixes (`own_cache.rs`) a turn works on the free queue
 //! itself, under a journal that undoes it when the turn is not taken (`v1/core/block_pool.py`,
 //! `v1/core/kv_cache_manager.py: get_computed_blocks`).
+//!
+//! A long stretch of quiet turns is not taken turn by turn but as a run of its own, in closed
+//! form (`stretch.rs`): a run of turns stops before one, and the next run is that stretch.
 
 use super::log::INTERVAL;
 use super::{blocks_of, full_blocks, Entry, Item, Seq, Status, Vllm};
