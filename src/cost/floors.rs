@@ -232,15 +232,14 @@ impl FloorLine {
     /// `⌊(n0 + s·first + s·stride·t)/den⌋`. Their durations are the run's, in range.
     pub fn strided(&self, first: u64, stride: u64, steps: u64) -> Option<FloorLine> {
         debug_assert!(steps > 0 && first + stride * (steps - 1) < self.steps);
-        let d = i128::from(self.den);
-        let slope = d * self.q1 + i128::from(self.r1);
-        let n0 = d * self.q0 + i128::from(self.r0) + slope * i128::from(first);
-        let c1 = slope * i128::from(stride);
+        // `r0 + r1·j < den·(j + 1) ≤ 2⁶²` for every step j of the run ([`small`]), and
+        // `r1·stride < den·stride`: the remainders stay in 64 bits, and so do their divisions.
+        let (r, s) = (self.r0 + self.r1 * first, self.r1 * stride);
         FloorLine::new(
-            n0.div_euclid(d),
-            c1.div_euclid(d),
-            n0.rem_euclid(d) as u64,
-            c1.rem_euclid(d) as u64,
+            self.q0 + self.q1 * i128::from(first) + i128::from(r / self.den),
+            self.q1 * i128::from(stride) + i128::from(s / self.den),
+            r % self.den,
+            s % self.den,
             self.den,
             steps,
         )

@@ -55,9 +55,8 @@ impl Simulator<'_> {
                 RunState::Constant {
                     running,
                     queued,
-                    kv_integral,
                     kv_last,
-                } => self.constant_run(skip.end, running, queued, kv_integral, kv_last),
+                } => self.constant_run(skip.end, running, queued, kv_last),
                 RunState::Turns => self.take_turns(skip.end),
             }
             // Any first tokens, and tokens after an eviction, come with the run's first outputs.
@@ -109,45 +108,45 @@ impl Simulator<'_> {
     /// Otherwise the recorder takes each point as the step-by-step path does: the steps ended
     /// by then lumped (their KV integral in closed form), the state of the step the point falls
     /// in, the lines printed before it (at or before the point), then the rest of the run.
-    fn constant_run(
-        &mut self,
-        end: SimTime,
-        running: u64,
-        queued: u64,
-        kv_integral: u128,
-        kv_last: u64,
-    ) {
+    fn constant_run(&mut self, end: SimTime, running: u64, queued: u64, kv_last: u64) {
+        let r = (self.outbox.decode_run).expect("invariant: a constant run is described");
+        let model = self.scheduler.step_time();
+        let ends = &self.outbox.run_ends;
+        let steps = || {
+            cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
+                .with_total((r.end - r.start).as_ns())
+        };
         if self.recorder.next_snapshot_at() >= end {
+            let kv_integral = match &self.outbox.run_kv {
+                RunKv::PerToken { kv_integral } => *kv_integral,
+                RunKv::Blocks(stairs) => stairs.integral(&steps(), 0, r.steps),
+            };
             self.recorder
                 .integrate_run(end, running, queued, kv_integral, kv_last);
             self.recorder.on_generated(self.outbox.generated_tokens);
             return;
         }
-        let r = (self.outbox.decode_run).expect("invariant: a constant run is described");
-        let model = self.scheduler.step_time();
-        let ends = &self.outbox.run_ends;
-        let run = cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
-            .with_total((r.end - r.start).as_ns());
+        let run = steps();
         let b = r.batch;
         // Per token, the KV in use during step j (from 1) is used_first + b·(j − 1).
         let used_first = || kv_last - b * (r.steps - 1);
         // The KV in use during step k (from 0), and Σ used × duration over the steps from
         // `done` (whose sum is `done_kv`) to k.
         let used_during = |k: u64| match &self.outbox.run_kv {
-            RunKv::PerToken => used_first() + b * k,
+            RunKv::PerToken { .. } => used_first() + b * k,
             RunKv::Blocks(stairs) => stairs.used_during(k),
         };
         let kv_before = |done: u64, done_kv: u128, k: u64| -> u128 {
             match (&self.outbox.run_kv, k, ends.as_slice()) {
                 (RunKv::Blocks(stairs), k, _) => done_kv + stairs.integral(&run, done, k),
-                (RunKv::PerToken, 0, _) => 0,
-                (RunKv::PerToken, k, []) => {
+                (RunKv::PerToken { .. }, 0, _) => 0,
+                (RunKv::PerToken { .. }, k, []) => {
                     model
                         .decode_run_weighted(b, r.kv_first, k, used_first(), b)
                         .1
                 }
                 // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
-                (RunKv::PerToken, k, ends) => {
+                (RunKv::PerToken { .. }, k, ends) => {
                     let e = u128::from(ends[k as usize - 1]);
                     let before = cost::one_by_one::sum_of_ends(&ends[..k as usize - 1]);
                     u128::from(used_first()) * e + u128::from(b) * (u128::from(k - 1) * e - before)
@@ -194,7 +193,10 @@ impl Simulator<'_> {
             self.recorder.advance_to(r.start + at_next);
             (done, done_kv) = (k, kv_k);
         }
-        let left = kv_integral - done_kv;
+        let left = match &self.outbox.run_kv {
+            RunKv::PerToken { kv_integral } => kv_integral - done_kv,
+            RunKv::Blocks(stairs) => stairs.integral(&run, done, r.steps),
+        };
         self.recorder
             .integrate_run(end, running, queued, left, kv_last);
         self.recorder.on_generated(b * (r.steps - done));

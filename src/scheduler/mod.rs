@@ -366,7 +366,7 @@ impl Outbox {
         self.outside_tokens.clear();
         self.decode_run = None;
         self.run_ends.clear();
-        self.run_kv = RunKv::PerToken;
+        self.run_kv = RunKv::default();
         self.turns.start(at, sum_until);
     }
 
@@ -544,15 +544,24 @@ pub struct DecodeRun {
     pub end: SimTime,
 }
 
-/// How the KV in use grows through the steps of a [`DecodeRun`].
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// How the KV in use grows through the steps of a [`DecodeRun`], and its time integral.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunKv {
     /// By the batch every step, a slot per token (SGLang): the run's last step uses
     /// `kv_last` ([`RunState::Constant`]), each step before it `batch` fewer.
-    #[default]
-    PerToken,
-    /// By whole blocks, as requests fill theirs (vLLM's paged KV cache).
+    PerToken {
+        /// `Σ kv_used × step duration` over the run, ns × tokens.
+        kv_integral: u128,
+    },
+    /// By whole blocks, as requests fill theirs (vLLM's paged KV cache): the simulator takes
+    /// the integral over the parts of the run it needs ([`KvStairs::integral`]).
     Blocks(KvStairs),
+}
+
+impl Default for RunKv {
+    fn default() -> Self {
+        RunKv::PerToken { kv_integral: 0 }
+    }
 }
 
 /// The KV in use through a run of decode steps of a paged KV cache: each step first takes the
@@ -708,14 +717,13 @@ pub enum Then {
 /// The server's state through a fast-forward run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RunState {
-    /// The same requests ran and waited throughout; only the KV grew.
+    /// The same requests ran and waited throughout; only the KV grew (as
+    /// [`Outbox::run_kv`] says, with its time integral).
     Constant {
         /// Requests running.
         running: u64,
         /// Requests queued.
         queued: u64,
-        /// `Σ kv_used × step duration` over the run, ns × tokens.
-        kv_integral: u128,
         /// KV slots in use during the last step.
         kv_last: u64,
     },

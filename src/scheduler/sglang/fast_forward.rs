@@ -10,7 +10,7 @@
 
 use super::Sglang;
 use crate::cost::DecodeSteps;
-use crate::scheduler::{DecodeRun, Outbox, RunState, Skip, Then};
+use crate::scheduler::{DecodeRun, Outbox, RunKv, RunState, Skip, Then};
 use crate::time::{SimDuration, SimTime};
 
 /// A planned fast-forward: `steps` decode steps of `batch` requests.
@@ -178,6 +178,7 @@ impl Sglang {
             self.line_steps = lines;
         }
         self.decode_tokens_since_log += b * (ended - counted);
+        out.run_kv = RunKv::PerToken { kv_integral };
         out.decode_run = Some(DecodeRun {
             start: now,
             batch: b,
@@ -215,7 +216,6 @@ impl Sglang {
             state: RunState::Constant {
                 running: b + self.prefilling,
                 queued: self.waiting.len() as u64,
-                kv_integral,
                 kv_last: s.used_first + b * (n - 1),
             },
             then: Then::Batch,

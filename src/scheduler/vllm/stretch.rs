@@ -17,9 +17,10 @@
 //!   ([`crate::cost::StepTimeModel::decode_run_within`], or its steps priced once);
 //! * the stats lines inside it, each placed by a search over the run's ends.
 //!
-//! The KV pool's time integral is one pass over the turns, a few integer operations each
-//! ([`KvStairs::integral`]): the only work per turn left. Stretches shorter than
-//! [`LONG_TURNS`] are taken turn by turn, which costs less there.
+//! The KV pool's time integral the simulator takes from the stretch's description
+//! ([`KvStairs`]): in closed form per residue of the block period on a line of floors, else one
+//! pass over the turns, a few integer operations each ([`KvStairs::integral`]). Stretches
+//! shorter than [`LONG_TURNS`] are taken turn by turn, which costs less there.
 //!
 //! Under async scheduling each turn ends when the batch on the GPU does, so the stretch's turns
 //! end at the durations of the batches scheduled one turn earlier: the run starts with the
@@ -181,7 +182,6 @@ impl Vllm {
             }
         }
         let kv_last = stairs.used_during(k - 1);
-        let kv_integral = stairs.integral(&run, 0, k);
         out.run_ends = ends;
         let mut counted = 0;
         for (ended, turn_end) in lines {
@@ -225,7 +225,6 @@ impl Vllm {
         RunState::Constant {
             running: b,
             queued,
-            kv_integral,
             kv_last,
         }
     }
