@@ -5,7 +5,8 @@
 //! for the case study (under SGLang, under vLLM, and priced by the roofline model) and in
 //! simulated requests per second for the short-response workload.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use servesim::engine::{self, RunOptions, Stepping};
 use servesim::scenario::{self, Scenario, Source};
 
@@ -76,31 +77,24 @@ fn vllm_case_study(c: &mut Criterion) {
     g.finish();
 }
 
-/// The case study priced by the roofline model (no closed form: its runs are priced step by
-/// step, once each).
 /// vLLM's long quiet stretches: the B2 case study with 8 requests in flight, so that hundreds of
 /// turns pass between two events (`scheduler/vllm/stretch.rs` takes each stretch at once).
 fn vllm_long_stretches(c: &mut Criterion) {
     let mut g = c.benchmark_group("b2_vllm_concurrency_8");
     g.sample_size(10);
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/case-study-b2-vllm.toml");
-    let source = Source::read(&path).expect("the scenario file");
     let n = 2_000u64;
     let sets = vec![
         format!("workload.requests={n}"),
         "client.concurrency=8".to_string(),
     ];
-    let sc = scenario::load(&source, &sets).expect("the scenario is valid");
-    g.throughput(Throughput::Elements(n));
-    for s in [Stepping::FastForward, Stepping::StepByStep] {
-        g.bench_function(format!("{n}_requests/{}", stepping_name(s)), |b| {
-            b.iter(|| engine::run(&sc, &opts(s)).expect("run"))
-        });
-    }
+    let sc = scenario::load(&scenario_file("case-study-b2-vllm.toml"), &sets)
+        .expect("the scenario is valid");
+    both_steppings(&mut g, n, &sc);
     g.finish();
 }
 
+/// The case study priced by the roofline model (no closed form: its runs are priced step by
+/// step, once each).
 fn roofline_case_study(c: &mut Criterion) {
     let mut g = c.benchmark_group("b2_case_study_roofline");
     g.sample_size(10);
@@ -166,18 +160,28 @@ prefill_ms = [15.06, 998.04]
 fn short_responses(c: &mut Criterion) {
     let mut g = c.benchmark_group("short_responses");
     g.sample_size(10);
-    let path =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/short-responses.toml");
-    let source = Source::read(&path).expect("the scenario file");
     let n = 1_000_000u64;
-    let sc = load(&source, n);
+    let sc = load(&scenario_file("short-responses.toml"), n);
+    both_steppings(&mut g, n, &sc);
+    g.finish();
+}
+
+/// A scenario file of the repository's `scenarios/`.
+fn scenario_file(name: &str) -> Source {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(name);
+    Source::read(&path).expect("the scenario file")
+}
+
+/// `sc`, of `n` requests, fast-forwarded and step by step, in requests per second.
+fn both_steppings(g: &mut BenchmarkGroup<'_, WallTime>, n: u64, sc: &Scenario) {
     g.throughput(Throughput::Elements(n));
     for s in [Stepping::FastForward, Stepping::StepByStep] {
         g.bench_function(format!("{n}_requests/{}", stepping_name(s)), |b| {
-            b.iter(|| engine::run(&sc, &opts(s)).expect("run"))
+            b.iter(|| engine::run(sc, &opts(s)).expect("run"))
         });
     }
-    g.finish();
 }
 
 criterion_group!(
