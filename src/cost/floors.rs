@@ -245,6 +245,13 @@ impl FloorLine {
         )
     }
 
+    /// `(q0, q1)` when every step lasts exactly `q0 + q1·j` ns: the line grows by whole
+    /// nanoseconds per step (`r1 = 0`, and `⌊r0/den⌋ = 0`), as the linear model's does with a
+    /// whole number of ns per KV token.
+    pub fn exact(&self) -> Option<(i128, i128)> {
+        (self.r1 == 0).then_some((self.q0, self.q1))
+    }
+
     /// Step `j`'s duration (`j < steps`), ns.
     pub fn step(&self, j: u64) -> i128 {
         let whole = self.q0 + self.q1 * i128::from(j);

@@ -26,18 +26,42 @@ impl Default for RunKv {
 /// blocks its requests need — which repeat with the block size as period, a request needing
 /// one each time its tokens fill a block — and keeps them (vLLM: `kv_cache_manager.py:
 /// allocate_slots`, one block per `block_size` tokens).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KvStairs {
     /// Blocks in use before the run's first step.
-    pub used0: u64,
+    used0: u64,
     /// Tokens per block.
-    pub block: u64,
+    block: u64,
     /// `prefix[t]`: the blocks the run's first `t` steps take, for `t` up to the period
     /// (`prefix.len() − 1`, the block size); `prefix[0] = 0`.
-    pub prefix: Vec<u64>,
+    prefix: Vec<u64>,
+    /// `sums[R] = (Σ_{r<R} prefix[r], Σ_{r<R} r·prefix[r])` for `R` up to the period
+    /// ([`KvStairs::taken_sums`]).
+    sums: Vec<(u128, u128)>,
 }
 
 impl KvStairs {
+    /// The stairs from `used0` blocks in use, of `block` tokens each, whose first `t` steps
+    /// take `prefix[t]` blocks for `t` up to the period (`prefix.len() − 1 ≥ 1`;
+    /// `prefix[0] = 0`).
+    pub fn new(used0: u64, block: u64, prefix: Vec<u64>) -> Self {
+        debug_assert!(prefix.len() >= 2 && prefix[0] == 0);
+        let mut sums = Vec::with_capacity(prefix.len());
+        let (mut c, mut d) = (0u128, 0u128);
+        sums.push((c, d));
+        for (r, &x) in prefix[..prefix.len() - 1].iter().enumerate() {
+            c += u128::from(x);
+            d += u128::from(r as u64) * u128::from(x);
+            sums.push((c, d));
+        }
+        KvStairs {
+            used0,
+            block,
+            prefix,
+            sums,
+        }
+    }
+
     /// Blocks the run's first `steps` steps take.
     #[inline]
     pub fn taken(&self, steps: u64) -> u64 {
@@ -52,11 +76,19 @@ impl KvStairs {
     }
 
     /// `Σ_{from ≤ j < to} d_j × used_during(j)`, ns × tokens, `d_j` being step j's duration in
-    /// `run`: the KV pool's time integral over those steps. For a run that is a line of floors
-    /// and at least [`KvStairs::STRIDED`] periods long, in closed form per residue of the
-    /// period ([`KvStairs::strided`]); otherwise one pass over the steps, a few integer
-    /// operations each (the durations of a line, or the ends priced once).
+    /// `run`: the KV pool's time integral over those steps. For a run whose steps grow by
+    /// whole nanoseconds, in closed form in a few operations ([`KvStairs::on_exact_line`]);
+    /// for another line of floors at least [`KvStairs::STRIDED`] periods long, in closed form
+    /// per residue of the period ([`KvStairs::strided`]); otherwise one pass over the steps, a
+    /// few integer operations each (the durations of a line, or the ends priced once).
     pub fn integral(&self, run: &crate::cost::DecodeSteps, from: u64, to: u64) -> u128 {
+        if let Some(sum) = run
+            .line()
+            .and_then(crate::cost::FloorLine::exact)
+            .and_then(|(q0, q1)| self.on_exact_line(q0, q1, from, to))
+        {
+            return sum * u128::from(self.block);
+        }
         let period = (self.prefix.len() - 1) as u64;
         let long = to.saturating_sub(from) >= Self::STRIDED * period;
         if let Some(sum) = run
@@ -81,6 +113,65 @@ impl KvStairs {
             }
         }
         sum * u128::from(self.block)
+    }
+
+    /// [`KvStairs::integral`] in blocks when step `j` lasts exactly `q0 + q1·j` ns. With
+    /// `k = j + 1`, step `j` holds `used0 + taken(k)` blocks and lasts `a + q1·k` ns
+    /// (`a = q0 − q1`), so the sum over `k` from `from + 1` to `to` is
+    /// `used0·Σ(a + q1·k) + a·Σ taken(k) + q1·Σ k·taken(k)`, the last two from
+    /// [`KvStairs::taken_sums`] at both ends. `None` when a product would leave 128 bits.
+    fn on_exact_line(&self, q0: i128, q1: i128, from: u64, to: u64) -> Option<u128> {
+        if from >= to {
+            return Some(0);
+        }
+        let (lo, hi) = (self.taken_sums(from + 1)?, self.taken_sums(to + 1)?);
+        let n = i128::from(to - from);
+        // Σ k for k from `from + 1` to `to`: one of n and from + 1 + to is even.
+        let sum_k = match n % 2 {
+            0 => (n / 2) * i128::from(from + 1 + to),
+            _ => n * (i128::from(from + 1 + to) / 2),
+        };
+        let a = q0.checked_sub(q1)?;
+        let durations = a.checked_mul(n)?.checked_add(q1.checked_mul(sum_k)?)?;
+        let total = i128::from(self.used0)
+            .checked_mul(durations)?
+            .checked_add(a.checked_mul(hi.0 - lo.0)?)?
+            .checked_add(q1.checked_mul(hi.1 - lo.1)?)?;
+        u128::try_from(total).ok()
+    }
+
+    /// `(Σ_{k<n} taken(k), Σ_{k<n} k·taken(k))`, in a few operations. With `n = P·M + R`
+    /// (`P` the period, `T` the blocks it takes, `C(R) = Σ_{r<R} prefix[r]`,
+    /// `D(R) = Σ_{r<R} r·prefix[r]`), the `M` whole periods (`k = P·m + r` takes
+    /// `m·T + prefix[r]`) and the `R` steps after them sum to
+    /// `T·P·Σm + M·C(P) + R·M·T + C(R)` and
+    /// `P²·T·Σm² + (P·C(P) + T·P(P − 1)/2)·Σm + M·D(P) + R·P·M²·T + P·M·C(R) + M·T·R(R − 1)/2
+    /// + D(R)`, `Σ` over `m < M`. Every term is part of the second sum, at most
+    /// `n²·taken(n)`: `None` from 2¹⁰⁰ on (or `n` from 2³²).
+    fn taken_sums(&self, n: u64) -> Option<(i128, i128)> {
+        let period = self.prefix.len() - 1;
+        if n >= 1 << 32 || u128::from(n * n) * (u128::from(self.taken(n)) + 1) >= 1 << 100 {
+            return None;
+        }
+        let (m, r) = (n / period as u64, (n % period as u64) as usize);
+        let ((c, d), (c_r, d_r)) = (self.sums[period], self.sums[r]);
+        // Σm and Σm² for m < M, without a 128-bit division.
+        let (s1, s2) = crate::cost::floors::power_sums(m);
+        let (p, t, m, ru) = (
+            period as u128,
+            u128::from(self.prefix[period]),
+            u128::from(m),
+            r as u128,
+        );
+        let h0 = t * p * s1 + m * c + ru * m * t + c_r;
+        let h1 = p * p * t * s2
+            + (p * c + t * (p * (p - 1) / 2)) * s1
+            + m * d
+            + ru * p * m * m * t
+            + p * m * c_r
+            + m * t * (ru * ru.saturating_sub(1) / 2)
+            + d_r;
+        Some((h0 as i128, h1 as i128))
     }
 
     /// Periods from which [`KvStairs::integral`] works in closed form: its per-residue lines
@@ -122,11 +213,7 @@ mod tests {
 
     /// A stairs of period 3 taking 2, 0 and 1 blocks of 4 tokens, from 5 in use.
     fn stairs() -> KvStairs {
-        KvStairs {
-            used0: 5,
-            block: 4,
-            prefix: vec![0, 2, 2, 3],
-        }
+        KvStairs::new(5, 4, vec![0, 2, 2, 3])
     }
 
     #[test]
@@ -140,16 +227,21 @@ mod tests {
         assert_eq!(s.used_during(3), 40);
     }
 
-    /// A run of the linear model (a line of floors: 1,000 ns + 3 ns a request + 0.7 ns a KV
-    /// token a step).
-    fn linear() -> crate::cost::linear::Linear {
+    /// The linear model at 1,000 ns + 3 ns a request + `per_kv_token_ps` a KV token a step: a
+    /// line of floors, exact when the picoseconds are whole nanoseconds.
+    fn linear_at(per_kv_token_ps: u64) -> crate::cost::linear::Linear {
         crate::cost::linear::Linear::new(crate::cost::linear::LinearStepTime {
             decode_base_ns: 1_000,
             decode_per_seq_ns: 3,
-            decode_per_kv_token_ps: 700,
+            decode_per_kv_token_ps: per_kv_token_ps,
             prefill_base_ns: 1,
             prefill_per_token_ps: 1,
         })
+    }
+
+    /// Steps of 0.7 ns a KV token: floors.
+    fn linear() -> crate::cost::linear::Linear {
+        linear_at(700)
     }
 
     #[test]
@@ -167,9 +259,36 @@ mod tests {
         assert_eq!(s.integral(&run, 1, 3), 1_014 * 28 + 1_015 * 32);
     }
 
+    #[test]
+    fn a_kv_stairs_integral_on_whole_nanoseconds_by_hand() {
+        // 2 ns a KV token, 2 requests from 10 tokens: steps attend 10, 12, 14, … tokens and
+        // last 1,006 + 2·kv = 1,026 + 4·j ns, exactly (the closed form of whole nanoseconds).
+        let model = linear_at(2_000);
+        let run = crate::cost::DecodeSteps::new(&model, 2, 10, 8, &[]);
+        assert_eq!(
+            run.line().and_then(crate::cost::FloorLine::exact),
+            Some((1_026, 4))
+        );
+        let s = stairs();
+        // Blocks during steps 0..8: 7, 7, 8, 10, 10, 11, 13, 13 (5 + 2, 0, 1, 2, 0, 1, 2, 0).
+        let blocks = [7, 7, 8, 10, 10, 11, 13, 13];
+        let by_hand = |from: usize, to: usize| -> u128 {
+            (from..to)
+                .map(|j| (1_026 + 4 * j as u128) * blocks[j] * 4)
+                .sum()
+        };
+        assert_eq!(s.integral(&run, 0, 8), by_hand(0, 8));
+        assert_eq!(s.integral(&run, 2, 7), by_hand(2, 7));
+        assert_eq!(s.integral(&run, 4, 5), 1_042 * 10 * 4);
+        assert_eq!(s.integral(&run, 3, 3), 0);
+    }
+
+    use proptest::strategy::{Just, Strategy};
+
     proptest::proptest! {
-        /// The integral — in closed form per residue from 24 periods on, a pass over the steps
-        /// below — is the sum over the steps of their durations times the pool's use.
+        /// The integral — in a few operations on whole nanoseconds, else in closed form
+        /// per residue from 24 periods on, a pass over the steps below — is the sum over the
+        /// steps of their durations times the pool's use.
         #[test]
         fn a_kv_stairs_integral_is_its_sum_step_by_step(
             prefix_steps in proptest::collection::vec(0u64..5, 1..20),
@@ -179,13 +298,14 @@ mod tests {
             kv_first in 0u64..100_000,
             steps in 1u64..3_000,
             cut in (0u64..3_000, 0u64..3_000),
+            per_kv_token_ps in proptest::prop_oneof![Just(700u64), (0u64..5).prop_map(|n| n * 1_000)],
         ) {
             let mut prefix = vec![0];
             for t in &prefix_steps {
                 prefix.push(prefix.last().unwrap() + t);
             }
-            let s = KvStairs { used0, block, prefix };
-            let model = linear();
+            let s = KvStairs::new(used0, block, prefix);
+            let model = linear_at(per_kv_token_ps);
             let run = crate::cost::DecodeSteps::new(&model, batch, kv_first, steps, &[]);
             let (a, b) = (cut.0 % (steps + 1), cut.1 % (steps + 1));
             let (from, to) = (a.min(b), a.max(b));

@@ -160,11 +160,7 @@ impl Vllm {
         let k = s.turns;
         let queued = self.waiting.len() as u64;
         let start = cx.t;
-        let stairs = KvStairs {
-            used0: self.used_blocks,
-            block: self.p.block,
-            prefix: tr.prefix.clone(),
-        };
+        let stairs = KvStairs::new(self.used_blocks, self.p.block, tr.prefix.clone());
         let ends = std::mem::take(&mut out.run_ends);
         let run = DecodeSteps::new(&*self.cost, b, s.kv_first, k, &ends).with_total(s.total_ns);
         // The stats lines inside it, each printed in the turn it falls in: how many turns
