@@ -107,7 +107,8 @@ impl Simulator<'_> {
     /// `Outbox::decode_run`). With no time-series point or observation inside it, one lump.
     /// Otherwise the recorder takes each point as the step-by-step path does: the steps ended
     /// by then lumped (their KV integral in closed form), the state of the step the point falls
-    /// in, the lines printed before it (at or before the point), then the rest of the run.
+    /// in, the lines printed before it (at or before the point), the lines stamped later in that
+    /// step each after the points before it, then the rest of the run.
     fn constant_run(&mut self, end: SimTime, running: u64, queued: u64, kv_last: u64) {
         let r = (self.outbox.decode_run).expect("invariant: a constant run is described");
         let model = self.scheduler.step_time();
@@ -190,7 +191,14 @@ impl Simulator<'_> {
             while let Some(rec) = lines.next_if(|rec| rec.at() <= point) {
                 self.recorder.on_log(rec);
             }
-            self.recorder.advance_to(r.start + at_next);
+            // Lines stamped later inside the same step (vLLM's, with the instant they were
+            // due), each after the points before it: another point may fall in this step.
+            let step_end = r.start + at_next;
+            while let Some(rec) = lines.next_if(|rec| rec.at() < step_end) {
+                self.recorder.advance_to(rec.at());
+                self.recorder.on_log(rec);
+            }
+            self.recorder.advance_to(step_end);
             (done, done_kv) = (k, kv_k);
         }
         let left = match &self.outbox.run_kv {

@@ -587,8 +587,8 @@ fn untimed_token_gaps_leave_only_the_itl_empty() {
 /// vLLM's long quiet stretches — few requests with long outputs, hundreds of turns between
 /// events — which the fast engine takes as runs of their own (`scheduler/vllm/stretch.rs`):
 /// every step-time model, both loops, blocks of 16, 1 and 7 tokens, the prefix cache on and
-/// off, with time-series points, observations and stats lines inside the stretches, and a pool
-/// small enough that some stretches end in a preemption.
+/// off, with time-series points, observations and stats lines inside the stretches (some in
+/// one step), and a pool small enough that some stretches end in a preemption.
 #[test]
 fn vllms_long_quiet_stretches_run_identically_with_both_engines() {
     let src = Source::read(&root().join("scenarios/case-study-b2-vllm.toml")).unwrap();
@@ -625,7 +625,9 @@ fn vllms_long_quiet_stretches_run_identically_with_both_engines() {
             let sets = [
                 "workload.requests=12".to_string(),
                 "workload.output_tokens={ dist = \"lognormal\", mean = 1500, cv = 0.5, min = 1, max = 6000 }".to_string(),
-                "run.observe_at_s=[3.3, 41.7]".to_string(),
+                // Some just before a stats line and a point (every 10 s): both fall in the
+                // step after the observation.
+                "run.observe_at_s=[3.3, 29.995, 41.7, 59.9995, 89.99]".to_string(),
                 "run.timeseries_interval_s=2.5".to_string(),
                 format!("engine.async_scheduling={asynchronous}"),
                 format!("engine.block_size={block}"),
