@@ -170,6 +170,17 @@ pub fn power_sums(n: u64) -> (u128, u128) {
     (u128::from(t1), t2)
 }
 
+/// The floors of a line's steps, `⌊(r0 + r1·j)/den⌋` ns at step `j` ([`FloorLine::parts`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Floors {
+    /// At step 0, below `den`.
+    pub r0: u64,
+    /// Growth per step, below `den`.
+    pub r1: u64,
+    /// Divisor.
+    pub den: u64,
+}
+
 /// A run of steps that is one line of floors, exactly as a model prices it: step `j` (from 0)
 /// lasts `q0 + q1·j + ⌊(r0 + r1·j)/den⌋` ns for `j < steps`, with `r0, r1 < den`,
 /// [`small`]`(r1, r0, den, steps − 1)` and every step between 1 ns and `u64::MAX` ns (so a
@@ -226,30 +237,17 @@ impl FloorLine {
         self.steps
     }
 
-    /// The `steps` steps `first, first + stride, first + 2·stride, …` of the run (all in it),
-    /// as a line of their own, if it meets the conditions of [`FloorLine::new`]: step `j` of
-    /// the run lasts `⌊(n0 + s·j)/den⌋` ns, so every `stride`-th from `first` lasts
-    /// `⌊(n0 + s·first + s·stride·t)/den⌋`. Their durations are the run's, in range.
-    pub fn strided(&self, first: u64, stride: u64, steps: u64) -> Option<FloorLine> {
-        debug_assert!(steps > 0 && first + stride * (steps - 1) < self.steps);
-        // `r0 + r1·j < den·(j + 1) ≤ 2⁶²` for every step j of the run ([`small`]), and
-        // `r1·stride < den·stride`: the remainders stay in 64 bits, and so do their divisions.
-        let (r, s) = (self.r0 + self.r1 * first, self.r1 * stride);
-        FloorLine::new(
-            self.q0 + self.q1 * i128::from(first) + i128::from(r / self.den),
-            self.q1 * i128::from(stride) + i128::from(s / self.den),
-            r % self.den,
-            s % self.den,
-            self.den,
-            steps,
-        )
-    }
-
-    /// `(q0, q1)` when every step lasts exactly `q0 + q1·j` ns: the line grows by whole
-    /// nanoseconds per step (`r1 = 0`, and `⌊r0/den⌋ = 0`), as the linear model's does with a
-    /// whole number of ns per KV token.
-    pub fn exact(&self) -> Option<(i128, i128)> {
-        (self.r1 == 0).then_some((self.q0, self.q1))
+    /// Step `j`'s duration in two parts: `q0 + q1·j` ns, and `⌊(r0 + r1·j)/den⌋` ns
+    /// ([`Floors`]) — `None` when the line grows by whole nanoseconds per step (`r1 = 0`,
+    /// so `⌊r0/den⌋ = 0`), as the linear model's does with a whole number of ns per KV token.
+    /// `r0, r1 < den`, and `r0 + r1·j < den·(j + 1) ≤ 2⁶²` for every step `j` ([`small`]).
+    pub fn parts(&self) -> ((i128, i128), Option<Floors>) {
+        let floors = (self.r1 != 0).then_some(Floors {
+            r0: self.r0,
+            r1: self.r1,
+            den: self.den,
+        });
+        ((self.q0, self.q1), floors)
     }
 
     /// Step `j`'s duration (`j < steps`), ns.

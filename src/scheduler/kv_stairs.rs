@@ -2,6 +2,9 @@
 //! (SGLang), or whole blocks taken as requests fill theirs (vLLM's paged KV cache), with the
 //! pool's time integral over any part of the run.
 
+use crate::cost::floors::{floor_sums_small, power_sums, Floors};
+use crate::cost::FloorLine;
+
 /// How the KV in use grows through the steps of a [`super::DecodeRun`], and its time integral.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunKv {
@@ -76,28 +79,19 @@ impl KvStairs {
     }
 
     /// `Σ_{from ≤ j < to} d_j × used_during(j)`, ns × tokens, `d_j` being step j's duration in
-    /// `run`: the KV pool's time integral over those steps. For a run whose steps grow by
-    /// whole nanoseconds, in closed form in a few operations ([`KvStairs::on_exact_line`]);
-    /// for another line of floors at least [`KvStairs::STRIDED`] periods long, in closed form
-    /// per residue of the period ([`KvStairs::strided`]); otherwise one pass over the steps, a
-    /// few integer operations each (the durations of a line, or the ends priced once).
+    /// `run`: the KV pool's time integral over those steps. On a line of floors
+    /// ([`KvStairs::on_line`]): its whole part in closed form, its floors in closed form per
+    /// residue of the period from [`KvStairs::STRIDED`] periods on, else in one pass without
+    /// a division. Otherwise one pass over the steps, a few integer operations each (the ends
+    /// priced once).
     pub fn integral(&self, run: &crate::cost::DecodeSteps, from: u64, to: u64) -> u128 {
-        if let Some(sum) = run
-            .line()
-            .and_then(crate::cost::FloorLine::exact)
-            .and_then(|(q0, q1)| self.on_exact_line(q0, q1, from, to))
-        {
+        if from >= to {
+            return 0;
+        }
+        if let Some(sum) = run.line().and_then(|line| self.on_line(line, from, to)) {
             return sum * u128::from(self.block);
         }
         let period = (self.prefix.len() - 1) as u64;
-        let long = to.saturating_sub(from) >= Self::STRIDED * period;
-        if let Some(sum) = run
-            .line()
-            .filter(|_| long)
-            .and_then(|line| self.strided(line, from, to))
-        {
-            return sum * u128::from(self.block);
-        }
         let per_period = self.prefix[period as usize];
         // Blocks in use during step `j`, stepped along: `whole` periods' worth, plus the
         // prefix of the current one.
@@ -115,15 +109,87 @@ impl KvStairs {
         sum * u128::from(self.block)
     }
 
+    /// [`KvStairs::integral`] in blocks on a line of floors: step `j` lasts
+    /// `q0 + q1·j + ⌊(r0 + r1·j)/den⌋` ns ([`FloorLine::parts`]), the whole part summed by
+    /// [`KvStairs::on_exact_line`], the floors by [`KvStairs::floors_part`]. `None` when a
+    /// product would leave 128 bits.
+    fn on_line(&self, line: &FloorLine, from: u64, to: u64) -> Option<u128> {
+        let ((q0, q1), floors) = line.parts();
+        let whole = self.on_exact_line(q0, q1, from, to)?;
+        match floors {
+            None => Some(whole),
+            Some(floors) => whole.checked_add(self.floors_part(floors, from, to)),
+        }
+    }
+
+    /// `Σ_{from ≤ j < to} ⌊(r0 + r1·j)/den⌋ × blocks during j` (`r0, r1 < den`,
+    /// `r0 + r1·j < den·(j + 1) ≤ 2⁶²`). From [`KvStairs::STRIDED`] periods on, by residue
+    /// `q` of the period: step `j = q + P·m` holds `used0 + prefix[q + 1] + m·T` blocks (`P`
+    /// the period, `T` the blocks it takes), and its floor is `α·t + β + ⌊(a·t + b)/den⌋` for
+    /// `m = lo + t` (`r1·P = α·den + a`, `r0 + r1·(q + P·lo) = β·den + b`), whose sum and
+    /// moment over `t` come from [`floor_sums_small`]. Below, one pass over the steps, the
+    /// floor and the blocks stepped along without a division.
+    fn floors_part(&self, Floors { r0, r1, den }: Floors, from: u64, to: u64) -> u128 {
+        let period = (self.prefix.len() - 1) as u64;
+        let per_period = self.prefix[period as usize];
+        if to - from < Self::STRIDED * period {
+            let x = r0 + r1 * from;
+            let (mut floor, mut rem) = (x / den, x % den);
+            let (mut whole, mut r) = ((from + 1) / period, ((from + 1) % period) as usize);
+            let mut sum = 0u128;
+            for _ in from..to {
+                let used = self.used0 + whole * per_period + self.prefix[r];
+                sum += u128::from(floor) * u128::from(used);
+                rem += r1;
+                if rem >= den {
+                    rem -= den;
+                    floor += 1;
+                }
+                r += 1;
+                if r as u64 == period {
+                    r = 0;
+                    whole += 1;
+                }
+            }
+            return sum;
+        }
+        let stride = u128::from(r1) * u128::from(period);
+        let (alpha, a) = (
+            (stride / u128::from(den)) as u64,
+            (stride % u128::from(den)) as u64,
+        );
+        let t = u128::from(per_period);
+        let mut sum = 0u128;
+        for q in 0..period {
+            // The steps of residue q in from..to: m from `lo` to `hi` (excluded).
+            let first_m = |j: u64| match j <= q {
+                true => 0,
+                false => (j - q).div_ceil(period),
+            };
+            let (lo, hi) = (first_m(from), first_m(to));
+            if hi <= lo {
+                continue;
+            }
+            let n = hi - lo;
+            let x = r0 + r1 * (q + period * lo);
+            let (beta, b) = (x / den, x % den);
+            let (f, g, _) = floor_sums_small(a, b, den, n - 1);
+            let (s1, s2) = power_sums(n);
+            let (alpha, beta, n) = (u128::from(alpha), u128::from(beta), u128::from(n));
+            let floors = alpha * s1 + beta * n + u128::from(f);
+            let moment = alpha * s2 + beta * s1 + u128::from(g);
+            let c_q = u128::from(self.used0 + self.prefix[q as usize + 1]);
+            sum += c_q * floors + t * (u128::from(lo) * floors + moment);
+        }
+        sum
+    }
+
     /// [`KvStairs::integral`] in blocks when step `j` lasts exactly `q0 + q1·j` ns. With
     /// `k = j + 1`, step `j` holds `used0 + taken(k)` blocks and lasts `a + q1·k` ns
     /// (`a = q0 − q1`), so the sum over `k` from `from + 1` to `to` is
     /// `used0·Σ(a + q1·k) + a·Σ taken(k) + q1·Σ k·taken(k)`, the last two from
     /// [`KvStairs::taken_sums`] at both ends. `None` when a product would leave 128 bits.
     fn on_exact_line(&self, q0: i128, q1: i128, from: u64, to: u64) -> Option<u128> {
-        if from >= to {
-            return Some(0);
-        }
         let (lo, hi) = (self.taken_sums(from + 1)?, self.taken_sums(to + 1)?);
         let n = i128::from(to - from);
         // Σ k for k from `from + 1` to `to`: one of n and from + 1 + to is even.
@@ -156,7 +222,7 @@ impl KvStairs {
         let (m, r) = (n / period as u64, (n % period as u64) as usize);
         let ((c, d), (c_r, d_r)) = (self.sums[period], self.sums[r]);
         // Σm and Σm² for m < M, without a 128-bit division.
-        let (s1, s2) = crate::cost::floors::power_sums(m);
+        let (s1, s2) = power_sums(m);
         let (p, t, m, ru) = (
             period as u128,
             u128::from(self.prefix[period]),
@@ -174,37 +240,9 @@ impl KvStairs {
         Some((h0 as i128, h1 as i128))
     }
 
-    /// Periods from which [`KvStairs::integral`] works in closed form: its per-residue lines
+    /// Periods from which [`KvStairs::floors_part`] sums by residue: its per-residue sums
     /// cost about as much as a pass over this many periods' steps.
     pub const STRIDED: u64 = 24;
-
-    /// [`KvStairs::integral`] in blocks, by residue: step `j = q + period·m` (from 0) uses
-    /// `used0 + prefix[q + 1] + m·P` blocks (`P` a period's), so the sum is, per residue `q`,
-    /// `(used0 + prefix[q + 1])·Σ d + P·Σ m·d` over every `period`-th step from `q` — a line
-    /// of floors of its own ([`FloorLine::strided`], [`FloorLine::sums`]). `None` when one of
-    /// those lines does not meet a line's conditions.
-    fn strided(&self, line: &crate::cost::FloorLine, from: u64, to: u64) -> Option<u128> {
-        let period = (self.prefix.len() - 1) as u64;
-        let per_period = u128::from(self.prefix[period as usize]);
-        let mut sum = 0u128;
-        for q in 0..period {
-            // The steps of residue q in from..to: m from `lo` to `hi` (excluded).
-            let first_m = |j: u64| match j <= q {
-                true => 0,
-                false => (j - q).div_ceil(period),
-            };
-            let (lo, hi) = (first_m(from), first_m(to));
-            if hi <= lo {
-                continue;
-            }
-            let n = hi - lo;
-            let (s, moment) = line.strided(q + period * lo, period, n)?.sums(n);
-            let m_weighted = u128::from(lo) * s + moment;
-            sum +=
-                u128::from(self.used0 + self.prefix[q as usize + 1]) * s + per_period * m_weighted;
-        }
-        Some(sum)
-    }
 }
 
 #[cfg(test)]
@@ -265,10 +303,7 @@ mod tests {
         // last 1,006 + 2·kv = 1,026 + 4·j ns, exactly (the closed form of whole nanoseconds).
         let model = linear_at(2_000);
         let run = crate::cost::DecodeSteps::new(&model, 2, 10, 8, &[]);
-        assert_eq!(
-            run.line().and_then(crate::cost::FloorLine::exact),
-            Some((1_026, 4))
-        );
+        assert_eq!(run.line().map(FloorLine::parts), Some(((1_026, 4), None)));
         let s = stairs();
         // Blocks during steps 0..8: 7, 7, 8, 10, 10, 11, 13, 13 (5 + 2, 0, 1, 2, 0, 1, 2, 0).
         let blocks = [7, 7, 8, 10, 10, 11, 13, 13];

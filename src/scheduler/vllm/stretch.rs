@@ -18,8 +18,10 @@
 //! * the stats lines inside it, each placed by a search over the run's ends.
 //!
 //! The KV pool's time integral the simulator takes from the stretch's description
-//! ([`KvStairs`]): in closed form per residue of the block period on a line of floors, else one
-//! pass over the turns, a few integer operations each ([`KvStairs::integral`]). Stretches
+//! ([`KvStairs`]): on a line of floors, its whole part in closed form in a few operations and
+//! its floors per residue of the block period (or in a pass without a division over a short
+//! part); else one pass over the turns, a few integer operations each
+//! ([`KvStairs::integral`]). Stretches
 //! shorter than [`LONG_TURNS`] are taken turn by turn, which costs less there.
 //!
 //! Under async scheduling each turn ends when the batch on the GPU does, so the stretch's turns
