@@ -248,6 +248,7 @@ impl KvStairs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::{Just, Strategy};
 
     /// A stairs of period 3 taking 2, 0 and 1 blocks of 4 tokens, from 5 in use.
     fn stairs() -> KvStairs {
@@ -317,8 +318,6 @@ mod tests {
         assert_eq!(s.integral(&run, 4, 5), 1_042 * 10 * 4);
         assert_eq!(s.integral(&run, 3, 3), 0);
     }
-
-    use proptest::strategy::{Just, Strategy};
 
     proptest::proptest! {
         /// The integral — in a few operations on whole nanoseconds, else in closed form
