@@ -410,11 +410,11 @@ fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
         (1u32..1500, 1u32..600, any::<bool>(), 0u32..3, 1u32..60),
         (any::<bool>(), any::<bool>(), any::<bool>(), prop_oneof![Just(0u32), 1u32..300]),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
-        (1u32..40, any::<u64>()),
+        (1u32..40, any::<u64>(), 1u32..200),
         ((1u32..2000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4), any::<bool>()),
     )
         .prop_map(
-            move |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed), ((p1, s1, p2, s2), caching))| {
+            move |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed, before), ((p1, s1, p2, s2), caching))| {
                 // Prompts: their own part and at most the longest prefix.
                 let shared = if prefixes { p1.max(p2 + 100) } else { 0 };
                 let pmax_all = pmax + shared;
@@ -430,6 +430,9 @@ fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
                     // Without shared prefixes, caching on (the default) or off.
                     (format!("enable_prefix_caching = {caching}"), String::new())
                 };
+                // An observation just before the point and the stats line due at 20 s, often
+                // in the same step as both.
+                let observe = 20.0 - f64::from(before) / 10_000.0;
                 let client = match client {
                     0 => format!("mode = \"closed\"\nconcurrency = {conc}"),
                     1 => format!("mode = \"poisson\"\nrate_per_s = {rate}"),
@@ -440,7 +443,7 @@ fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
 name = "diff-vllm"
 seed = {seed}
 [run]
-observe_at_s = [1.5, 7.0, 30.0]
+observe_at_s = [1.5, 7.0, {observe}, 30.0]
 window_s = 5
 timeseries_interval_s = 0.5
 [engine]
