@@ -91,22 +91,22 @@ impl KvStairs {
         if let Some(sum) = run.line().and_then(|line| self.on_line(line, from, to)) {
             return sum * u128::from(self.block);
         }
-        let period = (self.prefix.len() - 1) as u64;
-        let per_period = self.prefix[period as usize];
-        // Blocks in use during step `j`, stepped along: `whole` periods' worth, plus the
-        // prefix of the current one.
-        let (mut whole, mut r) = ((from + 1) / period, ((from + 1) % period) as usize);
-        let mut sum = 0u128;
-        for j in from..to {
-            let used = self.used0 + whole * per_period + self.prefix[r];
-            sum += u128::from(run.duration(j)) * u128::from(used);
-            r += 1;
-            if r as u64 == period {
-                r = 0;
-                whole += 1;
-            }
-        }
+        let sum: u128 = (from..to)
+            .zip(self.blocks_from(from))
+            .map(|(j, used)| u128::from(run.duration(j)) * u128::from(used))
+            .sum();
         sum * u128::from(self.block)
+    }
+
+    /// The blocks in use during steps `from, from + 1, …`, stepped along without a division.
+    fn blocks_from(&self, from: u64) -> Blocks<'_> {
+        let period = self.prefix.len() - 1;
+        Blocks {
+            base: self.used0 + (from + 1) / period as u64 * self.prefix[period],
+            per_period: self.prefix[period],
+            prefix: &self.prefix[..period],
+            r: ((from + 1) % period as u64) as usize,
+        }
     }
 
     /// [`KvStairs::integral`] in blocks on a line of floors: step `j` lasts
@@ -135,20 +135,13 @@ impl KvStairs {
         if to - from < Self::STRIDED * period {
             let x = r0 + r1 * from;
             let (mut floor, mut rem) = (x / den, x % den);
-            let (mut whole, mut r) = ((from + 1) / period, ((from + 1) % period) as usize);
             let mut sum = 0u128;
-            for _ in from..to {
-                let used = self.used0 + whole * per_period + self.prefix[r];
+            for used in self.blocks_from(from).take((to - from) as usize) {
                 sum += u128::from(floor) * u128::from(used);
                 rem += r1;
                 if rem >= den {
                     rem -= den;
                     floor += 1;
-                }
-                r += 1;
-                if r as u64 == period {
-                    r = 0;
-                    whole += 1;
                 }
             }
             return sum;
@@ -243,6 +236,30 @@ impl KvStairs {
     /// Periods from which [`KvStairs::floors_part`] sums by residue: its per-residue sums
     /// cost about as much as a pass over this many periods' steps.
     pub const STRIDED: u64 = 24;
+}
+
+/// [`KvStairs::blocks_from`]: the blocks during each step, `base` (the blocks before the current
+/// period) plus the prefix of the period up to the step.
+struct Blocks<'a> {
+    base: u64,
+    per_period: u64,
+    prefix: &'a [u64],
+    r: usize,
+}
+
+impl Iterator for Blocks<'_> {
+    type Item = u64;
+
+    #[inline]
+    fn next(&mut self) -> Option<u64> {
+        let used = self.base + self.prefix[self.r];
+        self.r += 1;
+        if self.r == self.prefix.len() {
+            self.r = 0;
+            self.base += self.per_period;
+        }
+        Some(used)
+    }
 }
 
 #[cfg(test)]
