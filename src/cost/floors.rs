@@ -237,6 +237,14 @@ impl FloorLine {
         self.steps
     }
 
+    /// The line of the run's first `m` steps (`1 ≤ m ≤ steps`; `None` otherwise).
+    pub fn prefix(&self, m: u64) -> Option<FloorLine> {
+        match m <= self.steps {
+            true => FloorLine::new(self.q0, self.q1, self.r0, self.r1, self.den, m),
+            false => None,
+        }
+    }
+
     /// Step `j`'s duration in two parts: `q0 + q1·j` ns, and `⌊(r0 + r1·j)/den⌋` ns
     /// ([`Floors`]) — `None` when the line grows by whole nanoseconds per step (`r1 = 0`,
     /// so `⌊r0/den⌋ = 0`), as the linear model's does with a whole number of ns per KV token.
@@ -584,6 +592,19 @@ mod tests {
             for budget in [e.saturating_sub(1), e, e.saturating_add(1)] {
                 let fit = ends.iter().take_while(|&&x| x < budget).count() as u64;
                 assert_eq!(line.within(budget), fit, "budget {budget}");
+            }
+        }
+        // A prefix is the line of its steps.
+        assert_eq!((line.prefix(0), line.prefix(steps + 1)), (None, None));
+        for m in [1, 2, steps / 2, steps.saturating_sub(1), steps] {
+            if (1..=steps).contains(&m) {
+                let prefix = line.prefix(m).expect("a prefix");
+                assert_eq!(
+                    Some(prefix),
+                    FloorLine::new(q0, q1, r0, r1, den, m),
+                    "prefix {m}"
+                );
+                assert_eq!(prefix.sums(m), line.sums(m), "prefix {m}");
             }
         }
         // Runs of classes of durations, against the steps one by one: classes of `width` ns

@@ -401,6 +401,25 @@ impl<'a> DecodeSteps<'a> {
         }
     }
 
+    /// The run that `line` describes, each of its steps [`decode`](StepTimeModel::decode)'s
+    /// for `batch` requests from `kv_first` (a prefix of
+    /// [`StepTimeModel::decode_floor_line`]'s line for a longer run, say).
+    pub fn from_line(
+        model: &'a dyn StepTimeModel,
+        batch: u64,
+        kv_first: u64,
+        line: FloorLine,
+    ) -> Self {
+        DecodeSteps {
+            model,
+            batch,
+            kv_first,
+            steps: line.steps(),
+            priced: Priced::Line(line),
+            total: None,
+        }
+    }
+
     /// The same run, whose duration is known to be `total` ns (saves pricing it again).
     pub fn with_total(self, total: u64) -> Self {
         debug_assert_eq!(self.elapsed(self.steps), total);

@@ -65,10 +65,7 @@ impl Simulator<'_> {
                 // Untimed gaps: the recorder would take nothing of the run's steps.
                 _ if !self.recorder.times_token_gaps() => {}
                 Some(r) => {
-                    let model = self.scheduler.step_time();
-                    let ends = &self.outbox.run_ends;
-                    let run = cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
-                        .with_total((r.end - r.start).as_ns());
+                    let run = self.outbox.decode_steps(self.scheduler.step_time(), &r);
                     self.recorder.on_decode_steps(r.start, &run, first, resumed);
                 }
                 None => {
@@ -112,11 +109,8 @@ impl Simulator<'_> {
     fn constant_run(&mut self, end: SimTime, running: u64, queued: u64, kv_last: u64) {
         let r = (self.outbox.decode_run).expect("invariant: a constant run is described");
         let model = self.scheduler.step_time();
-        let ends = &self.outbox.run_ends;
-        let steps = || {
-            cost::DecodeSteps::new(model, r.batch, r.kv_first, r.steps, ends)
-                .with_total((r.end - r.start).as_ns())
-        };
+        let (ends, line) = (&self.outbox.run_ends, self.outbox.run_line.as_ref());
+        let steps = || r.priced(model, line, ends);
         if self.recorder.next_snapshot_at() >= end {
             let kv_integral = match &self.outbox.run_kv {
                 RunKv::PerToken { kv_integral } => *kv_integral,
@@ -141,6 +135,10 @@ impl Simulator<'_> {
             match (&self.outbox.run_kv, k, ends.as_slice()) {
                 (RunKv::Blocks(stairs), k, _) => done_kv + stairs.integral(&run, done, k),
                 (RunKv::PerToken { .. }, 0, _) => 0,
+                (RunKv::PerToken { .. }, k, []) if line.is_some() => {
+                    let (sum, moment) = line.map_or((0, 0), |l| l.sums(k));
+                    u128::from(used_first()) * sum + u128::from(b) * moment
+                }
                 (RunKv::PerToken { .. }, k, []) => {
                     model
                         .decode_run_weighted(b, r.kv_first, k, used_first(), b)
@@ -165,7 +163,7 @@ impl Simulator<'_> {
             // Steps ended by the point, lumped (`k`, ending `elapsed` after the start, the KV
             // integrated to `kv_k`); the point falls in step k + 1, ending at `at_next`.
             let since = (point - r.start).as_ns();
-            let (k, elapsed, kv_k, at_next) = if ends.is_empty() {
+            let (k, elapsed, kv_k, at_next) = if ends.is_empty() && line.is_none() {
                 // In closed form, each quantity priced once: the steps' count and total in
                 // one search, the next step's end from its duration.
                 let budget = SimDuration::from_ns(since.saturating_add(1));

@@ -18,7 +18,7 @@ pub mod vllm;
 pub use kv_stairs::{KvStairs, RunKv};
 pub use settings::{EngineKind, EngineSpec, PolicySpec};
 
-use crate::cost::StepTimeModel;
+use crate::cost::{DecodeSteps, FloorLine, StepTimeModel};
 use crate::request::{ReqId, Request, Requests};
 use crate::rng::Stream;
 use crate::time::{SimDuration, SimTime};
@@ -309,7 +309,7 @@ pub struct Outbox {
     pub abandoned_awaits: Vec<SimTime>,
     /// A fast-forward's decode steps, each one's end and the tokens it gave (the engine times
     /// inter-token latencies by them; a single batch ends at the batch's end). This and the
-    /// fields after it to `run_ends` only [`Scheduler::skip_decode`] writes.
+    /// fields after it to `run_line` only [`Scheduler::skip_decode`] writes.
     pub step_ends: Vec<(SimTime, u64)>,
     /// With `step_ends`: the steps that gave first tokens or tokens after an eviction, when
     /// not only the first did — for each, in order, its index in `step_ends` and how many of
@@ -328,6 +328,9 @@ pub struct Outbox {
     /// With `decode_run`, when the step-time model has no closed form for runs: its steps'
     /// ends, ns from its start, priced once ([`StepTimeModel::decode_ends_within`]).
     pub run_ends: Vec<u64>,
+    /// With `decode_run`, when the scheduler priced it on the model's line of floors
+    /// ([`StepTimeModel::decode_floor_line`]): that line, so that nothing prices it again.
+    pub run_line: Option<FloorLine>,
     /// With `decode_run`: how the KV in use grows from step to step.
     pub run_kv: RunKv,
     /// Decode rounds processed: each gave every request of the running batch one token (a
@@ -346,7 +349,7 @@ impl Outbox {
 
     /// Empty what any call of a scheduler writes: all but what only
     /// [`Scheduler::skip_decode`] writes (`step_ends`, `outside_tokens`, `turns`,
-    /// `decode_run`, `run_ends`), which the simulator reads after a run only and empties
+    /// `decode_run`, `run_ends`, `run_line`), which the simulator reads after a run only and empties
     /// before each attempt ([`Outbox::clear_for_run`]).
     #[inline]
     pub fn clear_for_step(&mut self) {
@@ -368,8 +371,18 @@ impl Outbox {
         self.outside_tokens.clear();
         self.decode_run = None;
         self.run_ends.clear();
+        self.run_line = None;
         self.run_kv = RunKv::default();
         self.turns.start(at, sum_until);
+    }
+
+    /// The steps of `decode_run` (`r`): [`DecodeRun::priced`] with this outbox's line and ends.
+    pub fn decode_steps<'a>(
+        &'a self,
+        model: &'a dyn StepTimeModel,
+        r: &DecodeRun,
+    ) -> DecodeSteps<'a> {
+        r.priced(model, self.run_line.as_ref(), &self.run_ends)
     }
 
     /// Request `r` gets an output token at `now`: if it is its first, note when, and count it;
@@ -544,6 +557,23 @@ pub struct DecodeRun {
     pub steps: u64,
     /// When the last step ended.
     pub end: SimTime,
+}
+
+impl DecodeRun {
+    /// The run's steps, from its `line` or its priced `ends` (`Outbox::run_line`,
+    /// `Outbox::run_ends`), else from the model's closed forms.
+    pub fn priced<'a>(
+        &self,
+        model: &'a dyn StepTimeModel,
+        line: Option<&FloorLine>,
+        ends: &'a [u64],
+    ) -> DecodeSteps<'a> {
+        let run = match line {
+            Some(&line) => DecodeSteps::from_line(model, self.batch, self.kv_first, line),
+            None => DecodeSteps::new(model, self.batch, self.kv_first, self.steps, ends),
+        };
+        run.with_total((self.end - self.start).as_ns())
+    }
 }
 
 /// Counters a scheduler keeps over a run.

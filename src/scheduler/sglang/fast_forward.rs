@@ -9,7 +9,7 @@
 //! decided.
 
 use super::Sglang;
-use crate::cost::DecodeSteps;
+use crate::cost::FloorLine;
 use crate::scheduler::{DecodeRun, Outbox, RunKv, RunState, Skip, Then};
 use crate::time::{SimDuration, SimTime};
 
@@ -62,7 +62,7 @@ impl Sglang {
         reqs: &mut crate::request::Requests,
         out: &mut Outbox,
     ) -> Option<Skip> {
-        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends)?;
+        let s = self.plan_skip(now, limit, max_steps, &mut out.run_ends, &mut out.run_line)?;
         let skip = self.take_skip(now, s, out);
         self.finish_skip(skip.end, s, reqs, out);
         #[cfg(debug_assertions)]
@@ -74,6 +74,9 @@ impl Sglang {
     /// once: until the next completion (its step included when the decisions made up to it are
     /// still plain decode steps), while memory lasts, at most `max_steps`, and while they end
     /// before `limit` — [`may_skip`](Self::may_skip) holding. None when at most one could be.
+    /// The run's steps are kept in `line` when the model gives one for it
+    /// ([`StepTimeModel::decode_floor_line`](crate::cost::StepTimeModel::decode_floor_line)),
+    /// and in `ends` when the model prices them one by one.
     #[inline(always)]
     pub(super) fn plan_skip(
         &mut self,
@@ -81,6 +84,7 @@ impl Sglang {
         limit: SimTime,
         max_steps: u64,
         ends: &mut Vec<u64>,
+        line: &mut Option<FloorLine>,
     ) -> Option<SkipPlan> {
         debug_assert!(self.may_skip());
         let batch = self.running.len() as u64;
@@ -107,19 +111,33 @@ impl Sglang {
         if most <= 1 {
             return None;
         }
-        // The largest number of steps whose end is before `limit` (usually all of them): in
-        // closed form, or by pricing the steps once (their ends are kept for the run).
+        // The largest number of steps whose end is before `limit` (usually all of them): on
+        // the model's line of floors for the run (kept for the run), in closed form, or by
+        // pricing the steps once (their ends are kept for the run).
         let budget = limit.saturating_since(now);
         let lo = if self.cost.closed_form_runs() {
+            let run = self.cost.decode_floor_line(batch, attended_first, most);
             // Steps that never get shorter all end in time if `most` of the last would.
-            let last = self.cost.decode(batch, attended_first + batch * (most - 1));
-            let bound = u128::from(last.as_ns()) * u128::from(most);
-            if self.cost.decode_non_decreasing(batch) && bound < u128::from(budget.as_ns()) {
-                most
-            } else {
-                (self.cost)
-                    .decode_run_within(batch, attended_first, most, budget)
-                    .0
+            let last = match &run {
+                Some(l) => l.duration(most - 1),
+                None => (self.cost)
+                    .decode(batch, attended_first + batch * (most - 1))
+                    .as_ns(),
+            };
+            let all = self.cost.decode_non_decreasing(batch)
+                && u128::from(last) * u128::from(most) < u128::from(budget.as_ns());
+            match run {
+                Some(l) => {
+                    let lo = if all { most } else { l.within(budget.as_ns()) };
+                    *line = if lo == most { Some(l) } else { l.prefix(lo) };
+                    lo
+                }
+                None if all => most,
+                None => {
+                    (self.cost)
+                        .decode_run_within(batch, attended_first, most, budget)
+                        .0
+                }
             }
         } else {
             (self.cost).decode_ends_within(batch, attended_first, most, budget, ends)
@@ -145,16 +163,29 @@ impl Sglang {
         // The run is described, not listed: its steps' ends (the inter-token latencies are timed
         // by them, the log lines printed at them) come in closed form, or from the one pass of
         // `plan_skip`. Its duration and the KV pool's time integral, Σ (used_first + b·j) × d_j:
-        let (total, kv_integral) = match out.run_ends.as_slice() {
-            [] => (self.cost).decode_run_weighted(b, s.attended_first, n, s.used_first, b),
+        let (total, kv_integral) = match (&out.run_line, out.run_ends.as_slice()) {
+            // Σ d_j and Σ j·d_j below 2¹²⁸ ([`FloorLine::sums`]); the total below the budget.
+            (Some(line), _) => {
+                let (sum, moment) = line.sums(n);
+                let weighted = u128::from(s.used_first) * sum + u128::from(b) * moment;
+                (SimDuration::from_ns(sum as u64), weighted)
+            }
+            (None, []) => (self.cost).decode_run_weighted(b, s.attended_first, n, s.used_first, b),
             // Σ j·d_j = (n − 1)·T − Σ_{j < n − 1} end_j.
-            ends => {
+            (None, ends) => {
                 let t = u128::from(ends[ends.len() - 1]);
                 let before_last = crate::cost::one_by_one::sum_of_ends(&ends[..ends.len() - 1]);
                 let weighted = u128::from(s.used_first) * t
                     + u128::from(b) * (u128::from(n - 1) * t - before_last);
                 (SimDuration::from_ns(t as u64), weighted)
             }
+        };
+        let described = DecodeRun {
+            start: now,
+            batch: b,
+            kv_first: s.attended_first,
+            steps: n,
+            end: now + total,
         };
         // Decode log lines inside the run, at the global step numbers that are multiples of the
         // interval.
@@ -165,8 +196,7 @@ impl Sglang {
             // Their steps and times, the run priced once.
             let mut lines = std::mem::take(&mut self.line_steps);
             lines.clear();
-            let run = DecodeSteps::new(&*self.cost, b, s.attended_first, n, &out.run_ends)
-                .with_total(total.as_ns());
+            let run = described.priced(&*self.cost, out.run_line.as_ref(), &out.run_ends);
             let steps = (first_line..=ended).step_by(interval as usize);
             lines.extend(steps.map(|j| (j, now + SimDuration::from_ns(run.elapsed(j)))));
             for &(j, at) in &lines {
@@ -179,13 +209,7 @@ impl Sglang {
         }
         self.decode_tokens_since_log += b * (ended - counted);
         out.run_kv = RunKv::PerToken { kv_integral };
-        out.decode_run = Some(DecodeRun {
-            start: now,
-            batch: b,
-            kv_first: s.attended_first,
-            steps: n,
-            end: now + total,
-        });
+        out.decode_run = Some(described);
         // The ratio decays once per step, exactly as step by step.
         self.ratio = self.decay.run(self.ratio, n);
         // Evicting for the whole run at once takes the same leaves as step by step: nothing
