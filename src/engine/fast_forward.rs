@@ -132,20 +132,20 @@ impl Simulator<'_> {
             RunKv::Blocks(stairs) => stairs.used_during(k),
         };
         let kv_before = |done: u64, done_kv: u128, k: u64| -> u128 {
-            match (&self.outbox.run_kv, k, ends.as_slice()) {
-                (RunKv::Blocks(stairs), k, _) => done_kv + stairs.integral(&run, done, k),
-                (RunKv::PerToken { .. }, 0, _) => 0,
-                (RunKv::PerToken { .. }, k, []) if line.is_some() => {
-                    let (sum, moment) = line.map_or((0, 0), |l| l.sums(k));
+            match (&self.outbox.run_kv, k, line, ends.as_slice()) {
+                (RunKv::Blocks(stairs), k, ..) => done_kv + stairs.integral(&run, done, k),
+                (RunKv::PerToken { .. }, 0, ..) => 0,
+                (RunKv::PerToken { .. }, k, Some(line), _) => {
+                    let (sum, moment) = line.sums(k);
                     u128::from(used_first()) * sum + u128::from(b) * moment
                 }
-                (RunKv::PerToken { .. }, k, []) => {
+                (RunKv::PerToken { .. }, k, None, []) => {
                     model
                         .decode_run_weighted(b, r.kv_first, k, used_first(), b)
                         .1
                 }
                 // Σ j·d_j = (k − 1)·e_k − Σ_{j < k − 1} e_j, steps from 0.
-                (RunKv::PerToken { .. }, k, ends) => {
+                (RunKv::PerToken { .. }, k, None, ends) => {
                     let e = u128::from(ends[k as usize - 1]);
                     let before = cost::one_by_one::sum_of_ends(&ends[..k as usize - 1]);
                     u128::from(used_first()) * e + u128::from(b) * (u128::from(k - 1) * e - before)

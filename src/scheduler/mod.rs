@@ -349,8 +349,8 @@ impl Outbox {
 
     /// Empty what any call of a scheduler writes: all but what only
     /// [`Scheduler::skip_decode`] writes (`step_ends`, `outside_tokens`, `turns`,
-    /// `decode_run`, `run_ends`, `run_line`), which the simulator reads after a run only and empties
-    /// before each attempt ([`Outbox::clear_for_run`]).
+    /// `decode_run`, `run_ends`, `run_line`), which the simulator reads after a run only and
+    /// empties before each attempt ([`Outbox::clear_for_run`]).
     #[inline]
     pub fn clear_for_step(&mut self) {
         self.finished.clear();
