@@ -213,6 +213,89 @@ prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = 
         })
 }
 
+/// A request that reaches the server on the very nanosecond a decode step ends: a run of decode
+/// steps stops before that step (every step of a run ends before the next event), and the two
+/// events at that instant are taken as the step-by-step path takes them. Request 0 alone: its
+/// `k`-th decode step ends when it would complete with `k + 1` output tokens (a run without the
+/// second request tells when), and request 1 is sent then; request 0 goes on past that step,
+/// or finishes with it. Then a third request arrives as the step that gives request 1 its first
+/// token ends. For a run on the model's line (linear), one priced step by step (roofline) and
+/// one in the model's closed form (a table whose runs cross a KV segment), under both engines
+/// (vLLM's long quiet stretches among them).
+#[test]
+fn a_request_arriving_as_a_decode_step_ends_is_taken_as_step_by_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = [
+        "[engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.3\n\
+         decode_per_kv_token_ns = 20.7\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n",
+        "[hardware]\ngpu = \"h200\"\n[model]\nname = \"llama-3.1-8b\"\n\
+         [engine.step_time]\nmodel = \"roofline\"\n",
+        "[engine.step_time]\nmodel = \"table\"\ndecode_batch = [1, 4]\n\
+         decode_kv_tokens = [0, 120, 100000]\ndecode_ms = [10, 10.5, 30, 12, 13, 40]\n\
+         prefill_tokens = [1, 1000]\nprefill_ms = [3, 23]\n",
+    ];
+    // SGLang with its overlapped loop or without; vLLM with async scheduling or without.
+    let engines = [
+        "disable_overlap_schedule = false",
+        "disable_overlap_schedule = true",
+        "kind = \"vllm\"\nasync_scheduling = true",
+        "kind = \"vllm\"\nasync_scheduling = false",
+    ];
+    let scenario = |model: &str, rows: &str, engine: &str| {
+        let trace = dir.path().join("trace.csv");
+        let header = "prompt_tokens,output_tokens,arrival_s";
+        std::fs::write(&trace, format!("{header}\n{rows}")).unwrap();
+        let text = format!(
+            "name = \"an arrival at a step's end\"\n{model}[engine]\nkv_capacity_tokens = 100000\n\
+             {engine}\n[workload]\ntrace = \"trace.csv\"\n[client]\nmode = \"trace\"\n"
+        );
+        let src = Source {
+            name: "an arrival at a step's end".to_string(),
+            base_dir: dir.path().to_path_buf(),
+            text,
+        };
+        sc_mod::load(&src, &[]).unwrap()
+    };
+    for model in models {
+        for engine in engines {
+            for k in [3u64, 10, 31, 100] {
+                // When request 0's k-th decode step ends.
+                let rows = format!("100,{},0\n", k + 1);
+                let alone = outputs(&scenario(model, &rows, engine), Stepping::StepByStep);
+                let at_ns = alone.3[0].done_ns;
+                let at_s = format!("{}.{:09}", at_ns / 1_000_000_000, at_ns % 1_000_000_000);
+                // Request 0 goes on past the step, or finishes with it.
+                for output in [200, k + 1] {
+                    let rows = format!("100,{output},0\n40,5,{at_s}\n");
+                    let sc = scenario(model, &rows, engine);
+                    let what = format!("{model}{engine}: step {k}, request 0 of {output}");
+                    assert_same(&sc, &what);
+                    // The arrival is on the step's end indeed, and the run before it was taken
+                    // at once.
+                    let fast = outputs(&sc, Stepping::FastForward);
+                    let second = fast.3.iter().find(|r| r.seq == 1);
+                    assert_eq!(second.map(|r| r.arrived_ns), Some(at_ns), "{what}");
+                    assert!(fast.4 > 0, "{what}: nothing fast-forwarded");
+                }
+                // A request sent 1 µs after that step ends is admitted by a later step, which
+                // gives it its first token; a third request arrives as that step ends.
+                let at_s = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+                let rows = format!("100,200,0\n40,5,{}\n", at_s(at_ns + 1000));
+                let two = outputs(&scenario(model, &rows, engine), Stepping::StepByStep);
+                let first = two
+                    .3
+                    .iter()
+                    .find(|r| r.seq == 1)
+                    .and_then(|r| r.first_token_ns);
+                let first = first.expect("request 1 answered");
+                let rows = format!("{rows}30,5,{}\n", at_s(first));
+                let what = format!("{model}{engine}: step {k}, a third request");
+                assert_same(&scenario(model, &rows, engine), &what);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_table_of_step_times_from_a_csv_runs_identically_with_both_engines() {
     let src = Source::read(&root().join("tests/fixtures/table/table.toml")).unwrap();
