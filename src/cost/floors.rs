@@ -294,7 +294,13 @@ impl FloorLine {
         }
         let (t1, t2) = power_sums(m);
         let (t1, t2, mi) = (t1 as i128, t2 as i128, i128::from(m));
-        let (f, g, _) = floor_sums_small(self.r1, self.r0, self.den, m - 1);
+        let (f, g) = match self.r1 {
+            0 => (0, 0), // ⌊r0/den⌋ = 0
+            _ => {
+                let (f, g, _) = floor_sums_small(self.r1, self.r0, self.den, m - 1);
+                (f, g)
+            }
+        };
         let sum = mi * self.q0 + self.q1 * t1 + i128::from(f);
         let moment = self.q0 * t1 + self.q1 * t2 + i128::from(g);
         (sum as u128, moment as u128)
@@ -314,8 +320,11 @@ impl FloorLine {
         }
         // Σ_{j<m} d_j ≈ m·(q0 + s·(m − 1)/2) with s the mean growth per step: one step of a
         // fixed-point iteration from m = budget/q0.
-        let (b, q0) = (budget as f64, self.q0 as f64);
-        let s = self.q1 as f64 + self.r1 as f64 / self.den as f64;
+        // (`q0` is within `u64`, and `q1` nearly always within `i64`: their conversions then
+        // take no library call.)
+        let (b, q0) = (budget as f64, self.q0 as u64 as f64);
+        let q1 = i64::try_from(self.q1).map_or(self.q1 as f64, |q1| q1 as f64);
+        let s = q1 + self.r1 as f64 / self.den as f64;
         let m0 = b / q0;
         let guess = b / (q0 + s * (m0 - 1.0).max(0.0) / 2.0).max(1.0);
         crate::cost::last_true(self.steps, guess as u64, |m| self.elapsed(m) < budget)
