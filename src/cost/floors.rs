@@ -323,7 +323,7 @@ impl FloorLine {
         // (`q0` is within `u64`, and `q1` nearly always within `i64`: their conversions then
         // take no library call.)
         let (b, q0) = (budget as f64, self.q0 as u64 as f64);
-        let q1 = i64::try_from(self.q1).map_or(self.q1 as f64, |q1| q1 as f64);
+        let q1 = i64::try_from(self.q1).map_or_else(|_| self.q1 as f64, |q1| q1 as f64);
         let s = q1 + self.r1 as f64 / self.den as f64;
         let m0 = b / q0;
         let guess = b / (q0 + s * (m0 - 1.0).max(0.0) / 2.0).max(1.0);
