@@ -603,16 +603,14 @@ mod tests {
                 assert_eq!(line.within(budget), fit, "budget {budget}");
             }
         }
-        // A prefix is the line of its steps.
+        // A prefix has the first steps, and their sums.
         assert_eq!((line.prefix(0), line.prefix(steps + 1)), (None, None));
         for m in [1, 2, steps / 2, steps.saturating_sub(1), steps] {
             if (1..=steps).contains(&m) {
                 let prefix = line.prefix(m).expect("a prefix");
-                assert_eq!(
-                    Some(prefix),
-                    FloorLine::new(q0, q1, r0, r1, den, m),
-                    "prefix {m}"
-                );
+                assert_eq!(prefix.steps(), m, "prefix {m}");
+                let got: Vec<i128> = (0..m).map(|j| prefix.step(j)).collect();
+                assert_eq!(got, d[..m as usize], "prefix {m}");
                 assert_eq!(prefix.sums(m), line.sums(m), "prefix {m}");
             }
         }
