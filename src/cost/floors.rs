@@ -306,6 +306,17 @@ impl FloorLine {
         (sum as u128, moment as u128)
     }
 
+    /// `(Σ_{j<m} d_j, Σ_{j<m} (w_first + w_slope·j)·d_j)` for `m ≤ steps`: the first `m` steps'
+    /// duration and the time integral of a quantity that grows by `w_slope` a step (the KV in
+    /// use), as a model's `decode_run_weighted` gives them.
+    pub fn weighted(&self, m: u64, w_first: u64, w_slope: u64) -> (u128, u128) {
+        let (sum, moment) = self.sums(m);
+        (
+            sum,
+            u128::from(w_first) * sum + u128::from(w_slope) * moment,
+        )
+    }
+
     /// The time to the end of the first `m ≤ steps` steps, ns, saturated at `u64::MAX` (as a
     /// model's `decode_run` is).
     pub fn elapsed(&self, m: u64) -> u64 {
@@ -612,6 +623,12 @@ mod tests {
                 let got: Vec<i128> = (0..m).map(|j| prefix.step(j)).collect();
                 assert_eq!(got, d[..m as usize], "prefix {m}");
                 assert_eq!(prefix.sums(m), line.sums(m), "prefix {m}");
+                let (sum, moment) = line.sums(m);
+                assert_eq!(
+                    line.weighted(m, 7, 3),
+                    (sum, 7 * sum + 3 * moment),
+                    "weighted {m}"
+                );
             }
         }
         // Runs of classes of durations, against the steps one by one: classes of `width` ns

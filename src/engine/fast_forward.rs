@@ -135,10 +135,7 @@ impl Simulator<'_> {
             match (&self.outbox.run_kv, k, line, ends.as_slice()) {
                 (RunKv::Blocks(stairs), k, ..) => done_kv + stairs.integral(&run, done, k),
                 (RunKv::PerToken { .. }, 0, ..) => 0,
-                (RunKv::PerToken { .. }, k, Some(line), _) => {
-                    let (sum, moment) = line.sums(k);
-                    u128::from(used_first()) * sum + u128::from(b) * moment
-                }
+                (RunKv::PerToken { .. }, k, Some(line), _) => line.weighted(k, used_first(), b).1,
                 (RunKv::PerToken { .. }, k, None, []) => {
                     model
                         .decode_run_weighted(b, r.kv_first, k, used_first(), b)

@@ -164,10 +164,9 @@ impl Sglang {
         // by them, the log lines printed at them) come in closed form, or from the one pass of
         // `plan_skip`. Its duration and the KV pool's time integral, Σ (used_first + b·j) × d_j:
         let (total, kv_integral) = match (&out.run_line, out.run_ends.as_slice()) {
-            // Σ d_j and Σ j·d_j below 2¹²⁸ ([`FloorLine::sums`]); the total below the budget.
+            // Exact in 128 bits ([`FloorLine::sums`]); the total is below the budget.
             (Some(line), _) => {
-                let (sum, moment) = line.sums(n);
-                let weighted = u128::from(s.used_first) * sum + u128::from(b) * moment;
+                let (sum, weighted) = line.weighted(n, s.used_first, b);
                 (SimDuration::from_ns(sum as u64), weighted)
             }
             (None, []) => (self.cost).decode_run_weighted(b, s.attended_first, n, s.used_first, b),
