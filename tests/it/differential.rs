@@ -9,6 +9,15 @@ use servesim::scenario::{self as sc_mod, Scenario, Source};
 
 use crate::root;
 
+/// The cases of a random differential test: `n`, or proptest's `PROPTEST_CASES` when it is set
+/// — for a soak of thousands in a release build (`tests/README.md`).
+fn cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(n)
+}
+
 type Outputs = (
     String,
     Vec<u8>,
@@ -322,8 +331,12 @@ fn random_scenario() -> impl Strategy<Value = String> {
         (1u32..600, 1u32..800, any::<bool>(), 0u32..3, 1u32..48),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
         (1u32..40, any::<u64>(), any::<(bool, bool, bool)>(), 0.5f64..1.5),
+        (1u32..200, prop_oneof![Just(0.5f64), Just(0.3), Just(2.5), Just(7.0)]),
     )
-        .prop_map(|((kv, policy, page, conc), (pmax, omax, eos, client, dli), (db, ds, dk, rate), (req, seed, (no_overlap, mixed, no_radix), conservativeness))| {
+        .prop_map(|((kv, policy, page, conc), (pmax, omax, eos, client, dli), (db, ds, dk, rate), (req, seed, (no_overlap, mixed, no_radix), conservativeness), (before, points_s))| {
+            // An observation just before 20 s, often inside a run and in the step of a
+            // time-series point.
+            let observe = 20.0 - f64::from(before) / 10_000.0;
             let kv = kv.max(u64::from(pmax) + 4096 + 16);
             let policy = ["fcfs", "lof", "random"][policy as usize];
             let client = match client {
@@ -336,9 +349,9 @@ fn random_scenario() -> impl Strategy<Value = String> {
 name = "diff"
 seed = {seed}
 [run]
-observe_at_s = [1.5, 7.0, 30.0]
+observe_at_s = [1.5, 7.0, {observe}, 30.0]
 window_s = 5
-timeseries_interval_s = 0.5
+timeseries_interval_s = {points_s}
 [engine]
 kv_capacity_tokens = {kv}
 page_size = {page}
@@ -395,8 +408,47 @@ fn random_table_scenario() -> impl Strategy<Value = String> {
         })
 }
 
+/// A random scenario of `scenarios` priced by the roofline from the catalog (a GPU, a model and
+/// a layout that hold the weights; the KV pool stays the scenario's): its runs are priced step
+/// by step, in floating point, and their bounds found on those steps.
+fn on_roofline(scenarios: impl Strategy<Value = String>) -> impl Strategy<Value = String> {
+    const SERVERS: [(&str, u32, &str); 6] = [
+        ("h200", 1, "llama-3.1-8b"),
+        ("h100", 2, "llama-3.1-8b"),
+        ("l40s", 1, "llama-3.1-8b"),
+        ("h100", 4, "llama-3.1-70b"),
+        ("h200", 8, "llama-3.1-70b"),
+        ("rtx-pro-6000", 8, "kimi-k2.5"),
+    ];
+    (scenarios, 0..SERVERS.len()).prop_map(|(text, server)| {
+        let (gpu, tp, model) = SERVERS[server];
+        let start = text.find("[engine]").unwrap();
+        let step_time = text.find("[engine.step_time]").unwrap();
+        let end = text.find("[workload]").unwrap();
+        format!(
+            "{}[hardware]\ngpu = \"{gpu}\"\nnum_gpus = {tp}\ntensor_parallel = {tp}\n[model]\nname = \"{model}\"\n\
+             {}[engine.step_time]\nmodel = \"roofline\"\n{}",
+            &text[..start],
+            &text[start..step_time],
+            &text[end..],
+        )
+    })
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(24), .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_roofline_scenarios_run_identically_with_both_engines(text in on_roofline(random_scenario())) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
 
     #[test]
     fn random_table_scenarios_run_identically_with_both_engines(text in random_table_scenario()) {
@@ -412,7 +464,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(64), .. ProptestConfig::default() })]
 
     #[test]
     fn random_scenarios_run_identically_with_both_engines(text in random_scenario()) {
@@ -564,7 +616,7 @@ ignore_eos = {eos}
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(64), .. ProptestConfig::default() })]
 
     #[test]
     fn random_vllm_scenarios_run_identically_with_both_engines(text in random_vllm_scenario()) {
@@ -580,8 +632,24 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(24), .. ProptestConfig::default() })]
+
+    #[test]
+    fn random_vllm_roofline_scenarios_run_identically_with_both_engines(text in on_roofline(random_vllm_scenario())) {
+        let sc = crate::scenario(&text);
+        let fast = outputs(&sc, Stepping::FastForward);
+        let slow = outputs(&sc, Stepping::StepByStep);
+        prop_assert_eq!(slow.4, 0);
+        prop_assert!(fast.3 == slow.3, "per-request times differ");
+        prop_assert_eq!(fast.0, slow.0);
+        prop_assert!(fast.1 == slow.1, "time series differs");
+        prop_assert_eq!(fast.2, slow.2);
+    }
+}
+
+proptest! {
     // Step by step with a block pool is the slow path of the debug build: fewer cases.
-    #![proptest_config(ProptestConfig { cases: 16, .. ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(16), .. ProptestConfig::default() })]
 
     #[test]
     fn random_vllm_prefix_scenarios_run_identically_with_both_engines(text in random_vllm_prefix_scenario()) {
