@@ -173,7 +173,7 @@ fn random_prefix_scenario() -> impl Strategy<Value = String> {
     (
         (4_000u64..40_000, 0u32..5, prop_oneof![Just(1u64), Just(1), Just(4)], 1u32..64),
         (1u32..400, 1u32..600, 0u32..2, any::<u64>()),
-        (1u32..3000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4),
+        (1u32..3000, 0.01f64..0.6, 1u32..600, 0.01f64..0.4),
         (1u32..30, any::<(bool, bool, bool, bool)>()),
     )
         .prop_map(|((kv, policy, page, conc), (pmax, omax, client, seed), (p1, s1, p2, s2), (req, (no_overlap, mixed, no_radix, eos)))| {
@@ -546,7 +546,7 @@ fn random_vllm_scenario_with(prefixes: bool) -> impl Strategy<Value = String> {
         (any::<bool>(), any::<bool>(), any::<bool>(), prop_oneof![Just(0u32), 1u32..300]),
         (1.0f64..30.0, 0.0f64..2.0, 0.0f64..120.0, 0.1f64..20.0),
         (1u32..40, any::<u64>(), 1u32..200),
-        ((1u32..2000, 0.0f64..0.6, 1u32..600, 0.0f64..0.4), any::<bool>()),
+        ((1u32..2000, 0.01f64..0.6, 1u32..600, 0.01f64..0.4), any::<bool>()),
     )
         .prop_map(
             move |((blocks, block, seqs, batched), (pmax, omax, eos, client, conc), (chunked, full, asynchronous, threshold), (db, ds, dk, rate), (req, seed, before), ((p1, s1, p2, s2), caching))| {
