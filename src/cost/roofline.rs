@@ -503,20 +503,23 @@ impl Roofline {
     }
 }
 
-/// The terms of a decode step that the batch alone fixes, for pricing the steps of a run:
-/// [`Roofline::decode_breakdown`]'s arithmetic, operation for operation, with what the KV does
-/// not change computed once (so each step's time is bit for bit the same).
+/// A decode step of one batch size as two lines in its context: the step's memory time
+/// (weights, then the KV cache read) and its compute time (the batch's FLOPs, then attention),
+/// each with the all-reduces and the overhead, as `fixed + kv × per-token` seconds. A step
+/// lasts the larger of the two, scaled: `max(memory, compute) × scale`, rounded to the
+/// nanosecond. These are [`Roofline::decode_breakdown`]'s terms, grouped so that a step costs
+/// two float operations a line and a multiplication, no division (every run's steps are priced
+/// one by one, and both paths through the steps price them with these same operations). The
+/// breakdown adds the same terms in another order: its total can differ from a step's in the
+/// last bit of the float, so by 1 ns at most where the rounding falls on it.
 #[derive(Clone, Copy, Debug)]
 struct DecodeAt {
-    weights_s: f64,
-    bw: f64,
-    batch_flops: f64,
-    flops_per_s: f64,
-    kv_bytes_per_token: f64,
-    attention_flops_per_pair: f64,
-    communication_s: f64,
-    overhead_s: f64,
-    scale: f64,
+    memory_fixed_s: f64,
+    memory_s_per_kv_token: f64,
+    compute_fixed_s: f64,
+    compute_s_per_kv_token: f64,
+    /// `scale × 10⁹`: the step's nanoseconds per second of the larger line.
+    ns_per_s: f64,
     /// Whether every term is finite (then so is every step's value), kept with them.
     finite: bool,
 }
@@ -525,18 +528,26 @@ impl DecodeAt {
     /// Whether every term is finite.
     fn terms_finite(&self) -> bool {
         [
-            self.weights_s,
-            self.bw,
-            self.batch_flops,
-            self.flops_per_s,
-            self.kv_bytes_per_token,
-            self.attention_flops_per_pair,
-            self.communication_s,
-            self.overhead_s,
-            self.scale,
+            self.memory_fixed_s,
+            self.memory_s_per_kv_token,
+            self.compute_fixed_s,
+            self.compute_s_per_kv_token,
+            self.ns_per_s,
         ]
         .iter()
         .all(|x| x.is_finite())
+    }
+
+    /// The step's memory time attending `kv` tokens, its all-reduces and overhead included.
+    #[inline(always)]
+    fn memory_s(&self, kv: f64) -> f64 {
+        self.memory_fixed_s + kv * self.memory_s_per_kv_token
+    }
+
+    /// The step's compute time attending `kv` tokens, its all-reduces and overhead included.
+    #[inline(always)]
+    fn compute_s(&self, kv: f64) -> f64 {
+        self.compute_fixed_s + kv * self.compute_s_per_kv_token
     }
 
     /// The step's time attending `kv_tokens` tokens.
@@ -547,10 +558,7 @@ impl DecodeAt {
     /// [`duration`](Self::duration) of the step attending `kv` tokens, given as a float (what
     /// `kv_tokens as f64` gives: a run steps it exactly while it stays below 2⁵³).
     fn duration_at(&self, kv: f64) -> SimDuration {
-        let kv_s = kv * self.kv_bytes_per_token / self.bw;
-        let compute_s = (self.batch_flops + kv * self.attention_flops_per_pair) / self.flops_per_s;
-        let memory_s = self.weights_s + kv_s;
-        to_duration((memory_s.max(compute_s) + self.communication_s + self.overhead_s) * self.scale)
+        to_duration_ns(self.memory_s(kv).max(self.compute_s(kv)) * self.ns_per_s)
     }
 }
 
@@ -563,16 +571,15 @@ impl Roofline {
         let touched = self.experts_touched(b);
         let weights = self.dense_read_bytes + touched * self.moe_layers * self.expert_bytes;
         let bw = self.bandwidth_bytes_per_s * self.bandwidth_efficiency;
+        let flops_per_s = self.peak_flops_per_s * self.compute_efficiency;
+        let batch_flops = b * self.flops_per_token * self.matmul_time_factor;
+        let apart = self.all_reduce(b) + self.decode_overhead_s;
         let mut at = DecodeAt {
-            weights_s: weights / bw,
-            bw,
-            batch_flops: b * self.flops_per_token * self.matmul_time_factor,
-            flops_per_s: self.peak_flops_per_s * self.compute_efficiency,
-            kv_bytes_per_token: self.kv_bytes_per_token,
-            attention_flops_per_pair: self.attention_flops_per_pair,
-            communication_s: self.all_reduce(b),
-            overhead_s: self.decode_overhead_s,
-            scale: self.scale,
+            memory_fixed_s: weights / bw + apart,
+            memory_s_per_kv_token: self.kv_bytes_per_token / bw,
+            compute_fixed_s: batch_flops / flops_per_s + apart,
+            compute_s_per_kv_token: self.attention_flops_per_pair / flops_per_s,
+            ns_per_s: self.scale * 1e9,
             finite: false,
         };
         at.finite = at.terms_finite();
@@ -581,7 +588,11 @@ impl Roofline {
 }
 
 fn to_duration(s: f64) -> SimDuration {
-    let x = s * 1e9;
+    to_duration_ns(s * 1e9)
+}
+
+/// [`to_duration`] of `x / 10⁹` seconds: `x` rounded to the nanosecond, at least 1.
+fn to_duration_ns(x: f64) -> SimDuration {
     // The usual case without a library call ([`round_below_2_52`]), at least 1.
     if (0.5..TWO_52).contains(&x) {
         return SimDuration::from_ns(round_below_2_52(x));

@@ -129,21 +129,8 @@ impl PricedRoofline {
 }
 
 impl DecodeAt {
-    /// The step's memory time attending `kv` tokens: weights and KV cache read.
-    #[inline(always)]
-    fn memory_s(&self, kv: f64) -> f64 {
-        let kv_s = kv * self.kv_bytes_per_token / self.bw;
-        self.weights_s + kv_s
-    }
-
-    /// The step's compute time attending `kv` tokens.
-    #[inline(always)]
-    fn compute_s(&self, kv: f64) -> f64 {
-        (self.batch_flops + kv * self.attention_flops_per_pair) / self.flops_per_s
-    }
-
-    /// `s × 10⁹` of the step attending `kv` tokens, `s` the seconds
-    /// [`duration_at`](Self::duration_at) rounds: the same operations in the same order.
+    /// The nanoseconds of the step attending `kv` tokens before rounding: what
+    /// [`duration_at`](Self::duration_at) rounds, the same operations in the same order.
     fn ns_f64(&self, kv: f64) -> f64 {
         self.ns_f64_of::<EITHER>(kv)
     }
@@ -165,7 +152,7 @@ impl DecodeAt {
                 }
             }
         };
-        (slower + self.communication_s + self.overhead_s) * self.scale * 1e9
+        slower * self.ns_per_s
     }
 
     /// The ends of the run's steps from `kv_first`, `batch` more each step, until the budget,

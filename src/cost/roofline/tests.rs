@@ -115,8 +115,11 @@ fn calibration_reproduces_the_point_and_keeps_the_shape() {
     assert!((ratio - ratio_c).abs() < 1e-12);
 }
 
+/// A run's ends are the sums of the model's steps, and each step is the breakdown's total to
+/// the nanosecond: the step adds the same terms in another order (`DecodeAt`), so the two
+/// floats can differ in their last bit and the rounding by 1 ns, where it falls on that bit.
 #[test]
-fn a_runs_steps_are_the_breakdowns_bit_for_bit() {
+fn a_runs_steps_are_the_breakdowns_to_the_nanosecond() {
     for (gpu, name, tp) in [
         ("h100", "llama-3.1-8b", 1),
         ("rtx-pro-6000", "kimi-k2.5", 8),
@@ -129,14 +132,23 @@ fn a_runs_steps_are_the_breakdowns_bit_for_bit() {
             let n =
                 r.decode_ends_within(batch, 5_000, 300, SimDuration::from_ns(u64::MAX), &mut ends);
             assert_eq!(n, 300);
-            let mut total = 0;
+            let (mut total, mut off) = (0, 0);
             for (i, &end) in ends.iter().enumerate() {
                 let kv = 5_000 + batch * i as u64;
-                let d = to_duration(r.decode_breakdown(batch, kv).total_s).as_ns();
-                assert_eq!(r.decode(batch, kv).as_ns(), d);
+                let d = r.decode(batch, kv).as_ns();
+                let whole = to_duration(r.decode_breakdown(batch, kv).total_s).as_ns();
+                assert!(
+                    d.abs_diff(whole) <= 1,
+                    "batch {batch}, kv {kv}: {d} and {whole} ns"
+                );
+                off += u64::from(d != whole);
                 total += d;
                 assert_eq!(end, total);
             }
+            assert!(
+                off * 100 <= n,
+                "batch {batch}: {off} of {n} steps off by 1 ns"
+            );
         }
     }
 }

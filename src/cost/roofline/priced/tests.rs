@@ -84,9 +84,7 @@ fn steps_about_where_compute_overtakes_memory_and_outside_the_usual_rounding() {
     let r = roofline("h100", "llama-3.1-8b", 1, 131_072);
     let crossing = (1..4096u64).find(|&b| {
         let a = r.decode_at(b);
-        let kv_s = |kv: f64| a.weights_s + kv * a.kv_bytes_per_token / a.bw;
-        let c = |kv: f64| (a.batch_flops + kv * a.attention_flops_per_pair) / a.flops_per_s;
-        (c(0.0) > kv_s(0.0)) != (c(4e6) > kv_s(4e6))
+        (a.compute_s(0.0) > a.memory_s(0.0)) != (a.compute_s(4e6) > a.memory_s(4e6))
     });
     let b = crossing.expect("a batch where the larger term changes within 4M tokens");
     same_run(&r, b, 0, 4_000, u64::MAX);
