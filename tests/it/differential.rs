@@ -9,6 +9,20 @@ use servesim::scenario::{self as sc_mod, Scenario, Source};
 
 use crate::root;
 
+/// A random differential test's check: `text` run both ways gives the same outputs (a failure
+/// for proptest to shrink, not a panic).
+fn same_both_ways(text: &str) -> Result<(), TestCaseError> {
+    let sc = crate::scenario(text);
+    let fast = outputs(&sc, Stepping::FastForward);
+    let slow = outputs(&sc, Stepping::StepByStep);
+    prop_assert_eq!(slow.4, 0);
+    prop_assert!(fast.3 == slow.3, "per-request times differ");
+    prop_assert_eq!(fast.0, slow.0);
+    prop_assert!(fast.1 == slow.1, "time series differs");
+    prop_assert_eq!(fast.2, slow.2);
+    Ok(())
+}
+
 /// The cases of a random differential test: `n`, or proptest's `PROPTEST_CASES` when it is set
 /// — for a soak of thousands in a release build (`tests/README.md`).
 fn cases(n: u32) -> u32 {
@@ -440,26 +454,12 @@ proptest! {
 
     #[test]
     fn random_roofline_scenarios_run_identically_with_both_engines(text in on_roofline(random_scenario())) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 
     #[test]
     fn random_table_scenarios_run_identically_with_both_engines(text in random_table_scenario()) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 }
 
@@ -599,26 +599,12 @@ proptest! {
 
     #[test]
     fn random_scenarios_run_identically_with_both_engines(text in random_scenario()) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 
     #[test]
     fn random_prefix_scenarios_run_identically_with_both_engines(text in random_prefix_scenario()) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 }
 
@@ -751,14 +737,7 @@ proptest! {
 
     #[test]
     fn random_vllm_scenarios_run_identically_with_both_engines(text in random_vllm_scenario()) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 }
 
@@ -767,14 +746,7 @@ proptest! {
 
     #[test]
     fn random_vllm_roofline_scenarios_run_identically_with_both_engines(text in on_roofline(random_vllm_scenario())) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 }
 
@@ -784,14 +756,7 @@ proptest! {
 
     #[test]
     fn random_vllm_prefix_scenarios_run_identically_with_both_engines(text in random_vllm_prefix_scenario()) {
-        let sc = crate::scenario(&text);
-        let fast = outputs(&sc, Stepping::FastForward);
-        let slow = outputs(&sc, Stepping::StepByStep);
-        prop_assert_eq!(slow.4, 0);
-        prop_assert!(fast.3 == slow.3, "per-request times differ");
-        prop_assert_eq!(fast.0, slow.0);
-        prop_assert!(fast.1 == slow.1, "time series differs");
-        prop_assert_eq!(fast.2, slow.2);
+        same_both_ways(&text)?;
     }
 }
 
