@@ -91,6 +91,9 @@ pub struct RunOptions {
     pub steady_from: crate::metrics::SteadyFrom,
     /// Whether the inter-token gaps are timed.
     pub token_gaps: crate::metrics::TokenGaps,
+    /// Length draws made once for runs that send the same requests (a plan's candidates, a
+    /// sweep's points); a run whose seed or distributions differ draws its own.
+    pub predrawn: Option<std::sync::Arc<crate::workload::Predrawn>>,
 }
 
 impl Default for RunOptions {
@@ -104,6 +107,7 @@ impl Default for RunOptions {
             interrupt: None,
             steady_from: crate::metrics::SteadyFrom::StartUpCleared,
             token_gaps: crate::metrics::TokenGaps::Timed,
+            predrawn: None,
         }
     }
 }

@@ -16,6 +16,8 @@ use crate::plan::{self, Load, Outcome, PlanRow};
 use crate::report::plots::{self, Format};
 use crate::report::text::thousands;
 use crate::scenario::{self, Scenario};
+use crate::workload::Predrawn;
+use std::sync::Arc;
 
 /// `servesim plan`.
 #[derive(clap::Args, Debug)]
@@ -142,9 +144,10 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     };
     let deadline_s = args.deadline_h.map(|h| h * 3600.0);
     // A plan reads no inter-token latency (`PlanMetrics`, `slo::SloRow`): its runs do not
-    // time the gaps.
+    // time the gaps. Every candidate sends the same requests: their lengths are drawn once.
     let opts = RunOptions {
         token_gaps: TokenGaps::Untimed,
+        predrawn: Predrawn::new(base.seed, &base.workload, base.workload.requests).map(Arc::new),
         ..interruptible()
     };
     if slo_search {

@@ -2,6 +2,7 @@
 //! which joins the shards of a sweep run as a job array.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
@@ -12,11 +13,12 @@ use super::parallel::map_with_progress;
 use super::table::{render, table};
 use super::Failure;
 use super::{term, values};
-use crate::engine::SimError;
+use crate::engine::{RunOptions, SimError};
 use crate::memory::SglangMemory;
 use crate::report::plots::{self, Format};
 use crate::scenario::{MemoryDerivation, Scenario};
 use crate::sweep::{self, Axis, PointError, Row, Shard, ShardManifest};
+use crate::workload::Predrawn;
 
 /// `servesim sweep`.
 #[derive(clap::Args, Debug)]
@@ -79,7 +81,16 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     let chosen: Vec<usize> = (0..points.len())
         .filter(|p| args.shard.is_none_or(|s| s.owns(*p)))
         .collect();
-    let opts = interruptible();
+    // Points that send the same requests (most sweeps vary the server) draw their lengths once.
+    let opts = RunOptions {
+        predrawn: Predrawn::shared(
+            chosen
+                .iter()
+                .map(|&p| (scenarios[p].seed, &scenarios[p].workload)),
+        )
+        .map(Arc::new),
+        ..interruptible()
+    };
     let results = map_with_progress(&chosen, args.jobs, "points", |&p| {
         sweep::run_point(p, &points[p], &scenarios[p], &opts)
     })?;

@@ -281,7 +281,11 @@ pub fn run_with_sinks<'s>(
         scheduler,
         requests: Requests::default(),
         recorder,
-        lengths_rng: LengthStreams::new(&seeds),
+        lengths_rng: LengthStreams::with_predrawn(
+            scenario.seed,
+            &scenario.workload,
+            opts.predrawn.as_ref(),
+        ),
         prefixes: scenario
             .workload
             .prefix_sampler(seeds.stream(StreamName::PrefixGroups)),

@@ -5,6 +5,7 @@ pub mod client;
 pub mod datafile;
 pub mod dist;
 pub mod overhead;
+pub mod predrawn;
 pub mod prefix;
 pub mod rows;
 pub mod trace;
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use crate::request::SharedPrefix;
 use crate::settings::{keys, Bad, Values};
 use dist::{LengthDist, LENGTHS, MAX_TOKENS_PER_REQUEST as MAX_TOKENS};
+pub use predrawn::Predrawn;
 pub use prefix::CachedPrefixes;
 use prefix::{PrefixGroup, PrefixSampler};
 use trace::TraceRow;
@@ -98,11 +100,16 @@ pub enum Lengths {
 /// the row of a `workload.lengths` file.
 pub struct LengthStreams {
     /// `prompt_tokens`.
-    pub prompt: crate::rng::Stream,
+    prompt: crate::rng::Stream,
     /// `output_tokens`.
-    pub output: crate::rng::Stream,
+    output: crate::rng::Stream,
     /// `length_rows`.
-    pub rows: crate::rng::Stream,
+    rows: crate::rng::Stream,
+    /// The first prompt and output draws, made before the run ([`Predrawn`]); the two streams
+    /// then start where those draws left them.
+    predrawn: Option<Arc<Predrawn>>,
+    /// Predrawn pairs read so far.
+    read: usize,
 }
 
 impl LengthStreams {
@@ -113,7 +120,33 @@ impl LengthStreams {
             prompt: seeds.stream(StreamName::PromptTokens),
             output: seeds.stream(StreamName::OutputTokens),
             rows: seeds.stream(StreamName::LengthRows),
+            predrawn: None,
+            read: 0,
         }
+    }
+
+    /// The streams of `seed` for `w`, reading `predrawn`'s draws first when they are the ones
+    /// these streams would give ([`Predrawn::serves`]).
+    pub fn with_predrawn(seed: u64, w: &WorkloadSpec, predrawn: Option<&Arc<Predrawn>>) -> Self {
+        let mut s = LengthStreams::new(&crate::rng::Seeds::new(seed));
+        if let Some(p) = predrawn.filter(|p| p.serves(seed, w)) {
+            (s.prompt, s.output) = p.streams_after();
+            s.predrawn = Some(Arc::clone(p));
+        }
+        s
+    }
+
+    /// The next own prompt length and natural output length.
+    #[inline(always)]
+    fn sampled(&mut self, prompt: &LengthDist, output: &LengthDist) -> (u32, u32) {
+        if let Some(pair) = self.predrawn.as_ref().and_then(|p| p.get(self.read)) {
+            self.read += 1;
+            return pair;
+        }
+        (
+            prompt.sample(&mut self.prompt),
+            output.sample(&mut self.output),
+        )
     }
 }
 
@@ -271,25 +304,19 @@ impl WorkloadSpec {
         rngs: &mut LengthStreams,
         prefixes: Option<&mut PrefixSampler>,
     ) -> Drawn {
-        let LengthStreams {
-            prompt: prompt_rng,
-            output: output_rng,
-            rows: rows_rng,
-        } = rngs;
         let (prompt_tokens, natural, own_max, ignore_eos, prefix) = match &self.lengths {
             Lengths::Sampled {
                 prompt_tokens,
                 output_tokens,
             } => {
-                let own = prompt_tokens.sample(prompt_rng);
-                let natural = output_tokens.sample(output_rng);
+                let (own, natural) = rngs.sampled(prompt_tokens, output_tokens);
                 let prefix = prefixes.and_then(PrefixSampler::draw);
                 let shared = prefix.map_or(0, |p| p.tokens);
                 (own + shared, natural, None, self.ignore_eos, prefix)
             }
             Lengths::Rows { rows, .. } => {
                 use rand::RngExt;
-                let (p, o) = rows[rows_rng.random_range(0..rows.len())];
+                let (p, o) = rows[rngs.rows.random_range(0..rows.len())];
                 let prefix = prefixes.and_then(PrefixSampler::draw);
                 let shared = prefix.map_or(0, |p| p.tokens);
                 (p + shared, o, None, self.ignore_eos, prefix)
