@@ -60,7 +60,7 @@ fn another_seed_gives_another_run() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(12))]
+    #![proptest_config(ProptestConfig { cases: crate::cases(12), .. ProptestConfig::default() })]
     /// Any number of draws made ahead — none, some, all the run sends, more — gives the run of
     /// its own draws, whatever the distributions, the client and shared prefixes.
     #[test]

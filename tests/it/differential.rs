@@ -7,7 +7,7 @@ use servesim::engine::{self, RunOptions, Stepping};
 use servesim::report::{server_log, summary, timeseries};
 use servesim::scenario::{self as sc_mod, Scenario, Source};
 
-use crate::root;
+use crate::{cases, root};
 
 /// A random differential test's check: `text` run both ways gives the same outputs (a failure
 /// for proptest to shrink, not a panic).
@@ -21,15 +21,6 @@ fn same_both_ways(text: &str) -> Result<(), TestCaseError> {
     prop_assert!(fast.1 == slow.1, "time series differs");
     prop_assert_eq!(fast.2, slow.2);
     Ok(())
-}
-
-/// The cases of a random differential test: `n`, or proptest's `PROPTEST_CASES` when it is set
-/// — for a soak of thousands in a release build (`tests/README.md`).
-fn cases(n: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(n)
 }
 
 type Outputs = (

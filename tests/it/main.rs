@@ -63,6 +63,15 @@ pub fn run(sc: &Scenario) -> RunResult {
     .expect("the run finishes")
 }
 
+/// The cases of a random test: `n`, or proptest's `PROPTEST_CASES` when it is set — for a soak
+/// of thousands in a release build (`tests/README.md`).
+pub fn cases(n: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(n)
+}
+
 /// The repository root.
 pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
