@@ -23,7 +23,6 @@ type State = [u8; 49];
 pub const MAX_PREDRAWN: u64 = 1 << 20;
 
 /// The first draws of a sampled workload's prompt and output streams.
-#[derive(Debug)]
 pub struct Predrawn {
     /// The seed and the two distributions the draws are of, as `Debug` text: a run reads them
     /// only when its own are the same ([`Predrawn::serves`]).
@@ -34,6 +33,16 @@ pub struct Predrawn {
     prompt_after: State,
     /// The output stream's state after the draws.
     output_after: State,
+}
+
+impl std::fmt::Debug for Predrawn {
+    // Not the million pairs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Predrawn")
+            .field("key", &self.key)
+            .field("pairs", &self.pairs.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The two distributions of a sampled workload.
