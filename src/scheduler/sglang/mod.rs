@@ -51,10 +51,11 @@
 //! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no speculative decoding, no
 //! priority preemption, and scheduling takes no time.
 //!
-//! Cost: a decode step is O(1) plus O(log B) per completion. Each running request's output count
-//! and KV follow from two counters, completions come from a heap keyed by the step at which each
-//! request reaches its length, and the pages the next step needs are counted per residue class
-//! of the KV held modulo the page size.
+//! Cost: a decode step is O(1) plus O(1) per completion. Each running request's output count
+//! and KV follow from two counters, completions come from a timing wheel over the step at which
+//! each request reaches its length (`completions.rs`; a heap only for those further ahead than
+//! the wheel spans), and the pages the next step needs are counted per residue class of the KV
+//! held modulo the page size.
 //!
 //! Files: this one holds the state, the running batch's bookkeeping and the [`Scheduler`]
 //! protocol; `decode.rs` the decode step; `admission.rs` the prefill admission pass
