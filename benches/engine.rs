@@ -1,9 +1,13 @@
-//! Whole-run benchmarks of the simulator (engine only: no I/O, no report rendering), with both
-//! steppings: fast-forward (the default) and the step-by-step reference.
+//! Whole-run benchmarks of the simulator (engine only: no I/O, no report rendering):
+//! fast-forward (the default), and the step-by-step reference beside it for the case study
+//! under SGLang (linear and roofline step times), for vLLM's at 10,000 requests and at 8 in
+//! flight, and for the short-response workload; the case study priced by a table, and vLLM's at
+//! 100,000 requests, are fast-forwarded only.
 //!
 //! `cargo bench --bench engine`. Throughput is reported in simulated output tokens per second
-//! for the case study (under SGLang, under vLLM, and priced by the roofline model) and in
-//! simulated requests per second for the short-response workload.
+//! for the case study at its full concurrency (under SGLang, under vLLM, priced by the roofline
+//! model and by a table) and in simulated requests per second for the short-response workload
+//! and the vLLM case study at 8 in flight.
 
 use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};

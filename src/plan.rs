@@ -590,8 +590,9 @@ pub fn highlights(rows: &[PlanRow], deadline_h: Option<f64>) -> Highlights {
     }
 }
 
-/// The candidates for these GPUs and counts: TP = each of `tps` that divides the count, or the
-/// count itself when `tps` is empty.
+/// The candidates for these GPUs and counts: TP = each of `tps` no larger than the count (one
+/// that does not divide it is kept, to be listed as infeasible with the reason: [`prepare`]),
+/// or the count itself when `tps` is empty.
 pub fn candidates(gpus: &[String], counts: &[u32], tps: &[u32]) -> Vec<Candidate> {
     let mut out = Vec::new();
     for g in gpus {

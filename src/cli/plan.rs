@@ -32,8 +32,8 @@ pub(super) struct Args {
     /// Numbers of GPUs to rent, comma-separated.
     #[arg(long, value_delimiter = ',', required = true, value_parser = values::positive)]
     counts: Vec<u32>,
-    /// Tensor-parallel sizes to try (each that divides the count); default: one server on all
-    /// the GPUs.
+    /// Tensor-parallel sizes to try (each no larger than the count; one that does not divide it
+    /// is listed as infeasible); default: one server on all the GPUs.
     #[arg(long, value_delimiter = ',', value_parser = values::positive)]
     tp: Vec<u32>,
     /// Only candidates finishing within this many hours are ranked by cost.

@@ -398,7 +398,7 @@ impl StepTimeModel for Linear {
         }
     }
 
-    /// An arithmetic series plus a sum of floors ([`Run::total`], or in 128 bits).
+    /// An arithmetic series plus a sum of floors (`Run::total`, or in 128 bits).
     fn decode_run(&self, batch: u64, kv_first: u64, steps: u64) -> SimDuration {
         match self.run(batch, kv_first).and_then(|r| r.total(steps)) {
             Some(total) => saturated(total),
@@ -469,7 +469,7 @@ impl StepTimeModel for Linear {
         (lo, at_lo)
     }
 
-    /// [`Run::weighted`], or in 128 bits.
+    /// `Run::weighted`, or in 128 bits.
     fn decode_run_weighted(
         &self,
         batch: u64,
@@ -488,7 +488,7 @@ impl StepTimeModel for Linear {
         }
     }
 
-    /// [`Run`] as a [`FloorLine`], for runs of up to 2²⁰ steps that fit it.
+    /// The run (`Run`) as a [`FloorLine`], for runs of up to 2²⁰ steps that fit it.
     fn decode_floor_line(&self, batch: u64, kv_first: u64, steps: u64) -> Option<FloorLine> {
         let r = self.run(batch, kv_first)?;
         FloorLine::new(r.base.into(), r.slope.into(), r.rest, r.part, 1000, steps)

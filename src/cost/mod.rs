@@ -1,8 +1,9 @@
 //! Step-time models: how long one scheduler iteration takes.
 //!
 //! The scheduler asks for the duration of a decode step (given the batch size and the KV tokens
-//! attended) or of a prefill batch (given the tokens computed). Models are behind one small
-//! trait so that the roofline model can join the linear one.
+//! attended) or of a prefill batch (given the tokens computed), and for the runs of decode steps
+//! that fast-forward takes at once. The models — linear, the roofline and a measured table —
+//! are behind one trait, [`StepTimeModel`], built by one `match` ([`from_spec`]).
 
 pub mod floors;
 pub mod linear;
@@ -227,7 +228,8 @@ pub trait StepTimeModel: Send + Sync {
 
     /// Whether [`decode_run`](Self::decode_run), [`decode_run_within`](Self::decode_run_within)
     /// and [`decode_run_weighted`](Self::decode_run_weighted) are closed forms (O(log steps)
-    /// each, no loop over the steps). Without one a run is priced once, step by step, with
+    /// each for the linear model, O(KV segments + log steps) for a table: no loop over the
+    /// steps). Without one a run is priced once, step by step, with
     /// [`decode_ends_within`](Self::decode_ends_within).
     fn closed_form_runs(&self) -> bool {
         false

@@ -1,7 +1,8 @@
 //! A run of decode steps priced one step at a time: `step(i)` is the duration of step `i`
 //! (from 0). The trait's defaults and the models without a closed form for a run
-//! ([`super::roofline`], the linear model's floor-hitting runs) all add their steps here, so
-//! that each answer is the plain sum its contract names.
+//! ([`super::roofline`] outside its priced steps, `DecodeAt::ends` in `roofline/priced.rs`; the
+//! linear model's floor-hitting runs) add their steps here, so that each answer is the plain
+//! sum its contract names.
 
 use crate::time::SimDuration;
 

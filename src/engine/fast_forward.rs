@@ -21,8 +21,9 @@ pub(super) enum Run {
 }
 
 impl Simulator<'_> {
-    /// Take at once the decode steps that would change nothing but the KV, up to the next
-    /// event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
+    /// Take at once the decode steps that change nothing but the KV (but for the completions
+    /// at a run's last step and, under vLLM, the preemptions and admissions inside it:
+    /// [`crate::scheduler::Scheduler::skip_decode`]), up to the next event or `max_sim_s`; the scheduler prints the lines on its own clock that fall inside
     /// the run. Time-series points and observations inside the run are taken as the
     /// step-by-step path takes them ([`Simulator::constant_run`], [`Simulator::take_turns`]).
     /// `batches`: the scheduler batches run so far. Returns whether a run was taken, and

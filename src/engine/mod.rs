@@ -2,7 +2,10 @@
 //!
 //! [`run`] builds the client, the scheduler and the recorder from a scenario and advances
 //! simulated time from event to event until every request is answered or `run.max_sim_s` is
-//! reached. It is deterministic: the same scenario and seed give the same result, bit for bit.
+//! reached (or, for a run that records only part of its steady window,
+//! [`SteadyFrom::StartUpClearedUntil`], once
+//! that part is recorded). It is deterministic: the same scenario and seed give the same
+//! result, bit for bit.
 
 pub mod events;
 mod fast_forward;

@@ -8,9 +8,11 @@
 //! spacing: the points it keeps carry cumulative totals, so nothing measured is lost, only
 //! resolution.
 //!
-//! Latencies are kept twice: for the whole run, and for the steady window — the requests sent
-//! from the moment the start-up clears and the token gaps after it and before the client's last
-//! send (or, with [`SteadyFrom::StartUpClearedUntil`], only those before a given time).
+//! Latencies are reported twice: for the whole run, and for the steady window — the requests
+//! sent from the moment the start-up clears and the token gaps after it and before the client's
+//! last send (or, with [`SteadyFrom::StartUpClearedUntil`], only those before a given time).
+//! Each value is recorded once, in the steady window's distributions or in the rest of the
+//! run's; at the end the whole run's take in the steady window's (`Recorder::finish`).
 
 mod gaps;
 mod runs;

@@ -80,7 +80,7 @@ impl KvStairs {
 
     /// `Σ_{from ≤ j < to} d_j × used_during(j)`, ns × tokens, `d_j` being step j's duration in
     /// `run`: the KV pool's time integral over those steps. On a line of floors
-    /// ([`KvStairs::on_line`]): its whole part in closed form, its floors in closed form per
+    /// (`KvStairs::on_line`): its whole part in closed form, its floors in closed form per
     /// residue of the period from [`KvStairs::STRIDED`] periods on, else in one pass without
     /// a division. Otherwise one pass over the steps, a few integer operations each (the ends
     /// priced once).
@@ -233,7 +233,7 @@ impl KvStairs {
         Some((h0 as i128, h1 as i128))
     }
 
-    /// Periods from which [`KvStairs::floors_part`] sums by residue: its per-residue sums
+    /// Periods from which `KvStairs::floors_part` sums by residue: its per-residue sums
     /// cost about as much as a pass over this many periods' steps.
     pub const STRIDED: u64 = 24;
 }

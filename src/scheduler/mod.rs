@@ -7,8 +7,9 @@
 //!
 //! Adding an engine means one folder here (its policy, its log format, its words, and its
 //! settings section — `sglang/settings.rs` declares, reads and defaults SGLang's keys), one arm
-//! in [`build`], [`render_line`], [`words`] and [`simplifications`], and one variant of
-//! [`PolicySpec`] (`settings.rs`). SGLang's policy is in [`sglang`], vLLM's in [`vllm`].
+//! in [`build`], [`render_line`], [`words`], [`simplifications`] and [`for_prefixes`], and one
+//! variant of [`PolicySpec`] (`settings.rs`). SGLang's policy is in [`sglang`], vLLM's in
+//! [`vllm`].
 
 mod kv_stairs;
 pub mod settings;
@@ -693,9 +694,9 @@ pub trait Scheduler {
 
     /// Fast-forward: take at once the decode steps from `now` on that [`start_next`] would take
     /// one by one with nothing changing but the KV growing — no admission possible, no
-    /// completion, no retraction (vLLM: preemptions of RUNNING's tail and admissions are taken
-    /// inside, and a run may end with the step that finishes requests, listed in
-    /// `out.finished` for the simulator to answer as after a batch) — and
+    /// completion, no retraction, except that a run may end with the step that finishes
+    /// requests, listed in `out.finished` for the simulator to answer as after a batch (vLLM:
+    /// preemptions of RUNNING's tail and admissions are taken inside too) — and
     /// that all end before `limit` (the next event; time-series points and observations
     /// inside the run the simulator takes itself, from [`RunState`]), at most `max_steps` of
     /// them (the batches `run.max_events` leaves, so that a run stops where step by step would). Their

@@ -337,7 +337,7 @@ pub enum Shape {
     },
     /// Resample uniformly from these values (from the scenario or a CSV column).
     Empirical {
-        /// The values, each ≥ 1 and finite.
+        /// The values, each > 0 and finite.
         values: Arc<[f64]>,
     },
 }

@@ -307,8 +307,8 @@ impl StepTimeModel for PricedRoofline {
 
     /// When the steps never get shorter, their contexts stay below 2⁵³ (so the float context
     /// is stepped exactly) and the first and the last step round in
-    /// [`super::to_duration`]'s usual range, every step does (each operation is monotone in the
-    /// context): the loop rounds without checking ([`DecodeAt::ends`]). Otherwise the
+    /// `to_duration`'s usual range, every step does (each operation is monotone in the
+    /// context): the loop rounds without checking (`DecodeAt::ends`). Otherwise the
     /// roofline's own loop.
     fn decode_ends_within(
         &self,

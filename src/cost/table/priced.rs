@@ -9,7 +9,7 @@
 //! same integers. A step lasts `⌊(α + β·K) / (1000·D)⌋` ns. With each coefficient split as
 //! `x = q·den + r` (`den = 1000·D`, `0 ≤ r < den`), the integer parts are summed exactly and only
 //! the remainders, below `den`, are divided: in 64 bits whenever they fit (checked, with the
-//! 128-bit path as the fallback), and a run's floors are [`floor_sums_small`] of a line below
+//! 128-bit path as the fallback), and a run's floors are [`floor_sums_small`](crate::cost::floors::floor_sums_small) of a line below
 //! `den`. Everything is the same integer the table computes, so every step, total and integral
 //! is bit for bit the table's.
 

@@ -146,7 +146,8 @@ impl Recorder<'_> {
     /// [`Recorder::on_tokens`] times it). Every later step's gap is its duration, for each of
     /// its tokens, recorded per histogram bucket (the steady window's from the first step that
     /// ends after its start): O(1) per bucket the gaps pass through for a line of floors,
-    /// O(log steps) otherwise, never O(steps).
+    /// O(log steps) per bucket for other steps that never get shorter, and, when they may
+    /// (a table whose step time falls as the KV grows), a look at every step.
     pub fn on_decode_steps(
         &mut self,
         start: SimTime,

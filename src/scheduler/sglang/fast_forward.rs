@@ -1,7 +1,9 @@
 //! Fast-forward: the decode steps between two events that change the batch differ only in the
 //! KV they attend, so a run of them is taken at once — its duration and KV time-integral in
-//! closed form from the step-time model — with exactly the state, counters and log lines the
-//! step-by-step path would leave.
+//! closed form from the step-time model, or, for a model without one
+//! (`StepTimeModel::closed_form_runs`), from its steps' ends priced in one pass
+//! (`decode_ends_within`) — with exactly the state, counters and log lines the step-by-step
+//! path would leave.
 //!
 //! In the overlapped loop the run starts with a decode step decided ahead (`planned`): each
 //! step of the run launches it and decides the next. The steps, their times and log lines are
@@ -406,7 +408,7 @@ pub(super) fn decayed(ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
     Decay::new(decay, min).run(ratio, steps)
 }
 
-/// [`decayed`] one step at a time, as `try_decode` does (the reference).
+/// `decayed` (a run of [`Decay`]) one step at a time, as `try_decode` does (the reference).
 pub(super) fn decayed_by_steps(mut ratio: f64, decay: f64, min: f64, steps: u64) -> f64 {
     for _ in 0..steps {
         if ratio <= min {

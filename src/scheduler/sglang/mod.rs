@@ -51,11 +51,13 @@
 //! Simplified, and said so in reports ([`SIMPLIFICATIONS`]): no speculative decoding, no
 //! priority preemption, and scheduling takes no time.
 //!
-//! Cost: a decode step is O(1) plus O(1) per completion. Each running request's output count
+//! Cost: a decode step is O(1) when no request completes. Each running request's output count
 //! and KV follow from two counters, completions come from a timing wheel over the step at which
 //! each request reaches its length (`completions.rs`; a heap only for those further ahead than
 //! the wheel spans), and the pages the next step needs are counted per residue class of the KV
-//! held modulo the page size.
+//! held modulo the page size. A completion costs finding the request in the batch (a binary
+//! search by stay) and taking it out of the batch's vector (a move of the requests after it;
+//! with the radix cache, a scan of the batch).
 //!
 //! Files: this one holds the state, the running batch's bookkeeping and the [`Scheduler`]
 //! protocol; `decode.rs` the decode step; `admission.rs` the prefill admission pass
@@ -266,7 +268,8 @@ pub struct Sglang {
     /// `max_new_tokens`: the sums of retraction's ratio re-estimate, without a scan.
     out_less_since: i64,
     max_new_sum: u64,
-    /// Running requests by `(context − since_step) mod page` (see the module docs); not kept
+    /// Running requests by `(kv_then − alloc_since) mod page` (see the module docs; the
+    /// allocation counter, which the overlapped loop runs a step ahead of the decode one); not kept
     /// with one-token pages, where every running request needs a page at every step.
     page_buckets: Vec<u64>,
     in_flight: Option<InFlight>,
@@ -443,7 +446,7 @@ impl Sglang {
         }
     }
 
-    /// Whether the completion-heap entry `(stay, id)` still refers to a running request.
+    /// Whether the `length_due` heap's entry `(stay, id)` still refers to a running request.
     #[inline]
     fn is_current_stay(&self, id: ReqId, stay: u64) -> bool {
         current_stay(&self.stays, id, stay)

@@ -9,7 +9,8 @@
 //! a turn, so a request is described once — its computed tokens before turn `j` are
 //! `base + j` — and its counters in [`Seq`] are brought up to date only when the step-by-step
 //! path needs them ([`Vllm::materialize`]). A turn then costs O(1) plus O(1) per request it
-//! changes, following `v1/core/sched/scheduler.py: Scheduler.schedule` and
+//! preempts, admits or reports a first output for; a turn that finishes requests also moves
+//! down the places after the first of them (`Track::remove_finished`). It follows `v1/core/sched/scheduler.py: Scheduler.schedule` and
 //! `update_from_output` (`turn.rs`):
 //!
 //! * the requests needing a block at turn `j` are those whose computed count is a multiple of
@@ -22,12 +23,12 @@
 //!   the run so that the simulator answers them (and the client sends the next request) before
 //!   the next step is scheduled.
 //!
-//! Preemption takes RUNNING's tail and admission appends to it, so the track is a stack, and the
-//! counts it needs — per residue class, the sums of `base`, the earliest finishing turn — are
-//! kept for each prefix of it. A turn the track does not model (a partial prompt chunk, a
-//! request skipped for its output in flight, everything preempted, a step with nothing to
-//! decode, a preemption in the step that finishes a request under async scheduling) is left to
-//! `schedule()`: the run stops before it.
+//! Preemption takes RUNNING's tail and admission appends to it, so the track is a stack: the
+//! earliest finishing turn is kept for each prefix of it, and the counts per residue class and
+//! the sum of `base` for the whole track, a preempted place's taken out as it leaves. A turn the
+//! track does not model (a partial prompt chunk, a request skipped for its output in flight,
+//! everything preempted, a step with nothing to decode, under async scheduling the preemption
+//! of a request that finishes in that step) is left to `schedule()`: the run stops before it.
 //!
 //! With prefix caching and no shared prefixes (`own_cache.rs`) a turn works on the free queue
 //! itself, under a journal that undoes it when the turn is not taken (`v1/core/block_pool.py`,

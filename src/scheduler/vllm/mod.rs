@@ -51,7 +51,9 @@
 //! `schedule.rs` one call of `schedule()`; `output.rs` `update_from_output`; `log.rs` the log
 //! lines; `fast_forward.rs` and `turn.rs` the fast-forward, which follows a RUNNING whose every
 //! request decodes through its preemptions, admissions and completions, exactly and without
-//! visiting each request at each step; `prefix.rs` and `own_cache.rs` the prefix cache.
+//! visiting each request at each step, and `stretch.rs` its long quiet stretches, taken at once;
+//! `prefix.rs` and `own_cache.rs` the prefix cache; `settings.rs` vLLM's scenario keys;
+//! `tests.rs` the unit tests.
 
 mod fast_forward;
 mod log;

@@ -20,9 +20,10 @@
 //!   are registered (`cache_full_blocks`), so a request considered later, even in the same step,
 //!   finds them.
 //! * **Free** (`free`, on finish and on preemption): a request's blocks in reverse order
-//!   (`reversed(req_blocks)`), each with `ref_cnt` − 1; those at 0 go to the tail of the free
-//!   queue keeping their hash. Eviction pops the head: least recently freed first, and a
-//!   request's last blocks before its first.
+//!   (`reversed(req_blocks)`), each with `ref_cnt` − 1; of those at 0, the blocks without a hash
+//!   go to the head of the free queue (`prepend_n`: reused first) and the hashed ones to its
+//!   tail, keeping their hash (`append_n`). Eviction pops the head: blocks without a hash first,
+//!   then the hashed ones least recently freed first, a request's last blocks before its first.
 
 use std::collections::HashMap;
 

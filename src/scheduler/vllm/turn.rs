@@ -2,8 +2,10 @@
 //! every request decodes one token (`v1/core/sched/scheduler.py: Scheduler.schedule`, with
 //! `AsyncScheduler._update_after_schedule` under async scheduling), then the output of the
 //! batch that ends the turn (`update_from_output`) — the same decisions, counters and reports as
-//! `schedule.rs` and `output.rs`, in O(1) plus O(1) per request preempted, admitted, reporting
-//! its first output in the track, or finishing.
+//! `schedule.rs` and `output.rs`, in O(1) plus O(1) per request preempted, admitted or
+//! reporting its first output in the track; a turn that finishes requests also walks the
+//! places from the first of them on (`Track::remove_finished`, and under async scheduling the
+//! search for those whose last token is in flight).
 //!
 //! A turn is first tried — the free queue changed under its journal, nothing else — and then
 //! taken or given up (the journal undone), so that a run stops exactly before a turn it does not
