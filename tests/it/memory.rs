@@ -341,7 +341,7 @@ fn the_slack_need_depends_on_the_model_and_llama_8b_and_qwen_32b_get_different_v
     // 27,648), Llama's 0.78 GiB; Llama's 128K context makes its request table 1.00 GiB against
     // Qwen's 0.25 GiB (32K); and Llama's 50 GiB pool lets the 1,024 requests in flight (822 of
     // them with these prompts) decode beyond the 256-wide CUDA graphs, with 128,256-wide logits,
-    // while Qwen's 4.7 GiB pool holds about 35 of them.
+    // while Qwen's 4.25 GiB pool holds about 35 of them.
     assert!((qt.activations_gib - 8192.0 * 186_368.0 / 1_073_741_824.0).abs() < 1e-9);
     assert!(qt
         .activations_for
