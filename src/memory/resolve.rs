@@ -595,7 +595,7 @@ pub fn read(
                 }
                 None => match (entry, model.and_then(|m| m.context_len)) {
                     // The radix cache holds a shared prefix once for all its requests
-                    // (`mem_cache/radix_cache.py`): more of them fit in the pool at once.
+                    // (`mem_cache/unified_radix_cache.py`): more of them fit in the pool at once.
                     (Some(e), Some(context_len_tokens)) => (
                         SlackNeed::Derived(SglangNeed {
                             shapes: ForwardShapes::new(e, tp),

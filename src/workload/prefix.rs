@@ -48,7 +48,7 @@ pub const GROUPS: Named = Named {
 /// The KV a workload's prompts need when a prefix cache keeps every group's prefix: each prefix
 /// once, and each request its own prompt tokens beyond its group's prefix (SGLang's radix cache
 /// and vLLM's prefix caching both hold a shared prefix in one copy that every request of the
-/// group references: `mem_cache/radix_cache.py`, `v1/core/block_pool.py`).
+/// group references: `mem_cache/unified_radix_cache.py`, `v1/core/block_pool.py`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct CachedPrefixes {
     /// Every group's prefix, once (a drawn length counts with its mean).

@@ -564,7 +564,7 @@ impl Sglang {
         (pass, stop)
     }
 
-    /// The admission pass with the radix cache (`mem_cache/radix_cache.py`,
+    /// The admission pass with the radix cache (`mem_cache/unified_radix_cache.py`,
     /// `managers/schedule_policy.py: PrefillAdder`): each request's prefix is matched
     /// (`init_next_round_input`) and locked while its admission is weighed (what it pins no
     /// longer counts as evictable), the lock kept if it is admitted; exact reservations.
