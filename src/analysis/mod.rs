@@ -4,8 +4,8 @@
 //! functions of a [`RunResult`].
 //!
 //! * **The window** ([`window`]) runs from the end of the start-up to the drain: the start-up
-//!   ends when all but 1 % of the requests sent before the first response are answered (MSER-5
-//!   may cut a further transient), the drain starts at the client's last send. Its rate comes
+//!   ends when all but 1 % of the requests sent before the first response are answered (MSER-5,
+//!   or MSER-1 with fewer than 20 bins, may cut a further transient), the drain starts at the client's last send. Its rate comes
 //!   with a 95 % interval by overlapping batch means, batches as long as the completions'
 //!   correlation time.
 //! * **Regime** — a steady state needs such a window, and an open loop whose backlog does not

@@ -5,7 +5,8 @@
 //!   response have been answered ([`crate::metrics::StartUp`]): until then the batch still holds
 //!   requests from the start, whose mix is not the steady one (short ones finish first, so a
 //!   closed loop with varied lengths completes *faster* than its steady rate for a while). From
-//!   there, MSER-5 (White 1997) on completions binned about ten to a bin may cut a further
+//!   there, MSER-5 (White 1997; MSER-1 when there are fewer than 20 bins) on completions binned
+//!   about ten to a bin may cut a further
 //!   transient: the truncation `d` minimising `Σ_{j≥d}(y_j − ȳ_d)² / (m − d)²` over `d ≤ m/2`.
 //! * **End** — exact, not guessed: the client's last send (after it the run drains), or
 //!   `max_sim_s`.
@@ -126,7 +127,8 @@ impl Span {
 pub struct Interval {
     /// Low and high ends, req/s.
     pub req_per_s_ci95: [f64; 2],
-    /// The batch length, seconds (at least the correlation time).
+    /// The batch length, seconds (at least the correlation time, unless the window is too short
+    /// for three such batches: then up to half the window).
     pub batch_s: f64,
     /// Overlapping batches behind it.
     pub batches: u64,

@@ -19,7 +19,7 @@ pub struct Summary {
     pub scenario: ScenarioInfo,
     /// The KV pool (`max_total_num_tokens`).
     pub kv_capacity_tokens: u64,
-    /// Where it came from (`given`).
+    /// Where it came from (`given`, `derived from memory` or `num_gpu_blocks_override`).
     pub kv_capacity_source: &'static str,
     /// Engine settings that shape the result.
     pub engine: EngineInfo,
@@ -100,7 +100,8 @@ pub struct EngineInfo {
     pub settings: PolicyInfo,
     /// Step-time model.
     pub step_time: String,
-    /// Where the step times come from: given, servesim's made-up defaults, or the roofline.
+    /// Where the step times come from: given, servesim's made-up defaults, the roofline, or a
+    /// table of measured step times.
     pub step_time_source: &'static str,
 }
 
@@ -179,7 +180,7 @@ impl SglangInfo {
 /// `client`.
 #[derive(Clone, Debug, Serialize)]
 pub struct ClientInfo {
-    /// `closed`, `poisson` or `gamma`.
+    /// `closed`, `poisson`, `gamma` or `trace`.
     pub mode: &'static str,
     /// Concurrency limit, if any.
     pub concurrency: Option<u32>,
@@ -302,9 +303,9 @@ pub struct Observation {
 /// `roofline_step`.
 #[derive(Clone, Debug, Serialize)]
 pub struct RooflineStep {
-    /// Running requests (the steady mean, rounded).
+    /// Running requests (the window's mean, steady or overloaded, else the whole run's; rounded).
     pub batch: u64,
-    /// KV tokens attended (the steady mean use, rounded).
+    /// KV tokens attended (the same mean use, rounded).
     pub kv_tokens: u64,
     /// The terms.
     pub breakdown: crate::cost::roofline::Breakdown,
@@ -350,7 +351,8 @@ pub struct SteadyStateOut {
     pub queue_busy_fraction: Option<f64>,
     /// Completions inside the window.
     pub completions: Option<u64>,
-    /// The completions' correlation time `Σe²/Σe`, seconds: the interval's batch length.
+    /// The completions' correlation time `Σe²/Σe`, seconds: where the interval's batch length
+    /// starts (it may double, `ci_batch_s`).
     pub correlation_s: Option<f64>,
     /// The interval's batch length, seconds.
     pub ci_batch_s: Option<f64>,

@@ -123,7 +123,7 @@ fn count(x: f64) -> String {
 }
 
 /// The observation the story is told at: the first observation, else the first minute mark
-/// with at least one response, else none.
+/// with at least one response, else the first minute mark, else none.
 fn focus(s: &Summary) -> Option<&Observation> {
     s.observations
         .first()

@@ -59,7 +59,8 @@ impl Axis {
     }
 
     /// A logarithmic axis from `lo` to `hi` with at most about `max_ticks` ticks at 1, 2 and 5
-    /// per decade, or fewer.
+    /// per decade, or fewer (more, 1, 2, 3, 5 and 7, when 1, 2 and 5 would give fewer than
+    /// three).
     pub(super) fn log(lo: f64, hi: f64, max_ticks: usize) -> Axis {
         Axis::new(Scale::Log, lo, hi, max_ticks)
     }
@@ -100,7 +101,7 @@ impl Axis {
 
     /// The one tick routine: round steps of 1, 2 or 5 × 10^k on a linear axis (whole ones for
     /// names); on a log axis round times, or 1, 2 and 5 per decade thinned to 1 and 3, then 1,
-    /// until few enough.
+    /// until few enough (1, 2, 3, 5 and 7 when 1, 2 and 5 give fewer than three).
     fn ticked(mut self) -> Axis {
         let (lo, hi, u) = (self.lo, self.hi, self.unit);
         let max = match &self.labels {

@@ -1,7 +1,8 @@
 //! The plan figure. The Pareto front and the picks come from
 //! [`plan::highlights`](crate::plan::highlights). Shapes go circle, square, triangle, … from
-//! the smallest TP up; each candidate of the front is labelled (`8× h200 TP8`) below and left
-//! of its marker, where no other candidate can be; a deadline far from every candidate's time
+//! the smallest TP up; every feasible candidate is labelled (`8× h200 TP8`), the front's first
+//! (the front's only when there are more than `MAX_LABELLED`), each at whichever of sixteen
+//! places around its marker covers the fewest others (below and left of it first); a deadline far from every candidate's time
 //! is not drawn. Each axis is logarithmic when its values span more than [`LOG_SPAN`] times,
 //! else linear from 0, or from a round value below the smallest when the values are close (so
 //! that candidates of similar cost are told apart).

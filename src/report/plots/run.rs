@@ -59,7 +59,7 @@ pub fn cache_hit_rate(r: &RunResult, hits: &CacheHits, fmt: Format) -> Result<Ve
 }
 
 /// The empirical CDFs of TTFT and end-to-end latency, in seconds, with p50, p90 and p99
-/// marked.
+/// marked; below them those of TPOT and ITL, in milliseconds.
 pub fn latency_cdf(r: &RunResult, fmt: Format) -> Result<Vec<u8>, PlotError> {
     render(&Latency(r), fmt)
 }

@@ -1,6 +1,7 @@
 //! The figures' look: font and text sizes, the one palette, markers, the heading, and the one
 //! legend (plotters' series labels, put where they hide the least data). Text other than the
-//! title is at most 16 px: larger, plotters' ab_glyph renderer lets Noto Sans's letters touch.
+//! title is at most 16 px (but the 22 px notice of a plan figure without candidates): larger,
+//! plotters' ab_glyph renderer lets Noto Sans's letters touch.
 
 use plotters::chart::SeriesLabelPosition;
 use plotters::prelude::*;

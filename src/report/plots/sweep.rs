@@ -1,6 +1,6 @@
 //! Sweep figures: one per varied key, seven small panels sharing that key's axis (the steady
 //! rate with its 95 % interval, gen tok/s, mean running, TTFT p99, E2E p99, time to finish and
-//! KV pool) and the key in the eighth cell. With other varied keys, one line per value (or
+//! KV pool) and the key in the fourth cell of the top row. With other varied keys, one line per value (or
 //! combination) of them, the first [`MAX_SWEEP_LINES`], set a little apart along x so that
 //! lines that coincide stay visible. Values that are not all numbers are categories in sweep
 //! order; evenly spaced numbers are labelled as the sweep wrote them (`0.80`; `60k`); other
