@@ -1,8 +1,9 @@
 //! What every reader of a user's file needs to point at a mistake: "did you mean" for a
 //! misspelt name, and the line and column of a byte offset.
 //!
-//! Used by the scenario reader ([`crate::scenario`]) and the catalog ([`crate::catalog`]); it
-//! imports nothing of the crate.
+//! Used by the scenario reader ([`crate::scenario`]), the catalog ([`crate::catalog`]) and the
+//! readers of users' data files (lengths, traces, step-time tables); it imports nothing of the
+//! crate.
 
 /// The closest of `known` to `typed`, if it is close enough to be a typo (see [`closest`]).
 pub fn did_you_mean<'k>(typed: &str, known: &[&'k str]) -> Option<&'k str> {

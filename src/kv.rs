@@ -1,11 +1,11 @@
 //! The KV-cache pool: `max_total_num_tokens` slots allocated in pages of `page_size` tokens.
 //!
 //! Mirrors SGLang's token-to-KV pool allocator (`mem_cache/allocator.py`): `available_size()`
-//! is the free slots, always a whole number of pages. servesim's workloads share no prompt
-//! prefixes, so the radix cache never holds a reusable prefix: a finished request's KV, which
-//! SGLang keeps as *evictable* cache, is counted as free here — exactly how SGLang's admission
-//! (`available + evictable`) and its `token usage` log field (which excludes evictable tokens)
-//! see it.
+//! is the free slots, always a whole number of pages. The pool itself knows no cache: the KV the
+//! radix cache keeps (SGLang's *evictable* tokens) is held here as used, and the scheduler adds
+//! it back where SGLang does (`Sglang::free_tokens`, `available + evictable`, for admission;
+//! `Sglang::usage_tokens`, used less evictable, for the `token usage` log field). Without the
+//! cache, or with workloads that share no prefixes and the cache off, nothing is evictable.
 
 /// The pool. Invariant: `used_pages ≤ total_pages`.
 #[derive(Clone, Debug)]
@@ -41,17 +41,18 @@ impl KvPool {
         self.total_pages * self.page_size
     }
 
-    /// Slots in use (SGLang's `#token`).
+    /// Slots in use, the radix cache's included (SGLang's `#token` is this less the evictable
+    /// tokens).
     pub fn used_tokens(&self) -> u64 {
         self.used_pages * self.page_size
     }
 
-    /// Free slots (SGLang's `available_size() + evictable_size()`).
+    /// Free slots (SGLang's `available_size()`).
     pub fn available_tokens(&self) -> u64 {
         (self.total_pages - self.used_pages) * self.page_size
     }
 
-    /// `#token / max_total_num_tokens`.
+    /// Slots in use over the pool (SGLang's `token usage` when nothing is evictable).
     pub fn usage(&self) -> f64 {
         self.used_pages as f64 / self.total_pages as f64
     }

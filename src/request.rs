@@ -1,7 +1,8 @@
 //! Requests and the arena that holds the ones in flight.
 //!
-//! A request lives in the arena from the moment the client sends it until its response reaches
-//! the client; then its slot is reused, so memory follows the requests in flight, not the
+//! A request lives in the arena from the moment the client sends it until the engine is done
+//! with it (with off-GPU time set, its response then travels back outside the arena); then its
+//! slot is reused, so memory follows the requests in flight, not the
 //! requests of the whole run.
 
 use crate::time::SimTime;
@@ -42,7 +43,8 @@ pub struct Request {
     pub seq: u64,
     /// Prompt length.
     pub prompt_tokens: u32,
-    /// `max_new_tokens` after the server's own cap (`max_req_len − input − 1`).
+    /// `max_new_tokens` as drawn; on arrival the engine caps it (SGLang: by the context,
+    /// `max_req_len − input − 1`, and by the empty pool; vLLM: at `max_model_len − prompt`).
     pub max_new_tokens: u32,
     /// Output tokens it will generate before stopping (EOS or `max_new_tokens`).
     pub target_output_tokens: u32,

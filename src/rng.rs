@@ -87,12 +87,13 @@ mod tests {
     use super::*;
     use rand::RngExt;
 
-    const ALL: [StreamName; 5] = [
+    const ALL: [StreamName; 6] = [
         StreamName::PromptTokens,
         StreamName::OutputTokens,
         StreamName::Arrivals,
         StreamName::SchedulePolicy,
         StreamName::PrefixGroups,
+        StreamName::LengthRows,
     ];
 
     /// The first values of the prompt-length stream for seed 7.

@@ -277,7 +277,7 @@ pub trait Values {
     /// The directory against which the scenario's file names are resolved.
     fn base_dir(&self) -> &Path;
     /// The names of the entries given in the [`Ty::Named`] table at `path`, in file order
-    /// (only those whose entries passed their checks' first stage: being tables).
+    /// (only those whose entries passed their checks: tables with every required key).
     fn names(&self, path: &str) -> Vec<String>;
     /// The path of a file the scenario names (relative to its directory), remembered as an
     /// input of the scenario (outputs must not replace it).

@@ -1,8 +1,9 @@
 //! Simulated time: integer nanoseconds.
 //!
 //! Every instant and duration inside the simulator is an integer number of nanoseconds, so sums
-//! are exact and runs are reproducible bit for bit. Floating-point seconds appear only at the
-//! edges: when a scenario is read and when a report is written.
+//! are exact and runs are reproducible bit for bit. Floating-point values become times only
+//! through one rounding each: a scenario's seconds when it is read, an open-loop gap as it is
+//! drawn, a roofline step as it is priced; reports turn times back into seconds.
 
 use std::fmt;
 use std::ops::{Add, AddAssign, Sub};

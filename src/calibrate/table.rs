@@ -44,7 +44,8 @@ fn steps(c: &Calibration) -> Vec<Step> {
         .collect()
 }
 
-/// Powers of two strictly between `lo` and `hi`, with both ends.
+/// Powers of two strictly between `lo` and `hi` (but one within a factor 1.3 of `hi`), with both
+/// ends.
 fn log_axis(lo: u64, hi: u64) -> Vec<u64> {
     let mut axis = vec![lo];
     let mut p = lo.next_power_of_two();
@@ -107,7 +108,7 @@ pub fn csv(c: &Calibration) -> Result<String, NoTable> {
         .collect();
     if points.len() < 2 {
         return Err(NoTable(format!(
-            "the windows cover batch sizes {} only: a table needs two batch sizes, at least a factor 2 apart, with {MIN_WINDOWS_PER_POINT} windows each",
+            "the windows cover batch sizes {} only: a table needs two points of its batch axis (the smallest and the largest batch size, and the powers of two between them) with {MIN_WINDOWS_PER_POINT} windows each",
             super::fragment::span(b_lo.round() as u64, b_hi.round() as u64)
         )));
     }

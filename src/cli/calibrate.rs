@@ -28,7 +28,8 @@ pub(super) struct Args {
     #[arg(long, value_name = "FRAGMENT.toml")]
     out: Option<PathBuf>,
     /// Also write the step times as a table (model = "table") to this CSV file, when the logs
-    /// cover at least two batch sizes a factor 2 apart; the fragment then uses it.
+    /// cover two points of its batch axis (the smallest and largest batch size and the powers of
+    /// two between them) with three windows each; the fragment then uses it.
     #[arg(long, value_name = "TABLE.csv")]
     table: Option<PathBuf>,
 }

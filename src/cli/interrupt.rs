@@ -1,5 +1,6 @@
 //! Signals. SIGINT (Ctrl-C) and SIGTERM (what `timeout`, Slurm and `docker stop` send) ask the
-//! command to stop: simulations stop at their next scheduler batch, and every later stage
+//! command to stop: simulations stop at their next scheduler batch (but `compare`'s replay, which
+//! runs to its end), and every later stage
 //! (analysis, figures, staging the outputs) checks [`check`] before it starts, so nothing is
 //! moved into place after a signal and the staged files are removed; the command then exits
 //! with 130 (SIGINT) or 143 (SIGTERM). A second signal ends the process at once with the same

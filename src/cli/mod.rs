@@ -3,7 +3,7 @@
 //! 2 bad usage or a bad scenario — nothing written, 130 / 143 stopped by SIGINT / SIGTERM —
 //! nothing written).
 //!
-//! * `args` — the groups every verb flattens in (scenario and `--set`, outputs, `--jobs`);
+//! * `args` — the argument groups the verbs share (scenario and `--set`, outputs, `--jobs`);
 //!   `values` — the value parsers of typed flags.
 //! * one file per verb: `run`, `sweep` (with `merge`), `explain`, `plan`, `memory`, `catalog`,
 //!   `check`, `compare`, `calibrate`, each with its `Args` and `run(Args) -> Result<(), Failure>`.

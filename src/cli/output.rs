@@ -1,9 +1,11 @@
 //! What the verbs write to files, as one set ([`Outputs`]), under one rule for every output
 //! path (the files of `--out DIR`, `--requests-csv FILE`):
 //!
-//! * every path is checked before anything runs: its directory must exist (`--out` is created)
-//!   and take a file, the path must not be a directory, a broken link, an input of the command
-//!   (the scenario, a trace, a data or catalog file it reads) or another output of the set;
+//! * every path is checked before anything runs (but a sweep's figures, planned once its runs
+//!   are done): its directory must exist (`--out` is created) and take a file, the path must
+//!   not be a directory, a symbolic link into a directory that does not exist, an input of the
+//!   command (the scenario, a trace, a data or catalog file it reads) or another output of the
+//!   set;
 //! * a symbolic link is followed: its target is written and the link stays;
 //! * a special file (a device such as `/dev/null`, a FIFO) is written through, in place;
 //! * a regular file is staged under a temporary name beside its target
@@ -192,8 +194,16 @@ impl Outputs {
         };
         let meta = fs::metadata(&target).ok();
         if meta.as_ref().is_some_and(fs::Metadata::is_dir) {
-            let hint = "give a file path, e.g. --requests-csv requests.csv";
-            return Err(refuse(format!("{flag} `{as_given}` is a directory"), hint));
+            // A file flag names the file itself; under `--out DIR` the directory holds one
+            // where the command writes a file.
+            let hint = match flag {
+                "--out" => "move that directory away, or give --out another directory".to_string(),
+                "--requests-csv" => {
+                    "give a file path, e.g. --requests-csv requests.csv".to_string()
+                }
+                _ => format!("give {flag} a file path"),
+            };
+            return Err(refuse(format!("{flag} `{as_given}` is a directory"), &hint));
         }
         let id = meta.as_ref().and_then(file_id);
         if self

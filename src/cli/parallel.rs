@@ -5,8 +5,8 @@ use rayon::prelude::*;
 use super::args::JobsArgs;
 use super::Failure;
 
-/// `f` of every item, in order, computed on `jobs` threads (default: one per core; no more
-/// than there are items), with a progress bar on stderr counting `unit`s (drawn only when
+/// `f` of every item, in order, computed on `jobs` threads (no more than there are items), or
+/// by default on rayon's (one per core, or `RAYON_NUM_THREADS`), with a progress bar on stderr counting `unit`s (drawn only when
 /// stderr is a terminal).
 pub(super) fn map_with_progress<T: Sync, R: Send>(
     items: &[T],

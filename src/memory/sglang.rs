@@ -47,8 +47,9 @@ pub struct HeuristicReserve {
 }
 
 impl HeuristicReserve {
-    /// The heuristic for a GPU of `gpu_mib` MiB, a chunk of `chunk_tokens` (None when chunking
-    /// is off: then `max_prefill_tokens`), TP `tp`, MLA or not, and the decode graph batch size.
+    /// The heuristic for a prefill chunk of `chunk_tokens` (the caller passes
+    /// `max_prefill_tokens` when chunking is off), TP `tp`, MLA or not, and the decode graph
+    /// batch size.
     pub fn sglang(chunk_tokens: u64, tp: u32, mla: bool, graph_max_bs: u32) -> Self {
         HeuristicReserve {
             constant_mib: 512.0,
@@ -281,7 +282,7 @@ mod tests {
     #[test]
     fn the_pool_is_the_static_fraction_of_free_memory_minus_the_weights() {
         let m = case_study(0.85).derive();
-        // 0.85 × 93.6 − 71.957 = 7.603 GiB = 8 163 729 768 B → / 70 272 = 116 173 tokens.
+        // 0.85 × 93.6 − 71.957 = 7.603 GiB = 8 163 659 087 B → / 70 272 = 116 172 tokens.
         assert!((m.kv_pool_gib - 7.603).abs() < 1e-9);
         assert_eq!(
             m.max_total_num_tokens,

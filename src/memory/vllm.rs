@@ -50,8 +50,8 @@ impl VllmMemory {
     /// Whether vLLM would start. With no room for a KV block it refuses:
     /// `vllm/v1/core/kv_cache_utils.py: check_enough_kv_cache_memory` raises "No available
     /// memory for the cache blocks" when the KV memory is not positive. (The same check also
-    /// refuses when one request of `max_model_len` tokens does not fit; servesim does not model
-    /// `max_model_len` yet.)
+    /// refuses when one request of `max_model_len` tokens does not fit; servesim does not check
+    /// that yet.)
     pub fn starts(&self) -> bool {
         self.num_blocks > 0
     }

@@ -2,9 +2,10 @@
 //! problem collected with its key path, position, bad value and hint.
 //!
 //! Two passes. `Reader::entries` checks every value against its key's declaration (type,
-//! range, choices, a tagged table's parameters) and reports unknown keys with a "did you mean";
-//! then `Reader::presence` reports keys given for the other engine or mode, and required keys
-//! that are missing. The sections then read the checked values through [`Values`] (`build.rs`).
+//! range, choices, a tagged table's parameters) and collects the keys it does not know, which
+//! `unknown_keys` then reports with a "did you mean" (or the keys known there); then
+//! `Reader::presence` reports keys given for the other engine or mode, and required keys that
+//! are missing. The sections then read the checked values through [`Values`] (`build.rs`).
 //! A value with a problem is never used, so one mistake is reported once.
 
 use std::collections::HashMap;

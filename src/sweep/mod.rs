@@ -75,7 +75,8 @@ pub struct Row {
     pub varied: Vec<(String, String)>,
     /// KV pool.
     pub kv_capacity_tokens: u64,
-    /// `safe`, `tight`, `oom`, or `unknown` when the scenario has no memory model inputs.
+    /// `safe`, `tight`, `oom`, or `unknown` when the scenario has no memory model inputs or is
+    /// vLLM's (which starts or refuses to: `servesim memory` says which).
     pub oom_verdict: String,
     /// `steady`, `overloaded` or `no_steady_window`.
     pub regime: &'static str,

@@ -49,7 +49,8 @@ impl Cell {
 pub struct At {
     /// Line, from 1.
     pub line: u64,
-    /// CSV field number, from 1 (`None` for JSON Lines, where cells are found by key).
+    /// CSV field number, from 1; for JSON Lines, where cells are found by key, `None`, but the
+    /// column of a syntax error.
     pub field: Option<usize>,
 }
 

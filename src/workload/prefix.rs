@@ -6,7 +6,8 @@
 //! Each request joins one group, or none, at random (the "prefix_groups" stream); a group's
 //! prefix length is a count, or is drawn once per run from a length distribution. A grouped
 //! request's prompt is its group's prefix followed by its own part, drawn from
-//! `workload.prompt_tokens` as usual — as the engines' benchmark generators build them.
+//! `workload.prompt_tokens` as usual (or, with `workload.lengths`, the row's prompt) — as the
+//! engines' benchmark generators build them.
 
 use rand::RngExt;
 

@@ -69,6 +69,8 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
     let dir = tmp.path();
     std::fs::write(dir.join("not-utf8.toml"), b"name = \"caf\xe9\"\n").unwrap();
     std::fs::create_dir(dir.join("a-directory.toml")).unwrap();
+    // An output directory where `run --out` would write its summary: a directory of that name.
+    std::fs::create_dir_all(dir.join("an-out/summary.json")).unwrap();
     std::fs::write(dir.join("a-file"), b"").unwrap();
     let good = root().join("scenarios/case-study-b2.toml");
     // Copies that a wrong output path could replace (never the repository's own files).
@@ -355,6 +357,11 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
             2,
         ),
         (
+            "cli-out-file-is-a-directory",
+            &["run", good, "--out", "an-out"],
+            2,
+        ),
+        (
             "cli-requests-csv-link-into-nowhere",
             &["run", good, "--requests-csv", "dangling.csv"],
             2,
@@ -383,6 +390,7 @@ fn bad_command_lines_are_refused_with_their_exact_message() {
         vec![
             "a-directory.toml",
             "a-file",
+            "an-out",
             "b2.toml",
             "compare.json",
             "dangling.csv",
