@@ -82,8 +82,7 @@ pub(super) struct JsonArg {
 /// Where the results go: a directory of files, JSON or text on stdout, with or without figures.
 #[derive(clap::Args, Debug)]
 pub(super) struct OutputArgs {
-    /// Also write the data files and figures into this directory (created if missing; `sweep`
-    /// then prints its table only to a terminal).
+    /// Also write the data files and figures into this directory (created if missing).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     #[command(flatten)]

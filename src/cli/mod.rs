@@ -54,7 +54,8 @@ enum Command {
     Run(run::Args),
     /// Run a what-if grid: every combination of the --vary values, in parallel.
     ///
-    /// --out writes sweep.csv and the figures (a shard: sweep.csv and sweep-shard.json).
+    /// --out writes sweep.csv and the figures (a shard: sweep.csv and sweep-shard.json); the
+    /// table is then printed only when stdout is a terminal.
     Sweep(sweep::Args),
     /// Combine the outputs of sharded sweeps into one sweep.csv.
     Merge(sweep::MergeArgs),
