@@ -310,6 +310,43 @@ fn a_request_arriving_as_a_decode_step_ends_is_taken_as_step_by_step() {
     }
 }
 
+/// Steps of one duration (10 ms, as the prefill) and a request arriving as one of them ends: the
+/// step before request 0's last (a run's last step when the decision at its launch sets request
+/// 0 aside as finishing by length, under the overlapped loop), or its last. A run of steps that
+/// never get shorter ends before the arrival even when `most` of the longest would end on it.
+#[test]
+fn a_request_arriving_as_a_step_of_one_duration_ends_is_taken_as_step_by_step() {
+    let dir = tempfile::tempdir().unwrap();
+    for engine in [
+        "disable_overlap_schedule = false",
+        "disable_overlap_schedule = true",
+    ] {
+        for (n, at) in [(20, 19), (20, 20), (101, 100), (101, 101)] {
+            // Request 0 gets its k-th token at k × 10 ms; request 1 arrives with its `at`-th.
+            let rows = format!(
+                "prompt_tokens,output_tokens,arrival_s\n100,{n},0\n40,5,{}.{:02}\n",
+                at / 100,
+                at % 100
+            );
+            std::fs::write(dir.path().join("trace.csv"), rows).unwrap();
+            let text = format!(
+                "name = \"arrivals at steps' ends\"\n[engine]\nkv_capacity_tokens = 100000\n{engine}\n\
+                 [engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.0\n\
+                 decode_per_kv_token_ns = 0.0\nprefill_base_ms = 10.0\nprefill_per_token_us = 0.0\n\
+                 [workload]\ntrace = \"trace.csv\"\nignore_eos = true\n[client]\nmode = \"trace\"\n"
+            );
+            let src = Source {
+                name: "arrivals at steps' ends".to_string(),
+                base_dir: dir.path().to_path_buf(),
+                text,
+            };
+            let what = format!("{engine}: request 1 with request 0's token {at} of {n}");
+            let share = assert_same(&sc_mod::load(&src, &[]).unwrap(), &what);
+            assert!(share > 0.0, "{what}: nothing fast-forwarded");
+        }
+    }
+}
+
 #[test]
 fn a_table_of_step_times_from_a_csv_runs_identically_with_both_engines() {
     let src = Source::read(&root().join("tests/fixtures/table/table.toml")).unwrap();
@@ -582,6 +619,107 @@ concurrency = 1
             share >= least,
             "case {i}: only {share} of its steps fast-forwarded"
         );
+    }
+}
+
+/// Time-series points and log lines on the very instants steps end: a run whose last step ends
+/// on a point, after points inside it (every step's end one, at the shorter interval), and
+/// SGLang's decode lines and vLLM's stats line stamped at points. Steps and prefills of 10 ms: a
+/// lone request of `n` tokens ends at `n` × 10 ms, its 49th decode step at 0.5 s.
+#[test]
+fn points_and_lines_at_the_ends_of_steps_are_taken_as_step_by_step() {
+    for engine in [
+        "disable_overlap_schedule = false\ndecode_log_interval = 7",
+        "disable_overlap_schedule = true\ndecode_log_interval = 7",
+        "kind = \"vllm\"\nasync_scheduling = true",
+        "kind = \"vllm\"\nasync_scheduling = false",
+    ] {
+        for (n, points_s) in [(100, 0.5), (1200, 0.5), (1200, 0.01)] {
+            let text = format!(
+                r#"
+name = "points at the ends of steps"
+[run]
+timeseries_interval_s = {points_s}
+[engine]
+kv_capacity_tokens = 100000
+{engine}
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 0.0
+decode_per_kv_token_ns = 0.0
+prefill_base_ms = 10.0
+prefill_per_token_us = 0.0
+[workload]
+requests = 1
+prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
+output_tokens = {{ dist = "uniform", min = {n}, max = {n} }}
+[client]
+mode = "closed"
+concurrency = 1
+"#
+            );
+            let what = format!("{engine}: {n} tokens, points every {points_s} s");
+            let share = assert_same(&crate::scenario(&text), &what);
+            assert!(
+                share > 0.5,
+                "{what}: only {share} of the steps fast-forwarded"
+            );
+        }
+    }
+}
+
+/// vLLM's stats line due on the very nanosecond a long quiet stretch ends (every 10 s from 0):
+/// request 0 alone is sent so that one of its decode turns ends at 10 s (a run without the
+/// second request tells when, relative to its arrival), and request 1 arrives 1 µs later, within
+/// the next turn, so the stretch stops at 10 s. The line is printed by the turn after the
+/// stretch, as step by step. For a stretch on the model's line (linear) and one priced turn by
+/// turn (roofline), with async scheduling or without.
+#[test]
+fn a_stats_line_due_as_a_long_stretch_ends_is_taken_as_step_by_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let models = [
+        "[engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.3\n\
+         decode_per_kv_token_ns = 20.7\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n",
+        "[hardware]\ngpu = \"h200\"\n[model]\nname = \"llama-3.1-8b\"\n\
+         [engine.step_time]\nmodel = \"roofline\"\n",
+    ];
+    let scenario = |model: &str, rows: &str, engine: &str| {
+        let header = "prompt_tokens,output_tokens,arrival_s";
+        std::fs::write(dir.path().join("trace.csv"), format!("{header}\n{rows}")).unwrap();
+        let text = format!(
+            "name = \"a stats line at a stretch's end\"\n{model}[engine]\nkind = \"vllm\"\n\
+             kv_capacity_tokens = 100000\n{engine}\n[workload]\ntrace = \"trace.csv\"\n\
+             [client]\nmode = \"trace\"\n"
+        );
+        let src = Source {
+            name: "a stats line at a stretch's end".to_string(),
+            base_dir: dir.path().to_path_buf(),
+            text,
+        };
+        sc_mod::load(&src, &[]).unwrap()
+    };
+    let at_s = |ns: u64| format!("{}.{:09}", ns / 1_000_000_000, ns % 1_000_000_000);
+    let ten_s = 10_000_000_000;
+    for model in models {
+        for engine in ["async_scheduling = true", "async_scheduling = false"] {
+            // When request 0's 300th decode turn ends, counted from its arrival.
+            let alone = outputs(
+                &scenario(model, "100,301,0\n", engine),
+                Stepping::StepByStep,
+            );
+            let sent_ns = ten_s - alone.3[0].done_ns;
+            let what = format!("{model}{engine}");
+            let rows = format!("100,301,{}\n", at_s(sent_ns));
+            let alone = outputs(&scenario(model, &rows, engine), Stepping::StepByStep);
+            assert_eq!(alone.3[0].done_ns, ten_s, "{what}: the turn ends at 10 s");
+            let rows = format!("100,2000,{}\n40,5,{}\n", at_s(sent_ns), at_s(ten_s + 1000));
+            let sc = scenario(model, &rows, engine);
+            assert_same(&sc, &what);
+            assert!(
+                outputs(&sc, Stepping::FastForward).4 > 0,
+                "{what}: nothing fast-forwarded"
+            );
+        }
     }
 }
 
