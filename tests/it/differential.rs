@@ -671,9 +671,10 @@ concurrency = 1
 /// vLLM's stats line due on the very nanosecond a long quiet stretch ends (every 10 s from 0):
 /// request 0 alone is sent so that one of its decode turns ends at 10 s (a run without the
 /// second request tells when, relative to its arrival), and request 1 arrives 1 µs later, within
-/// the next turn, so the stretch stops at 10 s. The line is printed by the turn after the
-/// stretch, as step by step. For a stretch on the model's line (linear) and one priced turn by
-/// turn (roofline), with async scheduling or without.
+/// the next turn, so the stretch stops at 10 s; the line must come out where and as the
+/// step-by-step path prints it. For a stretch on the model's line (linear) and one priced turn
+/// by turn (roofline, where printing it inside the stretch read past the stretch's turn ends),
+/// with async scheduling or without.
 #[test]
 fn a_stats_line_due_as_a_long_stretch_ends_is_taken_as_step_by_step() {
     let dir = tempfile::tempdir().unwrap();
