@@ -1023,3 +1023,134 @@ fn vllms_long_quiet_stretches_run_identically_with_both_engines() {
     // Nearly every step is taken at once.
     assert!(fast.iter().all(|&f| f > 0.9), "{fast:?}");
 }
+
+/// vLLM with async scheduling and chunked prefill off, a token budget that binds: a request
+/// whose last token (by `max_tokens`) is already in flight is not scheduled in its last turn,
+/// and so leaves its token of the budget to WAITING's head, whose whole prompt then fits — an
+/// admission in the same turn as a completion. Prompts just under the budget, so that RUNNING's
+/// decodes leave room for the head only when one of them is not scheduled.
+#[test]
+fn a_request_finishing_by_length_leaves_its_budget_to_an_admission_under_async_scheduling() {
+    for seed in 0..4 {
+        let text = format!(
+            r#"
+name = "budget left by an unscheduled request"
+seed = {seed}
+[engine]
+kind = "vllm"
+kv_capacity_tokens = 100000
+block_size = 16
+max_num_seqs = 16
+max_num_batched_tokens = 64
+enable_chunked_prefill = false
+async_scheduling = true
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 0.0
+decode_per_kv_token_ns = 0.0
+prefill_base_ms = 10.0
+prefill_per_token_us = 0.0
+[workload]
+requests = 60
+prompt_tokens = {{ dist = "uniform", min = 56, max = 62 }}
+output_tokens = {{ dist = "uniform", min = 30, max = 90 }}
+max_new_tokens = 90
+ignore_eos = true
+[client]
+mode = "poisson"
+rate_per_s = 40
+"#
+        );
+        let what = format!("seed {seed}");
+        let share = assert_same(&crate::scenario(&text), &what);
+        assert!(
+            share > 0.3,
+            "{what}: only {share} of the steps fast-forwarded"
+        );
+    }
+}
+
+/// A `run.max_events` bound that falls a few dozen steps into vLLM's decode: the run's quiet
+/// turns take all the steps the bound leaves (fewer than a long stretch's), and the run stops
+/// there, before its next turn, as step by step stops. A lone request of 1000 tokens, with
+/// async scheduling or without.
+#[test]
+fn a_bound_on_batches_inside_quiet_turns_stops_vllm_at_the_same_batch() {
+    for engine in ["async_scheduling = true", "async_scheduling = false"] {
+        for bound in [20, 50] {
+            let text = format!(
+                r#"
+name = "a bound inside quiet turns"
+[run]
+max_events = {bound}
+[engine]
+kind = "vllm"
+kv_capacity_tokens = 100000
+{engine}
+[engine.step_time]
+decode_base_ms = 10.0
+decode_per_seq_ms = 0.0
+decode_per_kv_token_ns = 0.0
+prefill_base_ms = 10.0
+prefill_per_token_us = 0.0
+[workload]
+requests = 1
+prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
+output_tokens = {{ dist = "uniform", min = 1000, max = 1000 }}
+[client]
+mode = "closed"
+concurrency = 1
+"#
+            );
+            let sc = crate::scenario(&text);
+            let stop = |stepping| {
+                let opts = RunOptions {
+                    stepping,
+                    ..RunOptions::default()
+                };
+                let e = engine::run(&sc, &opts).expect_err("the bound stops the run");
+                assert!(matches!(e, engine::SimError::TooManyBatches { .. }), "{e}");
+                e.to_string()
+            };
+            let (fast, slow) = (stop(Stepping::FastForward), stop(Stepping::StepByStep));
+            assert_eq!(fast, slow, "{engine}, {bound} batches");
+        }
+    }
+}
+
+/// vLLM's stats lines (every 10 s) when a single decode turn spans one and ends on the next:
+/// steps of exactly 10 s, so that each turn from a multiple of 10 s prints the line due at its
+/// start and ends on the instant the next is due, which the next turn prints, after this one's
+/// output, as step by step. With async scheduling or without.
+#[test]
+fn a_stats_line_due_as_a_turn_of_ten_seconds_ends_is_taken_as_step_by_step() {
+    for engine in ["async_scheduling = true", "async_scheduling = false"] {
+        let text = format!(
+            r#"
+name = "turns of ten seconds"
+[engine]
+kind = "vllm"
+kv_capacity_tokens = 100000
+{engine}
+[engine.step_time]
+decode_base_ms = 10000.0
+decode_per_seq_ms = 0.0
+decode_per_kv_token_ns = 0.0
+prefill_base_ms = 10000.0
+prefill_per_token_us = 0.0
+[workload]
+requests = 1
+prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
+output_tokens = {{ dist = "uniform", min = 8, max = 8 }}
+[client]
+mode = "closed"
+concurrency = 1
+"#
+        );
+        let share = assert_same(&crate::scenario(&text), engine);
+        assert!(
+            share > 0.5,
+            "{engine}: only {share} of the steps fast-forwarded"
+        );
+    }
+}
