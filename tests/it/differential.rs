@@ -622,6 +622,35 @@ concurrency = 1
     }
 }
 
+/// A lone request (a prompt of 100 tokens, then `output` tokens) from one closed-loop client,
+/// its prefill and every decode step lasting `step_ms` whatever the batch; `run` and `engine`
+/// are more lines of those tables.
+fn lone_request(run: &str, engine: &str, step_ms: f64, output: u64) -> Scenario {
+    crate::scenario(&format!(
+        r#"
+name = "a lone request"
+[run]
+{run}
+[engine]
+kv_capacity_tokens = 100000
+{engine}
+[engine.step_time]
+decode_base_ms = {step_ms:?}
+decode_per_seq_ms = 0.0
+decode_per_kv_token_ns = 0.0
+prefill_base_ms = {step_ms:?}
+prefill_per_token_us = 0.0
+[workload]
+requests = 1
+prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
+output_tokens = {{ dist = "uniform", min = {output}, max = {output} }}
+[client]
+mode = "closed"
+concurrency = 1
+"#
+    ))
+}
+
 /// Time-series points and log lines on the very instants steps end: a run whose last step ends
 /// on a point, after points inside it (every step's end one, at the shorter interval), and
 /// SGLang's decode lines and vLLM's stats line stamped at points. Steps and prefills of 10 ms: a
@@ -635,31 +664,10 @@ fn points_and_lines_at_the_ends_of_steps_are_taken_as_step_by_step() {
         "kind = \"vllm\"\nasync_scheduling = false",
     ] {
         for (n, points_s) in [(100, 0.5), (1200, 0.5), (1200, 0.01)] {
-            let text = format!(
-                r#"
-name = "points at the ends of steps"
-[run]
-timeseries_interval_s = {points_s}
-[engine]
-kv_capacity_tokens = 100000
-{engine}
-[engine.step_time]
-decode_base_ms = 10.0
-decode_per_seq_ms = 0.0
-decode_per_kv_token_ns = 0.0
-prefill_base_ms = 10.0
-prefill_per_token_us = 0.0
-[workload]
-requests = 1
-prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
-output_tokens = {{ dist = "uniform", min = {n}, max = {n} }}
-[client]
-mode = "closed"
-concurrency = 1
-"#
-            );
+            let run = format!("timeseries_interval_s = {points_s}");
+            let sc = lone_request(&run, engine, 10.0, n);
             let what = format!("{engine}: {n} tokens, points every {points_s} s");
-            let share = assert_same(&crate::scenario(&text), &what);
+            let share = assert_same(&sc, &what);
             assert!(
                 share > 0.5,
                 "{what}: only {share} of the steps fast-forwarded"
@@ -1078,31 +1086,8 @@ rate_per_s = 40
 fn a_bound_on_batches_inside_quiet_turns_stops_vllm_at_the_same_batch() {
     for engine in ["async_scheduling = true", "async_scheduling = false"] {
         for bound in [20, 50] {
-            let text = format!(
-                r#"
-name = "a bound inside quiet turns"
-[run]
-max_events = {bound}
-[engine]
-kind = "vllm"
-kv_capacity_tokens = 100000
-{engine}
-[engine.step_time]
-decode_base_ms = 10.0
-decode_per_seq_ms = 0.0
-decode_per_kv_token_ns = 0.0
-prefill_base_ms = 10.0
-prefill_per_token_us = 0.0
-[workload]
-requests = 1
-prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
-output_tokens = {{ dist = "uniform", min = 1000, max = 1000 }}
-[client]
-mode = "closed"
-concurrency = 1
-"#
-            );
-            let sc = crate::scenario(&text);
+            let vllm = format!("kind = \"vllm\"\n{engine}");
+            let sc = lone_request(&format!("max_events = {bound}"), &vllm, 10.0, 1000);
             let stop = |stepping| {
                 let opts = RunOptions {
                     stepping,
@@ -1125,29 +1110,8 @@ concurrency = 1
 #[test]
 fn a_stats_line_due_as_a_turn_of_ten_seconds_ends_is_taken_as_step_by_step() {
     for engine in ["async_scheduling = true", "async_scheduling = false"] {
-        let text = format!(
-            r#"
-name = "turns of ten seconds"
-[engine]
-kind = "vllm"
-kv_capacity_tokens = 100000
-{engine}
-[engine.step_time]
-decode_base_ms = 10000.0
-decode_per_seq_ms = 0.0
-decode_per_kv_token_ns = 0.0
-prefill_base_ms = 10000.0
-prefill_per_token_us = 0.0
-[workload]
-requests = 1
-prompt_tokens = {{ dist = "uniform", min = 100, max = 100 }}
-output_tokens = {{ dist = "uniform", min = 8, max = 8 }}
-[client]
-mode = "closed"
-concurrency = 1
-"#
-        );
-        let share = assert_same(&crate::scenario(&text), engine);
+        let sc = lone_request("", &format!("kind = \"vllm\"\n{engine}"), 10_000.0, 8);
+        let share = assert_same(&sc, engine);
         assert!(
             share > 0.5,
             "{engine}: only {share} of the steps fast-forwarded"
