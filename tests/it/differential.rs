@@ -132,20 +132,27 @@ fn a_bound_on_batches_stops_both_engines_at_the_same_batch() {
             for bound in [400, 1000] {
                 let sets = [format!("run.max_events={bound}"), format!("{loops}={flag}")];
                 let sc = sc_mod::load(&src, &sets).unwrap();
-                let stop = |stepping| {
-                    let opts = RunOptions {
-                        stepping,
-                        ..RunOptions::default()
-                    };
-                    let e = engine::run(&sc, &opts).expect_err("the bound stops the run");
-                    assert!(matches!(e, engine::SimError::TooManyBatches { .. }), "{e}");
-                    e.to_string()
-                };
-                let (fast, slow) = (stop(Stepping::FastForward), stop(Stepping::StepByStep));
-                assert_eq!(fast, slow, "{file} with {loops} = {flag}, {bound} batches");
+                let what = format!("{file} with {loops} = {flag}, {bound} batches");
+                assert_stopped_alike(&sc, &what);
             }
         }
     }
+}
+
+/// `sc` stopped by its `run.max_events` bound, both ways, with the same error (which tells the
+/// batch and the instant it stopped at).
+fn assert_stopped_alike(sc: &Scenario, what: &str) {
+    let stop = |stepping| {
+        let opts = RunOptions {
+            stepping,
+            ..RunOptions::default()
+        };
+        let e = engine::run(sc, &opts).expect_err("the bound stops the run");
+        assert!(matches!(e, engine::SimError::TooManyBatches { .. }), "{e}");
+        e.to_string()
+    };
+    let (fast, slow) = (stop(Stepping::FastForward), stop(Stepping::StepByStep));
+    assert_eq!(fast, slow, "{what}");
 }
 
 /// The golden cases with shared prefixes (trace-driven, the radix cache on), both ways.
@@ -1088,17 +1095,7 @@ fn a_bound_on_batches_inside_quiet_turns_stops_vllm_at_the_same_batch() {
         for bound in [20, 50] {
             let vllm = format!("kind = \"vllm\"\n{engine}");
             let sc = lone_request(&format!("max_events = {bound}"), &vllm, 10.0, 1000);
-            let stop = |stepping| {
-                let opts = RunOptions {
-                    stepping,
-                    ..RunOptions::default()
-                };
-                let e = engine::run(&sc, &opts).expect_err("the bound stops the run");
-                assert!(matches!(e, engine::SimError::TooManyBatches { .. }), "{e}");
-                e.to_string()
-            };
-            let (fast, slow) = (stop(Stepping::FastForward), stop(Stepping::StepByStep));
-            assert_eq!(fast, slow, "{engine}, {bound} batches");
+            assert_stopped_alike(&sc, &format!("{engine}, {bound} batches"));
         }
     }
 }
