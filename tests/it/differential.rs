@@ -234,6 +234,14 @@ prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = 
         })
 }
 
+/// Step times of the linear model (a run of its steps is priced on a line), as scenario text.
+const LINEAR_STEPS: &str = "[engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.3\n\
+    decode_per_kv_token_ns = 20.7\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n";
+
+/// Step times of the roofline (a run of its steps is priced step by step), as scenario text.
+const ROOFLINE_STEPS: &str = "[hardware]\ngpu = \"h200\"\n[model]\nname = \"llama-3.1-8b\"\n\
+    [engine.step_time]\nmodel = \"roofline\"\n";
+
 /// A request that reaches the server on the very nanosecond a decode step ends: a run of decode
 /// steps stops before that step (every step of a run ends before the next event), and the two
 /// events at that instant are taken as the step-by-step path takes them. Request 0 alone: its
@@ -247,10 +255,8 @@ prefix_groups = {{ sys = {{ tokens = {p1}, share = {s1} }}, tools = {{ tokens = 
 fn a_request_arriving_as_a_decode_step_ends_is_taken_as_step_by_step() {
     let dir = tempfile::tempdir().unwrap();
     let models = [
-        "[engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.3\n\
-         decode_per_kv_token_ns = 20.7\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n",
-        "[hardware]\ngpu = \"h200\"\n[model]\nname = \"llama-3.1-8b\"\n\
-         [engine.step_time]\nmodel = \"roofline\"\n",
+        LINEAR_STEPS,
+        ROOFLINE_STEPS,
         "[engine.step_time]\nmodel = \"table\"\ndecode_batch = [1, 4]\n\
          decode_kv_tokens = [0, 120, 100000]\ndecode_ms = [10, 10.5, 30, 12, 13, 40]\n\
          prefill_tokens = [1, 1000]\nprefill_ms = [3, 23]\n",
@@ -693,12 +699,7 @@ fn points_and_lines_at_the_ends_of_steps_are_taken_as_step_by_step() {
 #[test]
 fn a_stats_line_due_as_a_long_stretch_ends_is_taken_as_step_by_step() {
     let dir = tempfile::tempdir().unwrap();
-    let models = [
-        "[engine.step_time]\ndecode_base_ms = 10.0\ndecode_per_seq_ms = 0.3\n\
-         decode_per_kv_token_ns = 20.7\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n",
-        "[hardware]\ngpu = \"h200\"\n[model]\nname = \"llama-3.1-8b\"\n\
-         [engine.step_time]\nmodel = \"roofline\"\n",
-    ];
+    let models = [LINEAR_STEPS, ROOFLINE_STEPS];
     let scenario = |model: &str, rows: &str, engine: &str| {
         let header = "prompt_tokens,output_tokens,arrival_s";
         std::fs::write(dir.path().join("trace.csv"), format!("{header}\n{rows}")).unwrap();
