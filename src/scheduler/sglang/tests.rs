@@ -541,3 +541,47 @@ fn retraction_takes_the_latest_of_equal_keys() {
     assert_eq!(reqs[a].phase, Phase::Running);
     assert_eq!(reqs[b].phase, Phase::Running);
 }
+
+#[test]
+fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
+    // A mixed batch puts the request it prefills ahead of the running ones
+    // (`ScheduleBatch.mix_with_running`), so b, which joined after a, runs ahead of it. Both
+    // finish at one decode step; with the radix cache they are released in batch order (b
+    // first: `process_batch_result_decode` walks the batch), which sets the order of the
+    // cache's access times.
+    let mut e = spec(100_000, SchedulePolicy::Fcfs);
+    if let PolicySpec::Sglang(p) = &mut e.policy {
+        p.enable_mixed_chunk = true;
+    }
+    let StepTimeSpec::Linear(l) = e.step_time.clone() else {
+        unreachable!("the test spec is linear")
+    };
+    let mut s = Sglang::new(
+        &e,
+        settings(&e),
+        None,
+        true,
+        Box::new(Linear::new(l)),
+        Seeds::new(1).stream(StreamName::SchedulePolicy),
+    );
+    assert!(s.cache.is_some());
+    let mut reqs = Requests::default();
+    let a = add(&mut s, &mut reqs, 0, 10, 100, 6);
+    let mut t = SimTime::ZERO;
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![a])));
+    // a has its first token; b's prefill is mixed with a's decode row, and b gets its first
+    // token as a gets its second: 4 decode steps later both reach their targets.
+    let b = add(&mut s, &mut reqs, 1, 10, 100, 5);
+    assert_eq!(step(&mut s, &mut reqs, &mut t), Some((true, vec![b])));
+    assert_eq!(s.running, vec![b, a]);
+    let mut finished = Vec::new();
+    while finished.is_empty() {
+        let mut out = Outbox::default();
+        t += s
+            .start_next(t, &mut reqs, &mut out)
+            .expect("they run until they finish");
+        s.finish_current(t, &mut reqs, &mut out);
+        finished = out.finished;
+    }
+    assert_eq!(finished, vec![b, a]);
+}
