@@ -334,9 +334,11 @@ pub struct Outbox {
     pub run_line: Option<FloorLine>,
     /// With `decode_run`: how the KV in use grows from step to step.
     pub run_kv: RunKv,
-    /// Decode rounds processed: each gave every request of the running batch one token (a
-    /// decode step, or the decode rows of a mixed batch). Requests that got their first token
-    /// in the same batch are not part of its round.
+    /// Decode rounds processed by a step ([`Scheduler::finish_current`]): each gave every
+    /// request of the running batch one token (a decode step, or the decode rows of a mixed
+    /// batch). Requests that got their first token in the same batch are not part of its
+    /// round. Read only where per-token times are kept, which takes every step one by one, so
+    /// [`Scheduler::skip_decode`] does not count its runs' rounds.
     pub decode_rounds: u64,
     /// Log lines printed.
     pub log: Vec<LogRecord>,

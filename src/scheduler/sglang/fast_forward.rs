@@ -234,7 +234,6 @@ impl Sglang {
         self.counters.decode_steps += n;
         self.counters.fast_forwarded_steps += n;
         out.generated_tokens += b * ended;
-        out.decode_rounds += ended;
         Skip {
             steps: n,
             end: now + total,

@@ -207,7 +207,6 @@ impl Vllm {
         }
         tr.advance_by(k);
         out.generated_tokens += b * k;
-        out.decode_rounds += k;
         self.counters.decode_steps += k;
         self.counters.fast_forwarded_steps += k;
         self.counters.slot_stops += k * u64::from(s.w.slot_stop);

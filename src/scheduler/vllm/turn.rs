@@ -376,7 +376,6 @@ impl Vllm {
             tokens: generated,
         });
         out.generated_tokens += generated;
-        out.decode_rounds += u64::from(generated > firsts);
         cx.generated += generated;
         cx.prompts += prompts;
         cx.events += events;
@@ -531,7 +530,6 @@ impl Vllm {
             q.take(free0 - free);
         }
         out.generated_tokens += decode_seqs * taken;
-        out.decode_rounds += taken;
         self.counters.decode_steps += taken;
         self.counters.fast_forwarded_steps += taken;
         self.counters.slot_stops += taken * u64::from(w.slot_stop);
