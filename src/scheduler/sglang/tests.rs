@@ -545,7 +545,8 @@ fn retraction_takes_the_latest_of_equal_keys() {
 #[test]
 fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
     // A mixed batch puts the request it prefills ahead of the running ones
-    // (`ScheduleBatch.mix_with_running`), so b, which joined after a, runs ahead of it. Both
+    // (`managers/schedule_batch.py`: `ScheduleBatch.mix_with_running` merges the running
+    // batch after the new one), so b, which joined after a, runs ahead of it. Both
     // finish at one decode step; with the radix cache they are released in batch order (b
     // first: `process_batch_result_decode` walks the batch), which sets the order of the
     // cache's access times.
