@@ -208,6 +208,25 @@ mod tests {
     }
 
     #[test]
+    fn a_run_whose_prompt_or_output_lengths_alone_differ_draws_its_own() {
+        let [(a, b), (c, d), ..] = &shapes()[..] else {
+            unreachable!()
+        };
+        let w = workload(a.clone(), b.clone(), 50);
+        let p = Arc::new(Predrawn::new(11, &w, 50).unwrap());
+        for other in [
+            workload(a.clone(), d.clone(), 50),
+            workload(c.clone(), b.clone(), 50),
+        ] {
+            assert!(!p.serves(11, &other), "{other:?}");
+            assert!(Predrawn::shared([(11, &w), (11, &other)]).is_none());
+            let live = draws(&other, LengthStreams::new(&Seeds::new(11)), 50);
+            let read = LengthStreams::with_predrawn(11, &other, Some(&p));
+            assert_eq!(draws(&other, read, 50), live, "{other:?}");
+        }
+    }
+
+    #[test]
     fn runs_share_draws_only_when_two_draw_the_same() {
         let [(a, b), (c, d), ..] = &shapes()[..] else {
             unreachable!()
