@@ -254,6 +254,15 @@ pub fn search(
         };
         Ok(match memo.run(&sc, opts, Probe::of)? {
             Ok(r) if slo.met_by(&r) => Ok(r),
+            // Why it missed: the p99s only where they are the reason.
+            Ok(r) if !r.all_answered => Err(format!(
+                "at {rate:.3} req/s per server the probe stopped at run.max_sim_s before every \
+                 request was answered"
+            )),
+            Ok(r) if r.requests_rejected > 0 => Err(format!(
+                "at {rate:.3} req/s per server {} of the probe's requests were rejected",
+                r.requests_rejected
+            )),
             Ok(r) => Err(format!(
                 "at {rate:.3} req/s per server p99 TTFT is {:.2} s and p99 TPOT {:.1} ms",
                 r.ttft_p99_ms / 1000.0,

@@ -492,3 +492,102 @@ fn saturation_starts_from_the_requests_a_cached_prefix_lets_fit() {
     assert_eq!(first("false"), Some(100));
     assert_eq!(first("true"), Some(59));
 }
+
+#[test]
+fn a_saturation_search_whose_every_run_stops_at_max_sim_s_says_so() {
+    // 40 requests cannot all be answered in 0.5 s: no rung of the ladder finishes.
+    let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
+    let (rows, _) = plan(
+        &one,
+        &[
+            "--set",
+            "workload.requests=40",
+            "--set",
+            "run.max_sim_s=0.5",
+            "--load",
+            "saturate",
+        ],
+    );
+    assert_eq!(rows[0]["feasible"], false, "{}", rows[0]);
+    assert_eq!(
+        rows[0]["reason"],
+        "stopped at run.max_sim_s before every request was answered"
+    );
+}
+
+#[test]
+fn an_slo_probe_stopped_at_max_sim_s_misses_the_slo_and_says_so() {
+    // At λ_sat / 64 a probe of 40 requests needs more than 30 s to send them all: it misses
+    // the SLO for that, though the p99s of the requests answered are within the bounds.
+    let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
+    let (rows, _) = plan(
+        &one,
+        &[
+            "--set",
+            "workload.requests=40",
+            "--set",
+            "run.max_sim_s=30",
+            "--slo-ttft-p99-s",
+            "2",
+        ],
+    );
+    assert_eq!(rows[0]["feasible"], false, "{}", rows[0]);
+    let reason = rows[0]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("misses p99 TTFT ≤ 2 s even lightly loaded")
+            && reason.contains("the probe stopped at run.max_sim_s before every request"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn an_slo_that_holds_at_saturation_does_not_bind_and_the_rate_is_the_saturated_one() {
+    let one = ["--gpus", "h100", "--counts", "4"];
+    let (rows, _) = plan(&one, &["--slo-ttft-p99-s", "100000"]);
+    let r = &rows[0];
+    assert_eq!(r["feasible"], true, "{r}");
+    assert_eq!(r["slo_req_per_s"], r["saturated_req_per_s"], "{r}");
+    assert_eq!(r["missed_req_per_s"], Value::Null, "{r}");
+}
+
+#[test]
+fn a_probe_sends_each_servers_share_of_the_requests_up_to_two_thousand() {
+    // Two servers: 3,001 requests give each a share of 1,501 (rounded up), 4,003 one of
+    // 2,002, of which a probe sends 2,000. A direct run of one server with that many requests
+    // at the rate found has the reported p99s and mean output.
+    let two = ["--gpus", "h100", "--counts", "8", "--tp", "4"];
+    for (requests, probe) in [(3001, 1501), (4003, 2000)] {
+        let (rows, _) = plan(
+            &two,
+            &[
+                "--set",
+                &format!("workload.requests={requests}"),
+                "--slo-ttft-p99-s",
+                "2",
+                "--slo-tpot-p99-ms",
+                "60",
+            ],
+        );
+        let r = &rows[0];
+        assert_eq!(r["replicas"], 2, "{r}");
+        let rate = r["slo_req_per_s"].as_f64().unwrap() / 2.0;
+        let at = direct(
+            "h100",
+            4,
+            probe,
+            &format!("{{ mode = \"poisson\", rate_per_s = {rate} }}"),
+        );
+        let p99 = |what: &str| at["latency"][what]["p99"].as_f64().unwrap();
+        assert_eq!(p99("ttft_ms"), r["ttft_p99_ms"].as_f64().unwrap(), "{r}");
+        assert_eq!(p99("tpot_ms"), r["tpot_p99_ms"].as_f64().unwrap(), "{r}");
+        let totals = &at["totals"];
+        let per_request = totals["output_tokens"].as_f64().unwrap()
+            / totals["requests_completed"].as_f64().unwrap();
+        let tok_per_s = r["gen_tok_per_s"].as_f64().unwrap();
+        assert!(
+            (tok_per_s - 2.0 * rate * per_request).abs() < 1e-9 * tok_per_s,
+            "{requests} requests: {tok_per_s} vs {}",
+            2.0 * rate * per_request
+        );
+    }
+}
