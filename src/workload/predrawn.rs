@@ -193,36 +193,24 @@ mod tests {
 
     #[test]
     fn a_run_of_another_seed_or_other_lengths_draws_its_own() {
+        // Another seed; other prompt and output distributions; either alone.
         let [(a, b), (c, d), ..] = &shapes()[..] else {
             unreachable!()
         };
         let w = workload(a.clone(), b.clone(), 50);
         let p = Arc::new(Predrawn::new(11, &w, 50).unwrap());
-        let other = workload(c.clone(), d.clone(), 50);
-        assert!(!p.serves(12, &w) && !p.serves(11, &other));
-        for (seed, w) in [(12, &w), (11, &other)] {
-            let live = draws(w, LengthStreams::new(&Seeds::new(seed)), 50);
-            let read = LengthStreams::with_predrawn(seed, w, Some(&p));
-            assert_eq!(draws(w, read, 50), live);
-        }
-    }
-
-    #[test]
-    fn a_run_whose_prompt_or_output_lengths_alone_differ_draws_its_own() {
-        let [(a, b), (c, d), ..] = &shapes()[..] else {
-            unreachable!()
-        };
-        let w = workload(a.clone(), b.clone(), 50);
-        let p = Arc::new(Predrawn::new(11, &w, 50).unwrap());
-        for other in [
-            workload(a.clone(), d.clone(), 50),
-            workload(c.clone(), b.clone(), 50),
-        ] {
-            assert!(!p.serves(11, &other), "{other:?}");
-            assert!(Predrawn::shared([(11, &w), (11, &other)]).is_none());
-            let live = draws(&other, LengthStreams::new(&Seeds::new(11)), 50);
-            let read = LengthStreams::with_predrawn(11, &other, Some(&p));
-            assert_eq!(draws(&other, read, 50), live, "{other:?}");
+        let others = [
+            (12, w.clone()),
+            (11, workload(c.clone(), d.clone(), 50)),
+            (11, workload(a.clone(), d.clone(), 50)),
+            (11, workload(c.clone(), b.clone(), 50)),
+        ];
+        for (seed, other) in &others {
+            assert!(!p.serves(*seed, other), "{seed} {other:?}");
+            assert!(Predrawn::shared([(11, &w), (*seed, other)]).is_none());
+            let live = draws(other, LengthStreams::new(&Seeds::new(*seed)), 50);
+            let read = LengthStreams::with_predrawn(*seed, other, Some(&p));
+            assert_eq!(draws(other, read, 50), live, "{seed} {other:?}");
         }
     }
 

@@ -493,24 +493,23 @@ fn saturation_starts_from_the_requests_a_cached_prefix_lets_fit() {
     assert_eq!(first("true"), Some(59));
 }
 
+/// `plan` of one H100×4 candidate with 40 requests and `extra`: its row, which must be
+/// infeasible, and the reason.
+fn infeasible_with_40_requests(extra: &[&str]) -> String {
+    let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
+    let mut args = vec!["--set", "workload.requests=40"];
+    args.extend(extra);
+    let (rows, _) = plan(&one, &args);
+    assert_eq!(rows[0]["feasible"], false, "{}", rows[0]);
+    rows[0]["reason"].as_str().unwrap().to_string()
+}
+
 #[test]
 fn a_saturation_search_whose_every_run_stops_at_max_sim_s_says_so() {
     // 40 requests cannot all be answered in 0.5 s: no rung of the ladder finishes.
-    let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
-    let (rows, _) = plan(
-        &one,
-        &[
-            "--set",
-            "workload.requests=40",
-            "--set",
-            "run.max_sim_s=0.5",
-            "--load",
-            "saturate",
-        ],
-    );
-    assert_eq!(rows[0]["feasible"], false, "{}", rows[0]);
+    let reason = infeasible_with_40_requests(&["--set", "run.max_sim_s=0.5", "--load", "saturate"]);
     assert_eq!(
-        rows[0]["reason"],
+        reason,
         "stopped at run.max_sim_s before every request was answered"
     );
 }
@@ -519,20 +518,8 @@ fn a_saturation_search_whose_every_run_stops_at_max_sim_s_says_so() {
 fn an_slo_probe_stopped_at_max_sim_s_misses_the_slo_and_says_so() {
     // At λ_sat / 64 a probe of 40 requests needs more than 30 s to send them all: it misses
     // the SLO for that, though the p99s of the requests answered are within the bounds.
-    let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
-    let (rows, _) = plan(
-        &one,
-        &[
-            "--set",
-            "workload.requests=40",
-            "--set",
-            "run.max_sim_s=30",
-            "--slo-ttft-p99-s",
-            "2",
-        ],
-    );
-    assert_eq!(rows[0]["feasible"], false, "{}", rows[0]);
-    let reason = rows[0]["reason"].as_str().unwrap();
+    let reason =
+        infeasible_with_40_requests(&["--set", "run.max_sim_s=30", "--slo-ttft-p99-s", "2"]);
     assert!(
         reason.contains("misses p99 TTFT ≤ 2 s even lightly loaded")
             && reason.contains("the probe stopped at run.max_sim_s before every request"),

@@ -72,6 +72,12 @@ fn overlapped(kv: u64) -> Sglang {
 }
 
 fn build(s: EngineSpec) -> Sglang {
+    build_sharing(s, false)
+}
+
+/// [`build`] for a workload that shares prompt prefixes or not: with `shares_prefixes` (and
+/// the radix cache on, as in [`spec`]) the scheduler keeps a radix cache.
+fn build_sharing(s: EngineSpec, shares_prefixes: bool) -> Sglang {
     let StepTimeSpec::Linear(l) = s.step_time.clone() else {
         unreachable!("the test spec is linear")
     };
@@ -79,7 +85,7 @@ fn build(s: EngineSpec) -> Sglang {
         &s,
         settings(&s),
         None,
-        false,
+        shares_prefixes,
         Box::new(Linear::new(l)),
         Seeds::new(1).stream(StreamName::SchedulePolicy),
     )
@@ -352,17 +358,7 @@ fn page_buckets_track_which_requests_need_a_new_page() {
     if let PolicySpec::Sglang(g) = &mut sp.policy {
         g.page_size = 4;
     }
-    let StepTimeSpec::Linear(l) = sp.step_time.clone() else {
-        unreachable!("the test spec is linear")
-    };
-    let mut s = Sglang::new(
-        &sp,
-        settings(&sp),
-        None,
-        false,
-        Box::new(Linear::new(l)),
-        Seeds::new(1).stream(StreamName::SchedulePolicy),
-    );
+    let mut s = build(sp);
     let mut reqs = Requests::default();
     for (i, p) in [5u32, 6, 7, 8, 9].iter().enumerate() {
         add(&mut s, &mut reqs, i as u64, *p, 50, 20 + i as u32);
@@ -452,18 +448,7 @@ fn overlapped_a_request_arriving_while_a_batch_runs_is_considered_one_batch_late
 /// request admitted later finds it and extends only its own tokens.
 #[test]
 fn group_members_admitted_together_each_compute_the_prefix_and_later_ones_hit_it() {
-    let s = spec(100_000, SchedulePolicy::Fcfs);
-    let StepTimeSpec::Linear(l) = s.step_time.clone() else {
-        unreachable!("the test spec is linear")
-    };
-    let mut sch = Sglang::new(
-        &s,
-        settings(&s),
-        None,
-        true,
-        Box::new(Linear::new(l)),
-        Seeds::new(1).stream(StreamName::SchedulePolicy),
-    );
+    let mut sch = build_sharing(spec(100_000, SchedulePolicy::Fcfs), true);
     let mut reqs = Requests::default();
     let shared = Some(crate::request::SharedPrefix {
         group: 0,
@@ -554,17 +539,7 @@ fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
     if let PolicySpec::Sglang(p) = &mut e.policy {
         p.enable_mixed_chunk = true;
     }
-    let StepTimeSpec::Linear(l) = e.step_time.clone() else {
-        unreachable!("the test spec is linear")
-    };
-    let mut s = Sglang::new(
-        &e,
-        settings(&e),
-        None,
-        true,
-        Box::new(Linear::new(l)),
-        Seeds::new(1).stream(StreamName::SchedulePolicy),
-    );
+    let mut s = build_sharing(e, true);
     assert!(s.cache.is_some());
     let mut reqs = Requests::default();
     let a = add(&mut s, &mut reqs, 0, 10, 100, 6);
