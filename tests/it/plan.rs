@@ -528,6 +528,23 @@ fn an_slo_probe_stopped_at_max_sim_s_misses_the_slo_and_says_so() {
 }
 
 #[test]
+fn an_slo_probe_with_rejected_requests_misses_the_slo_and_says_so() {
+    // Prompts up to 200,000 tokens: those longer than the model's 131,072-token context are
+    // rejected at any rate, so no bound is met however loose.
+    let reason = infeasible_with_40_requests(&[
+        "--set",
+        "workload.prompt_tokens={ dist = \"uniform\", min = 100, max = 200000 }",
+        "--slo-ttft-p99-s",
+        "1000",
+    ]);
+    assert!(
+        reason.contains("misses p99 TTFT ≤ 1000 s even lightly loaded")
+            && reason.contains("18 of the probe's requests were rejected"),
+        "{reason}"
+    );
+}
+
+#[test]
 fn an_slo_that_holds_at_saturation_does_not_bind_and_the_rate_is_the_saturated_one() {
     let one = ["--gpus", "h100", "--counts", "4"];
     let (rows, _) = plan(&one, &["--slo-ttft-p99-s", "100000"]);
