@@ -493,8 +493,8 @@ fn saturation_starts_from_the_requests_a_cached_prefix_lets_fit() {
     assert_eq!(first("true"), Some(59));
 }
 
-/// `plan` of one H100×4 candidate with 40 requests and `extra`: its row, which must be
-/// infeasible, and the reason.
+/// `plan` of one H100×4 candidate with 40 requests and `extra`: the reason its row gives for
+/// being infeasible (the row must be).
 fn infeasible_with_40_requests(extra: &[&str]) -> String {
     let one = ["--gpus", "h100", "--counts", "4", "--tp", "4"];
     let mut args = vec!["--set", "workload.requests=40"];
