@@ -112,6 +112,28 @@ pub fn search<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::cell::RefCell;
+
+    /// [`search`] from `upper` with `score(c)` the score of the run at `c` (the run is its
+    /// concurrency; `Err` when it cannot run): what it found, and the concurrencies it ran, in
+    /// order.
+    fn searched(
+        upper: u64,
+        score: impl Fn(u64) -> Result<f64, String>,
+    ) -> (Result<Saturation<u64>, String>, Vec<u64>) {
+        let ran = RefCell::new(Vec::new());
+        let found = search(
+            upper,
+            |c| {
+                ran.borrow_mut().push(c);
+                Ok(score(c).map(|_| c))
+            },
+            |&c| score(c).expect("only runs that ran are scored"),
+            |&c| c as f64,
+        )
+        .expect("no simulation error");
+        (found, ran.into_inner())
+    }
 
     #[test]
     fn the_ladder_steps_down_by_root_two_to_one() {
@@ -125,5 +147,75 @@ mod tests {
             ladder,
             [670, 474, 336, 238, 169, 120, 85, 61, 44, 32, 23, 17, 13, 10, 8, 6, 5, 4, 3, 2, 1]
         );
+    }
+
+    #[test]
+    fn the_ladder_runs_at_most_max_steps_times() {
+        // Every score the same: nothing stops the ladder but its length, and the smallest
+        // concurrency tried is taken.
+        let (found, ran) = searched(670, |_| Ok(1.0));
+        assert_eq!(ran, [670, 474, 336, 238, 169, 120, 85, 61, 44, 32]);
+        assert_eq!(ran.len(), MAX_STEPS);
+        let s = found.unwrap();
+        assert_eq!((s.concurrency, s.result), (32, 32));
+        assert_eq!(s.tried.len(), MAX_STEPS);
+    }
+
+    #[test]
+    fn it_stops_below_nine_tenths_of_the_best_and_takes_the_smallest_within_the_tolerance() {
+        // The best is 336's 1.001; 238 is within 0.2 % of it (0.9995 ≥ 0.998998), 169 is not
+        // (0.998); 61 falls below 0.9 × 1.001 = 0.9009 and ends the ladder.
+        let scores = [
+            (670, 1.0),
+            (474, 1.0),
+            (336, 1.001),
+            (238, 0.9995),
+            (169, 0.998),
+            (120, 0.95),
+            (85, 0.95),
+            (61, 0.85),
+            (44, 1.1),
+        ];
+        let (found, ran) = searched(670, |c| {
+            Ok(scores
+                .iter()
+                .find(|s| s.0 == c)
+                .expect("a rung of the ladder")
+                .1)
+        });
+        assert_eq!(ran, [670, 474, 336, 238, 169, 120, 85, 61]);
+        let s = found.unwrap();
+        assert_eq!(s.concurrency, 238);
+        assert_eq!(s.result, 238);
+        let tried: Vec<(u64, f64, f64)> =
+            scores[..8].iter().map(|&(c, x)| (c, x, c as f64)).collect();
+        assert_eq!(s.tried, tried);
+    }
+
+    #[test]
+    fn a_score_of_exactly_nine_tenths_of_the_best_does_not_end_the_ladder() {
+        let (_, ran) = searched(3, |c| Ok(if c == 2 { GIVE_UP_BELOW } else { 1.0 }));
+        assert_eq!(ran, [3, 2, 1]);
+    }
+
+    #[test]
+    fn a_score_exactly_at_the_tolerance_counts_as_the_best() {
+        let (found, _) = searched(2, |c| Ok(if c == 2 { 1.0 } else { 1.0 - TOLERANCE }));
+        assert_eq!(found.unwrap().concurrency, 1);
+    }
+
+    #[test]
+    fn runs_that_cannot_run_are_passed_over_and_when_none_runs_the_first_reason_is_given() {
+        // The ladder goes on below a concurrency that cannot run.
+        let (found, ran) = searched(8, |c| match c {
+            8 => Err("eight do not fit".to_string()),
+            _ => Ok(1.0),
+        });
+        assert_eq!(ran[..2], [8, 6]);
+        assert_eq!(found.unwrap().tried[0].0, 6);
+        // None runs: the first reason, not the last.
+        let (found, ran) = searched(8, |c| Err(format!("{c} do not fit")));
+        assert_eq!(ran, [8, 6, 5, 4, 3, 2, 1]);
+        assert_eq!(found.unwrap_err(), "8 do not fit");
     }
 }
