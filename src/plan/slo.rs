@@ -473,6 +473,54 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_meets_the_slo_at_its_bounds_and_only_with_every_request_answered() {
+        let slo = Slo {
+            ttft_p99_s: Some(2.0),
+            tpot_p99_ms: Some(50.0),
+        };
+        // Both p99s exactly at their bounds.
+        let at = Probe {
+            all_answered: true,
+            requests_rejected: 0,
+            requests_completed: 100,
+            output_tokens: 5_000,
+            sim_duration_s: 60.0,
+            ttft_p99_ms: 2000.0,
+            tpot_p99_ms: 50.0,
+            sustained_req_per_s: 1.5,
+        };
+        assert!(slo.met_by(&at));
+        let missed = |change: fn(&mut Probe)| {
+            let mut p = at.clone();
+            change(&mut p);
+            !slo.met_by(&p)
+        };
+        assert!(missed(|p| p.ttft_p99_ms = 2000.001));
+        assert!(missed(|p| p.tpot_p99_ms = 50.001));
+        assert!(missed(|p| p.all_answered = false));
+        assert!(missed(|p| p.requests_rejected = 1));
+        // An absent bound binds nothing.
+        let tpot_only = Slo {
+            ttft_p99_s: None,
+            ..slo
+        };
+        let slow_first = Probe {
+            ttft_p99_ms: 1.0e9,
+            ..at.clone()
+        };
+        assert!(tpot_only.met_by(&slow_first) && !slo.met_by(&slow_first));
+        let ttft_only = Slo {
+            tpot_p99_ms: None,
+            ..slo
+        };
+        let slow_rest = Probe {
+            tpot_p99_ms: 1.0e9,
+            ..at
+        };
+        assert!(ttft_only.met_by(&slow_rest) && !slo.met_by(&slow_rest));
+    }
+
+    #[test]
     fn the_bounds_in_words_and_a_row_in_csv_and_json() {
         let slo = Slo {
             ttft_p99_s: Some(2.0),
