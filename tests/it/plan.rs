@@ -595,3 +595,72 @@ fn a_probe_sends_each_servers_share_of_the_requests_up_to_two_thousand() {
         );
     }
 }
+
+#[test]
+fn the_saturated_rate_is_the_highest_of_the_ladders_runs_each_of_at_least_2000_requests() {
+    // Four L40S hold 59 of the 600-token prompts at once (35,923 / 601). The SLO search's
+    // saturation runs send at least 2,000 requests each (four times the 59 would be 236) at
+    // 59, 42, 30, 22 and 16 in flight; 16's rate is below 0.9 of the best and ends the
+    // ladder. 42's rate is the highest and 30's within 0.2 % of it, so the search settles
+    // on 30; λ_sat is still the highest rate, 42's.
+    let (rows, _) = plan(
+        &["--gpus", "l40s", "--counts", "4", "--tp", "4"],
+        &["--slo-ttft-p99-s", "2"],
+    );
+    let saturated = rows[0]["saturated_req_per_s"].as_f64().unwrap();
+    let rate = |c: u64, requests: u64| {
+        let closed = format!("{{ mode = \"closed\", concurrency = {c} }}");
+        let run = direct("l40s", 4, requests, &closed);
+        run["steady_state"]["req_per_s"].as_f64().unwrap()
+    };
+    let rates = [59, 42, 30, 22, 16].map(|c| rate(c, 2000));
+    let best = rates.iter().copied().fold(0.0, f64::max);
+    assert_eq!(saturated, best, "{rates:?}");
+    assert_eq!(rates[1], best, "{rates:?}");
+    assert!(rates[2] < best && rates[2] >= 0.998 * best, "{rates:?}");
+    assert!(
+        rates[3] < 0.998 * best && rates[4] < 0.9 * best,
+        "{rates:?}"
+    );
+    // Runs of 236 requests would give another rate.
+    let short = [59, 42, 30, 22].map(|c| rate(c, 236));
+    assert!(short.iter().all(|&r| r != saturated), "{short:?}");
+}
+
+#[test]
+fn a_traces_saturation_runs_send_no_more_requests_than_it_has_rows() {
+    // 300 rows, fewer than the 2,000 requests a saturation run sends otherwise.
+    let dir = tempfile::tempdir().unwrap();
+    let mut rows = String::from("prompt_tokens,output_tokens,arrival_s\n");
+    for i in 0..300u64 {
+        let (prompt, output) = (100 + i * 397 % 1100, 20 + i * 211 % 780);
+        rows.push_str(&format!("{prompt},{output},{}\n", i as f64 * 0.5));
+    }
+    std::fs::write(dir.path().join("rows.csv"), rows).unwrap();
+    let scenario = std::fs::read_to_string(root().join("scenarios/plan-llama-3.1-70b.toml"))
+        .unwrap()
+        .replace("requests = 100000", "requests = 300\ntrace = \"rows.csv\"")
+        .replace("prompt_tokens = ", "# ")
+        .replace("output_tokens = ", "# ")
+        .replace("mode = \"closed\"", "mode = \"trace\"")
+        .replace("concurrency = 256", "");
+    std::fs::write(dir.path().join("plan.toml"), scenario).unwrap();
+    let out = Command::cargo_bin("servesim")
+        .unwrap()
+        .current_dir(dir.path())
+        .env("RUST_BACKTRACE", "0")
+        .args(["plan", "plan.toml", "--gpus", "h100", "--counts", "4"])
+        .args(["--tp", "4", "--slo-ttft-p99-s", "2", "--json"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let r = &rows[0];
+    assert_eq!(r["feasible"], true, "{r}");
+    let (found, full) = (
+        r["slo_req_per_s"].as_f64(),
+        r["saturated_req_per_s"].as_f64(),
+    );
+    assert!(found.unwrap() > 0.0 && found <= full, "{r}");
+}
