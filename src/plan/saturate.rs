@@ -164,7 +164,8 @@ mod tests {
     #[test]
     fn it_stops_below_nine_tenths_of_the_best_and_takes_the_smallest_within_the_tolerance() {
         // The best is 336's 1.001; 238 is within 0.2 % of it (0.9995 ≥ 0.998998), 169 is not
-        // (0.998); 61 falls below 0.9 × 1.001 = 0.9009 and ends the ladder.
+        // (0.998); 61 falls below 0.9 × 1.001 = 0.9009 and ends the ladder, so 44's higher
+        // score is never seen.
         let scores = [
             (670, 1.0),
             (474, 1.0),
