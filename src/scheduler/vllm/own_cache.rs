@@ -326,6 +326,23 @@ mod tests {
     }
 
     #[test]
+    fn taking_back_a_later_victims_blocks_keeps_what_the_front_victim_lost() {
+        let mut q = FreeQueue::new(7);
+        q.take(7);
+        // Two victims' hashed blocks, a's at the front; the next two blocks taken are a's
+        // last two.
+        let a = q.free_preempted(4, 4);
+        let b = q.free_preempted(3, 3);
+        q.take(2);
+        assert_eq!((q.cached(a), q.cached(b), q.evicted), (2, 3, 2));
+        // b is re-admitted and takes its 3 back: a still has only its first 2.
+        q.take_back(b, 3);
+        assert_eq!((q.cached(a), q.cached(b), q.len()), (2, 0, 2));
+        q.take(1);
+        assert_eq!((q.cached(a), q.evicted), (1, 3));
+    }
+
+    #[test]
     fn cached_after_is_what_taking_the_blocks_leaves() {
         // Unhashed blocks at the head, then a victim's segment, a finished request's hashed
         // blocks, a segment taken back (empty), another victim's.
