@@ -637,13 +637,14 @@ fn a_traces_saturation_runs_send_no_more_requests_than_it_has_rows() {
         rows.push_str(&format!("{prompt},{output},{}\n", i as f64 * 0.5));
     }
     std::fs::write(dir.path().join("rows.csv"), rows).unwrap();
-    let scenario = std::fs::read_to_string(root().join("scenarios/plan-llama-3.1-70b.toml"))
-        .unwrap()
-        .replace("requests = 100000", "requests = 300\ntrace = \"rows.csv\"")
-        .replace("prompt_tokens = ", "# ")
-        .replace("output_tokens = ", "# ")
-        .replace("mode = \"closed\"", "mode = \"trace\"")
-        .replace("concurrency = 256", "");
+    // The plan scenario's model and engine, its lengths and client the trace's.
+    let scenario = "name = \"plan over a trace\"\n\
+                    [hardware]\ngpu = \"h100\"\nnum_gpus = 4\ntensor_parallel = 4\n\
+                    [model]\nname = \"llama-3.1-70b\"\n\
+                    [engine]\nkind = \"sglang\"\n\
+                    [engine.step_time]\nmodel = \"roofline\"\n\
+                    [workload]\nrequests = 300\ntrace = \"rows.csv\"\nmax_new_tokens = 4096\n\
+                    [client]\nmode = \"trace\"\n";
     std::fs::write(dir.path().join("plan.toml"), scenario).unwrap();
     let out = Command::cargo_bin("servesim")
         .unwrap()
