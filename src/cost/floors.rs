@@ -430,7 +430,7 @@ impl FloorLine {
     /// How many of the steps from step `from` on last at most `limit_ns`, when the steps never
     /// get shorter (`None` when they may): `⌊(n0 + c1·j)/den⌋ ≤ limit` while
     /// `n0 + c1·j < (limit + 1)·den`.
-    pub fn up_to(&self, from: u64, limit_ns: u64) -> Option<u64> {
+    fn up_to(&self, from: u64, limit_ns: u64) -> Option<u64> {
         let left = self.steps.saturating_sub(from);
         if left == 0 || self.c1 < 0 {
             return (left == 0).then_some(0);

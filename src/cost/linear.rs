@@ -184,32 +184,6 @@ impl Linear {
         (saturated(total), weighted)
     }
 
-    /// [`StepTimeModel::decode_steps_at_most`] in 64 bits, when its terms fit and the steps
-    /// have a fixed cost.
-    fn steps_at_most_narrow(
-        &self,
-        batch: u64,
-        kv_first: u64,
-        steps: u64,
-        limit_ns: u64,
-    ) -> Option<u64> {
-        let fixed = self.fixed(batch).filter(|&f| f > 0)?;
-        if limit_ns < fixed {
-            return Some(0);
-        }
-        let c = self.p.decode_per_kv_token_ps;
-        let room = ((limit_ns - fixed).checked_add(1)?).checked_mul(1000)?;
-        let first = c.checked_mul(kv_first)?;
-        if first >= room {
-            return Some(0);
-        }
-        let slope = c.checked_mul(batch)?;
-        if slope == 0 {
-            return Some(steps);
-        }
-        Some(((room - 1 - first) / slope + 1).min(steps))
-    }
-
     /// [`StepTimeModel::decode`] in 128 bits.
     pub(super) fn decode_wide(&self, batch: u64, kv_tokens: u64) -> SimDuration {
         let p = &self.p;
@@ -217,42 +191,6 @@ impl Linear {
             + u128::from(p.decode_per_seq_ns) * u128::from(batch)
             + ps_times(p.decode_per_kv_token_ps, u128::from(kv_tokens));
         at_least_one(ns)
-    }
-
-    /// [`StepTimeModel::decode_steps_at_most`] in 128 bits.
-    pub(super) fn steps_at_most_wide(
-        &self,
-        batch: u64,
-        kv_first: u64,
-        steps: u64,
-        limit_ns: u64,
-    ) -> u64 {
-        let p = &self.p;
-        let fixed =
-            u128::from(p.decode_base_ns) + u128::from(p.decode_per_seq_ns) * u128::from(batch);
-        let limit = u128::from(limit_ns);
-        if fixed == 0 {
-            // Steps may hit the 1 ns floor: search.
-            return super::leading(steps, |i| {
-                self.decode(batch, kv_first + batch * i).as_ns() <= limit_ns
-            });
-        }
-        if limit < fixed {
-            return 0;
-        }
-        let c = u128::from(p.decode_per_kv_token_ps);
-        let room = 1000 * (limit - fixed + 1);
-        let first = c * u128::from(kv_first);
-        if first >= room {
-            return 0;
-        }
-        let slope = c * u128::from(batch);
-        if slope == 0 {
-            return steps;
-        }
-        // The largest j with first + slope·j < room, plus one.
-        let n = (room - 1 - first) / slope + 1;
-        n.min(u128::from(steps)) as u64
     }
 }
 
@@ -362,15 +300,6 @@ impl StepTimeModel for Linear {
     /// Every coefficient is non-negative.
     fn decode_non_decreasing(&self, _batch: u64) -> bool {
         true
-    }
-
-    /// In closed form: `fixed + ⌊c·(kv_first + batch·j)/1000⌋ ≤ limit` while
-    /// `c·(kv_first + batch·j) < 1000·(limit − fixed + 1)` (in 64 bits when the terms fit).
-    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
-        match self.steps_at_most_narrow(batch, kv_first, steps, limit_ns) {
-            Some(n) => n,
-            None => self.steps_at_most_wide(batch, kv_first, steps, limit_ns),
-        }
     }
 
     fn prefill(&self, _seqs: u64, extend_tokens: u64) -> SimDuration {

@@ -241,15 +241,6 @@ pub trait StepTimeModel: Send + Sync {
         false
     }
 
-    /// How many of the first `steps` steps of such a run last at most `limit_ns`, for a batch
-    /// whose steps never get shorter ([`decode_non_decreasing`](Self::decode_non_decreasing)):
-    /// they are a prefix of the run. The default searches it, pricing O(log steps) steps.
-    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
-        leading(steps, |i| {
-            self.decode(batch, kv_first + batch * i).as_ns() <= limit_ns
-        })
-    }
-
     /// The run of [`decode_run_within`](Self::decode_run_within) priced once, step by step:
     /// pushes each step's end (ns from the run's start) to `ends` and returns the steps taken.
     /// A model may price its steps faster than [`decode`](Self::decode) one by one, with
@@ -270,8 +261,8 @@ pub trait StepTimeModel: Send + Sync {
     /// The `steps` decode steps of a constant `batch` from `kv_first` as one line of floors,
     /// each step exactly [`decode`](Self::decode)'s, when the model has one for the whole run
     /// (the default: none). [`DecodeSteps`] then answers for the run — a step, a prefix's
-    /// time, the steps ended by a time, the steps up to a duration — in a few integer
-    /// operations each, without calling the model.
+    /// time, the steps ended by a time — in a few integer operations each, without calling the
+    /// model.
     fn decode_floor_line(&self, _batch: u64, _kv_first: u64, _steps: u64) -> Option<FloorLine> {
         None
     }
@@ -309,33 +300,6 @@ pub fn last_true(hi: u64, guess: u64, ok: impl Fn(u64) -> bool) -> u64 {
         match ok(mid) {
             true => lo = mid,
             false => up = mid - 1,
-        }
-    }
-    lo
-}
-
-/// How many of `0, 1, …, n − 1` satisfy `ok`, which holds for a prefix of them: a galloping
-/// search from 0, O(log of the answer) calls.
-pub fn leading(n: u64, ok: impl Fn(u64) -> bool) -> u64 {
-    // `lo` satisfy it (0 ..lo); `up` is the first known not to (or n).
-    let (mut lo, mut up) = (0u64, n);
-    let mut step = 1u64;
-    while lo < up {
-        let probe = (lo + step - 1).min(up - 1);
-        if ok(probe) {
-            lo = probe + 1;
-            step = step.saturating_mul(2);
-        } else {
-            up = probe;
-            break;
-        }
-    }
-    while lo < up {
-        let mid = lo + (up - lo) / 2;
-        if ok(mid) {
-            lo = mid + 1;
-        } else {
-            up = mid;
         }
     }
     lo
@@ -479,37 +443,6 @@ impl<'a> DecodeSteps<'a> {
                     .decode_run_within(self.batch, self.kv_first, self.steps, budget)
                     .0
             }
-        }
-    }
-
-    /// How many of the steps from step `from` on last at most `limit_ns` (a prefix of them when
-    /// they are [non-decreasing](Self::non_decreasing)).
-    pub fn up_to(&self, from: u64, limit_ns: u64) -> u64 {
-        let left = self.steps - from;
-        let model = || {
-            let kv = self.kv_first + self.batch * from;
-            (self.model).decode_steps_at_most(self.batch, kv, left, limit_ns)
-        };
-        match self.priced {
-            Priced::Line(line) => line.up_to(from, limit_ns).unwrap_or_else(model),
-            Priced::Ends(_) if left == 0 => 0,
-            Priced::Ends(ends) => {
-                let duration = |j: u64| {
-                    let j = j as usize;
-                    ends[j] - if j == 0 { 0 } else { ends[j - 1] }
-                };
-                let (first, last) = (duration(from), duration(self.steps - 1));
-                if first > limit_ns || last <= limit_ns {
-                    return if first > limit_ns { 0 } else { left };
-                }
-                // The answer is between the first and the last step: a galloping search from
-                // where their durations, taken as a line, put it (a run's steps are close to
-                // one).
-                let rise = (limit_ns - first).saturating_mul(left - 1);
-                let guess = rise / (last - first);
-                last_true(left - 2, guess, |i| duration(from + i) <= limit_ns) + 1
-            }
-            Priced::Model => model(),
         }
     }
 

@@ -38,10 +38,6 @@ impl StepTimeModel for Unlined<'_> {
     fn decode_non_decreasing(&self, batch: u64) -> bool {
         self.0.decode_non_decreasing(batch)
     }
-    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
-        self.0
-            .decode_steps_at_most(batch, kv_first, steps, limit_ns)
-    }
     fn describe(&self) -> String {
         self.0.describe()
     }
@@ -73,16 +69,6 @@ fn same_answers(model: &dyn StepTimeModel, batch: u64, kv_first: u64, steps: u64
         for &e in ends.iter().chain(&[0, u64::MAX]) {
             for t in [e.saturating_sub(1), e, e.saturating_add(1)] {
                 a.push(run.ended_by(t));
-            }
-        }
-        if run.non_decreasing() {
-            for from in 0..steps {
-                for j in [from, (from + steps) / 2, steps - 1] {
-                    let d = run.duration(j);
-                    for limit in [d - 1, d, d + 1, 0, u64::MAX] {
-                        a.push(run.up_to(from, limit));
-                    }
-                }
             }
         }
         a

@@ -38,10 +38,9 @@ pub struct PricedTable {
 /// One cell of the grid: its interpolation as a polynomial in (batch, KV).
 #[derive(Clone, Copy, Debug)]
 struct Cell {
-    /// `α(b) = a[0] + a[1]·b`, `β(b) = a[2] + a[3]·b`: the numerator is `α + β·K`.
+    /// `α(b) = a[0] + a[1]·b`, `β(b) = a[2] + a[3]·b`: the numerator is `α + β·K`; over
+    /// `den = 1000 × (b₁ − b₀)(k₁ − k₀)` it is the step in ns.
     a: [i128; 4],
-    /// `1000 × (b₁ − b₀)(k₁ − k₀)`: the numerator over it is the step in ns.
-    den: i128,
     /// `a` split by `den`, when `den` is below [`SPLIT_DEN`].
     split: Option<Split>,
 }
@@ -79,7 +78,7 @@ impl Cell {
             r: a.map(|x| x.rem_euclid(den) as u64),
             den: den as u64,
         });
-        Cell { a, den, split }
+        Cell { a, split }
     }
 
     /// The numerator's line in the KV at batch `b` (< [`SPLIT_BATCH`]): `(α, β)`, exactly
@@ -234,34 +233,6 @@ impl PricedTable {
         let m = last_true(s.steps - 1, 0, |m| price(m) < left);
         (m, price(m))
     }
-
-    /// How many of a stretch's first steps last at most `limit_ns` (≥ 1), for a batch whose
-    /// steps never get shorter: `⌊(c0 + c1·l)/den⌋ ≤ limit` while `c0 + c1·l < (limit + 1)·den`.
-    fn stretch_at_most(&self, row: &[Cell], batch: u64, s: Stretch, limit_ns: u64) -> u64 {
-        let cell = &row[s.segment];
-        let last_kv = (batch.checked_mul(s.steps - 1)).and_then(|k| k.checked_add(s.kv));
-        // Outside the split form's bounds the products below might not fit in i128.
-        if cell.split.is_none() || batch >= SPLIT_BATCH || last_kv.is_none_or(|k| k >= SPLIT_KV) {
-            let at = |l: u64| self.table.decode(batch, s.kv + batch * l).as_ns() <= limit_ns;
-            return crate::cost::leading(s.steps, at);
-        }
-        let (alpha, beta) = cell.line(batch);
-        let c0 = alpha + beta * i128::from(s.kv);
-        let c1 = beta * i128::from(batch);
-        let room = (i128::from(limit_ns) + 1) * cell.den;
-        if c0 >= room {
-            return 0;
-        }
-        if c1 <= 0 {
-            return s.steps;
-        }
-        let span = room - 1 - c0;
-        let n = match (u64::try_from(span), u64::try_from(c1)) {
-            (Ok(x), Ok(y)) => i128::from(x / y),
-            _ => span / c1,
-        } + 1;
-        n.min(i128::from(s.steps)) as u64
-    }
 }
 
 impl StepTimeModel for PricedTable {
@@ -344,27 +315,6 @@ impl StepTimeModel for PricedTable {
             SimDuration::from_ns(total.min(u128::from(u64::MAX)) as u64),
             weighted,
         )
-    }
-
-    /// A stretch at a time, in closed form; the table's search for a batch whose steps may get
-    /// shorter.
-    fn decode_steps_at_most(&self, batch: u64, kv_first: u64, steps: u64, limit_ns: u64) -> u64 {
-        if limit_ns == 0 {
-            return 0; // every step lasts at least 1 ns
-        }
-        if !self.decode_non_decreasing(batch) {
-            return self
-                .table
-                .decode_steps_at_most(batch, kv_first, steps, limit_ns);
-        }
-        let row = self.row(batch);
-        for s in self.stretches(batch, kv_first, steps) {
-            let n = self.stretch_at_most(row, batch, s, limit_ns);
-            if n < s.steps {
-                return s.from + n;
-            }
-        }
-        steps
     }
 
     /// The run's line on its KV segment, when it stays on one and fits the split form.
