@@ -185,6 +185,12 @@ impl From<SimError> for Failure {
                 }),
                 code: 1,
             },
+            SimError::OutOfMemory { reason, .. } => Failure {
+                error: e.to_string(),
+                causes: vec![(reason.clone(), None)],
+                hint: Some("raise engine.kv_capacity_tokens, or keep fewer requests in flight (client.concurrency, engine.max_running_requests)".into()),
+                code: 1,
+            },
             SimError::Interrupted => super::interrupt::failure(),
             SimError::TimeOverflow { left, .. } => Failure {
                 error: e.to_string(),

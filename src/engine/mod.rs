@@ -59,6 +59,19 @@ pub enum SimError {
     /// The user interrupted the run.
     #[error("interrupted")]
     Interrupted,
+    /// The batch the engine decided needs more KV than is free: the engine itself raises an
+    /// error there and stops serving.
+    #[error("the engine runs out of KV memory at t = {at_s:.3} s: its next batch must allocate {need_tokens} tokens and {free_tokens} are free")]
+    OutOfMemory {
+        /// When it stopped.
+        at_s: f64,
+        /// Tokens the batch must allocate.
+        need_tokens: u64,
+        /// Tokens free, the cache's evictable ones included.
+        free_tokens: u64,
+        /// How the engine came to it, in its words.
+        reason: String,
+    },
     /// The run would pass [`SimTime::LIMIT`], the latest instant servesim represents.
     #[error("the simulated time would pass {:.0} s (about {} years), the longest run servesim represents, at t = {at_s:.3} s", SimTime::LIMIT.as_secs_f64(), SimTime::LIMIT.as_secs_f64() as u64 / 31_557_600)]
     TimeOverflow {
@@ -355,7 +368,7 @@ impl Simulator<'_> {
                         }
                     }
                 }
-                self.start_batch(&mut actions);
+                self.start_batch(&mut actions)?;
             }
             self.sync_state();
             let Some(next) = self.events.peek_time() else {
@@ -503,7 +516,7 @@ impl Simulator<'_> {
             .set_state(self.now, state, self.client.in_flight());
     }
 
-    fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
+    fn start_batch(&mut self, actions: &mut Vec<ClientAction>) -> Result<(), SimError> {
         self.outbox.clear_for_step();
         if let Some(d) = self
             .scheduler
@@ -512,11 +525,20 @@ impl Simulator<'_> {
             self.events.push(self.now + d, EventKind::StepEnd);
             self.busy = true;
         }
+        if let Some(oom) = self.outbox.out_of_memory.take() {
+            return Err(SimError::OutOfMemory {
+                at_s: self.now.as_secs_f64(),
+                need_tokens: oom.need_tokens,
+                free_tokens: oom.free_tokens,
+                reason: oom.reason,
+            });
+        }
         self.forward_abandoned_awaits();
         self.drain_outbox_logs();
         // A retraction that aborts a request answers it at once.
         self.answer_finished(actions);
         self.handle_actions(actions);
+        Ok(())
     }
 
     fn end_batch(&mut self, actions: &mut Vec<ClientAction>) {

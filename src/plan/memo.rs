@@ -22,7 +22,8 @@ use crate::scenario::Scenario;
 /// Scenarios whose `Debug` text is longer are run without the memo.
 pub const MAX_KEY_BYTES: usize = 1 << 20;
 
-/// A run's summary, or why it could not finish (stuck, or past the longest simulated time).
+/// A run's summary, or why it could not finish (stuck, out of memory, or past the longest
+/// simulated time).
 pub type Outcome<T> = Result<T, String>;
 
 type Slot<T> = Arc<Mutex<Option<Outcome<T>>>>;
@@ -40,13 +41,15 @@ impl<T> Default for Memo<T> {
     }
 }
 
-/// Run `sc` once: `Ok(Err(reason))` when the server is stuck or the time would overflow; other
-/// errors (an interrupt, `run.max_events`) pass through.
+/// Run `sc` once: `Ok(Err(reason))` when the server is stuck, runs out of memory or the time
+/// would overflow; other errors (an interrupt, `run.max_events`) pass through.
 pub fn run_once(sc: &Scenario, opts: &RunOptions) -> Result<Outcome<RunResult>, SimError> {
     match engine::run(sc, opts) {
         Ok(r) => Ok(Ok(r)),
         Err(SimError::Stuck { reason, .. }) => Ok(Err(reason)),
-        Err(e @ SimError::TimeOverflow { .. }) => Ok(Err(e.to_string())),
+        Err(e @ (SimError::TimeOverflow { .. } | SimError::OutOfMemory { .. })) => {
+            Ok(Err(e.to_string()))
+        }
         Err(e) => Err(e),
     }
 }

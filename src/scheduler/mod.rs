@@ -293,6 +293,19 @@ impl LogRecord {
     }
 }
 
+/// A batch that needs more KV than the pool has free, the cache's evictable tokens included:
+/// the engine raises an error there and stops serving (SGLang's `alloc_token_slots`,
+/// `mem_cache/common.py`), and so does the run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// Tokens the batch must allocate.
+    pub need_tokens: u64,
+    /// Tokens free, the cache's evictable ones included.
+    pub free_tokens: u64,
+    /// How the engine came to it and what it does then, in its words.
+    pub reason: String,
+}
+
 /// What a scheduler call produced, for the simulator to act on.
 #[derive(Debug, Default)]
 pub struct Outbox {
@@ -342,6 +355,8 @@ pub struct Outbox {
     pub decode_rounds: u64,
     /// Log lines printed.
     pub log: Vec<LogRecord>,
+    /// The batch [`Scheduler::start_next`] decided needs more KV than there is: the run stops.
+    pub out_of_memory: Option<OutOfMemory>,
 }
 
 impl Outbox {
@@ -363,6 +378,7 @@ impl Outbox {
         self.abandoned_awaits.clear();
         self.decode_rounds = 0;
         self.log.clear();
+        self.out_of_memory = None;
     }
 
     /// Empty the whole outbox for a [`Scheduler::skip_decode`] from `at`, its turns ending
@@ -663,7 +679,9 @@ pub trait Scheduler {
     /// resources and the response goes back at once.
     fn arrive(&mut self, now: SimTime, id: ReqId, reqs: &mut Requests) -> Result<(), Rejection>;
 
-    /// Choose and start the next batch. `None` means idle until something arrives.
+    /// Choose and start the next batch. `None` means idle until something arrives — or, with
+    /// [`Outbox::out_of_memory`] set, that the engine cannot allocate the batch it decided and
+    /// stops.
     fn start_next(
         &mut self,
         now: SimTime,

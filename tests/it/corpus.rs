@@ -620,6 +620,43 @@ fn a_run_that_cannot_progress_stops_with_a_diagnosis() {
     check_failure("runtime-max-events", code, 1, &stderr);
 }
 
+/// A request between chunks takes a whole chunk even when SGLang's admission budget is spent
+/// (`PrefillAdder.add_chunked_req`); if the running requests hold the rest of the pool, SGLang's
+/// `alloc_token_slots` raises and the server stops. The run stops there too, with SGLang's words,
+/// exit code 1 and no output — on both paths (it used to panic on an invariant of the KV pool).
+///
+/// By hand: a pool of 870 tokens, chunks of 8, mixed chunks; request 0 (4 prompt tokens, asking
+/// for 2,000, capped to 870 − 4 − 1 − 1 = 864) and request 1 (800) arrive at once. The first
+/// batch takes request 0 whole and 4 tokens of request 1 (8 in use). From then on each mixed
+/// batch gives request 0 its decode token and request 1 a chunk of 8 − 1 = 7, while request 0's
+/// reservation stays min(863, clip 4) × 0.7 = 2.8 (a ratio of 0.7 that never decays): 107 such
+/// batches leave 870 − 8 − 107 × 8 = 6 free, the next chunk is cut to ⌊6 − 1 − 2.8⌋ = 2 (3 free
+/// after it and the decode token), and then the budget is 3 − 1 − 2.8 < 0: request 1 takes a
+/// whole chunk of 7 with 3 free. 108 batches of 3.16 ms (3 ms + 20 µs × 8 tokens) and one of
+/// 3.06 ms: t = 0.344 s.
+#[test]
+fn a_chunk_that_outgrows_the_pool_stops_the_run_as_sglang_runs_out_of_memory() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("oom.toml"),
+        "name = \"oom\"\n[engine]\nkv_capacity_tokens = 870\npage_size = 1\nchunked_prefill_size = 8\nenable_mixed_chunk = true\ndisable_radix_cache = true\ndisable_overlap_schedule = true\ninit_new_token_ratio = 0.7\nmin_new_token_ratio_factor = 1.0\nclip_max_new_tokens = 4\n[engine.step_time]\ndecode_base_ms = 10.0\nprefill_base_ms = 3.0\nprefill_per_token_us = 20.0\n[workload]\ntrace = \"trace.csv\"\nmax_new_tokens = 2000\n[client]\nmode = \"trace\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tmp.path().join("trace.csv"),
+        "prompt_tokens,output_tokens,arrival_s\n4,2000,0.0\n800,10,0.0\n",
+    )
+    .unwrap();
+    let (code, stderr, stdout) = servesim(tmp.path(), &["run", "oom.toml", "--out", "out"]);
+    assert!(stdout.is_empty(), "printed a report:\n{stdout}");
+    check_failure("runtime-chunk-out-of-memory", code, 1, &stderr);
+    assert!(!tmp.path().join("out/summary.json").exists());
+    let (code, step_by_step, _) = servesim(tmp.path(), &["run", "oom.toml", "--step-by-step"]);
+    assert_eq!((code, step_by_step), (1, stderr));
+    let (code, _, _) = servesim(tmp.path(), &["check", "oom.toml"]);
+    assert_eq!(code, 0, "check");
+}
+
 #[test]
 fn bad_benchmark_result_files_are_refused_with_the_key_path() {
     let tmp = tempfile::tempdir().unwrap();

@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
 use crate::request::{Phase, ReqId, Request, Requests};
-use crate::scheduler::{ServerSample, StepKind};
+use crate::scheduler::{OutOfMemory, Outbox, ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
 
 /// The largest prefill batch, in tokens, that replays a CUDA graph by default.
@@ -370,6 +370,7 @@ impl Sglang {
         &mut self,
         now: SimTime,
         reqs: &mut Requests,
+        out: &mut Outbox,
     ) -> Option<(InFlight, SimDuration)> {
         if self.running.is_empty() {
             self.batch_is_full = false;
@@ -377,12 +378,17 @@ impl Sglang {
         if (self.batch_is_full || self.waiting.is_empty()) && self.chunked.is_none() {
             return None;
         }
-        self.admit(now, reqs)
+        self.admit(now, reqs, out)
     }
 
     /// [`try_prefill`](Self::try_prefill) when a pass is to be made.
     #[inline(never)]
-    fn admit(&mut self, now: SimTime, reqs: &mut Requests) -> Option<(InFlight, SimDuration)> {
+    fn admit(
+        &mut self,
+        now: SimTime,
+        reqs: &mut Requests,
+        out: &mut Outbox,
+    ) -> Option<(InFlight, SimDuration)> {
         let running_bs = self.running.len() as u64;
         // `get_num_allocatable_reqs`: the request rows left (a continuing chunk holds its own).
         let allocatable = self.p.max_running.saturating_sub(running_bs);
@@ -475,7 +481,7 @@ impl Sglang {
             self.spare_items.push(items);
             return None;
         }
-        self.start_prefill(now, items, new_chunked, admitted, running_bs, reqs)
+        self.start_prefill(now, items, new_chunked, admitted, running_bs, reqs, out)
     }
 
     /// Whether the admission pass without the radix cache surely stops at the queue's head for
@@ -708,8 +714,10 @@ impl Sglang {
     }
 
     /// Take the admitted requests off the queue, allocate their KV (`prepare_for_extend`) and
-    /// start the batch.
+    /// start the batch — or, when its pages are more than the pool has free, report that SGLang
+    /// runs out of memory here (`out.out_of_memory`) and start nothing.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn start_prefill(
         &mut self,
         now: SimTime,
@@ -718,6 +726,7 @@ impl Sglang {
         admitted: usize,
         running_bs: u64,
         reqs: &mut Requests,
+        out: &mut Outbox,
     ) -> Option<(InFlight, SimDuration)> {
         // The items are the continuing chunk, if any, then the admitted requests: a prefix of
         // the (sorted) waiting queue, in its order. One walk takes them off the queue and counts
@@ -808,6 +817,16 @@ impl Sglang {
         });
 
         // `alloc_for_extend`: the batch's pages at once, evicting from the cache if need be.
+        // The admission pass keeps them within what is free, but for a request between
+        // chunks: with the budget spent it still takes a whole chunk (`add_chunked`), and when
+        // the running requests hold the rest of the pool `alloc_token_slots` raises
+        // (`mem_cache/common.py`) and the scheduler stops.
+        let need_tokens = pages * self.p.page;
+        if need_tokens > self.free_tokens() {
+            let chunk = (continuing > 0).then(|| (reqs[items[0].id].seq, u64::from(items[0].take)));
+            out.out_of_memory = Some(self.out_of_memory(need_tokens, chunk));
+            return None;
+        }
         self.alloc_evicting(pages);
         // Mixed-style chunked prefill: the running requests decode in the same forward pass if
         // their next tokens fit (`prepare_for_decode` + `mix_with_running`); otherwise they sit
@@ -845,5 +864,34 @@ impl Sglang {
             },
             d,
         ))
+    }
+
+    /// What SGLang does when a prefill batch's `need` tokens are more than the pool has free:
+    /// `alloc_token_slots` raises and the scheduler stops. `chunk`: the request between chunks
+    /// (its number in the workload) and its chunk, when it is in the batch (the only way the admission pass lets a batch
+    /// outgrow the pool).
+    fn out_of_memory(&self, need: u64, chunk: Option<(u64, u64)>) -> OutOfMemory {
+        let how = match chunk {
+            Some((seq, take)) => format!(
+                "request {seq} (in send order, from 0), between chunks, takes its next chunk of {take} tokens although \
+                 the admission budget is spent — SGLang then gives it a whole chunk \
+                 (`PrefillAdder.add_chunked_req`, `managers/schedule_policy.py`) — while the \
+                 running requests hold the rest of the pool{}; ",
+                if self.p.mixed_chunk {
+                    " (with mixed chunks they keep decoding, and growing, while a prompt is chunked)"
+                } else {
+                    ""
+                }
+            ),
+            None => String::new(),
+        };
+        OutOfMemory {
+            need_tokens: need,
+            free_tokens: self.free_tokens(),
+            reason: format!(
+                "{how}SGLang's `alloc_token_slots` (`mem_cache/common.py`) raises \"Out of memory. \
+                 Try to lower your batch size.\" and the server stops"
+            ),
+        }
     }
 }

@@ -716,14 +716,17 @@ impl Sglang {
         reqs: &mut Requests,
         out: &mut Outbox,
     ) -> Option<(InFlight, SimDuration)> {
-        if let Some(b) = self.try_prefill(now, reqs) {
+        if let Some(b) = self.try_prefill(now, reqs, out) {
             return Some(b);
+        }
+        if out.out_of_memory.is_some() {
+            return None;
         }
         if let Some(b) = self.try_decode(now, reqs, out) {
             return Some(b);
         }
         // A retraction may have emptied the batch into the queue: the loop spins again at once.
-        if let Some(b) = self.try_prefill(now, reqs) {
+        if let Some(b) = self.try_prefill(now, reqs, out) {
             return Some(b);
         }
         if self.in_flight.is_none()
@@ -785,8 +788,11 @@ impl Scheduler for Sglang {
             })
         };
         self.queue_at_launch = self.waiting.len() as u64;
+        // A batch that could not be allocated ends the run where it was being built.
         #[cfg(debug_assertions)]
-        self.debug_check(reqs);
+        if out.out_of_memory.is_none() {
+            self.debug_check(reqs);
+        }
         d
     }
 
