@@ -20,6 +20,9 @@ each one this script
      requests.csv unchanged, its summary.json (SGLang) or meta.json (vLLM) unchanged, oracle.txt (the
      command line, the engine version, the sha256 of every file the oracle wrote), and steps.csv if it
      is at most 300 KB, otherwise steps-digest.csv (its decision rows only, see the fixtures' README).
+     A case where the engine is meant to raise out of memory (`crashes=True`) must make the oracle
+     stop with SGLang's error; it writes crash.csv (when, the tokens asked for, the tokens free)
+     and steps.csv instead of requests.csv and the summary.
 
 Needs the two oracle virtualenvs (set up once; see README-sglang.md and README-vllm.md beside this
 file; Python 3.11 was used):
@@ -49,6 +52,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -258,6 +262,7 @@ class Case:
     check: callable           # (Out) -> str with the numbers that show the property
     max_sim_s: Num = None     # the oracle's --horizon
     prefix_columns: bool = False
+    crashes: bool = False     # the engine raises out of memory: the oracle must stop with it
     results: dict = field(default_factory=dict)
 
     @property
@@ -265,13 +270,14 @@ class Case:
         return f"{self.engine}/{self.name}"
 
 
-def sg(name, what, rows, closed, step, check, max_sim_s=None, prefix_columns=False, **engine):
+def sg(name, what, rows, closed, step, check, max_sim_s=None, prefix_columns=False,
+       crashes=False, **engine):
     keys = dict(SG_ENGINE)
     for k, v in engine.items():
         assert k in keys, k
         keys[k] = v
     return Case("sglang", name, what, rows, closed, keys, step, check,
-                Num(max_sim_s) if max_sim_s else None, prefix_columns)
+                Num(max_sim_s) if max_sim_s else None, prefix_columns, crashes)
 
 
 def vl(name, what, rows, closed, step, check, prefix_columns=False, **engine):
@@ -553,6 +559,30 @@ def chk_sg_mixed(o):
     need(c["mixed"] > 0, "no mixed step")
     return (f"{c['mixed']} mixed steps (a prefill chunk plus the running decodes), "
             f"{c['prefill']} pure prefill steps, {c['decode']} decode steps")
+
+
+class Crash:
+    """What the oracle left when SGLang raised out of memory: its steps, and the error's numbers."""
+    def __init__(self, out_dir, stderr):
+        self.steps = read_csv(os.path.join(out_dir, "steps.csv"))
+        ask = re.search(r"Try to allocate (\d+) tokens", stderr)
+        free = re.search(r"Available full tokens: (\d+)", stderr)
+        need("Out of memory. Try to lower your batch size." in stderr and ask and free,
+             "the oracle failed, but not with SGLang's out-of-memory error")
+        self.need_tokens = int(ask.group(1))
+        self.free_tokens = int(free.group(1))
+        # The batch that could not be allocated was being built when the last step ended.
+        self.at = self.steps[-1]["t_end"]
+
+
+def chk_sg_out_of_memory(o):
+    last = o.steps[-1]
+    need(last["kind"] == "mixed" and last["chunked"] == "1",
+         "the last step before the error is not a mixed step with a chunk to go on")
+    need(o.need_tokens > o.free_tokens, "the error asked for no more than was free")
+    return (f"after {len(o.steps)} steps (the last a mixed step with a prompt still being chunked) "
+            f"SGLang raises out of memory at {o.at} s: {o.need_tokens} tokens to allocate, "
+            f"{o.free_tokens} free")
 
 
 def chk_sg_conservative(o):
@@ -863,6 +893,12 @@ SG_E2 = lambda: gen(3, 300, lognormal(200, 0.8), lognormal(900, 0.6), max_new=10
 SG_POLICY_WL = lambda: gen(5, 300, lognormal(300, 0.8), lognormal(300, 0.8), max_new=2048,
                            groups=[("sys", 2000), ("doc", 1000), ("short", 300)], none=0.2)
 
+# chunk-out-of-memory: (prompt, output, max_new_tokens, arrival_s).
+OOM_ROWS = [(p, o, o, 0.0) for p, o in [
+    (20, 2248), (22, 2395), (26, 1209), (14, 1423), (31, 586), (34, 365), (4, 2244), (7, 2819),
+    (13, 1963), (29, 2358), (17, 1128), (30, 686), (13, 800), (14, 1201), (40, 834)]] + [
+    (2142, 1, 2, 3.0)]
+
 CASES = [
     # ---------------------------------------------------------------- SGLang, no shared prefixes
     sg("open-poisson-baseline",
@@ -940,6 +976,19 @@ CASES = [
        lambda: gen(9, 300, lognormal(1500, 0.6), lognormal(250, 0.6), rate=3.0, max_new=1024),
        0, SG_KV, chk_sg_mixed, kv_capacity_tokens=40000, max_running_requests=128,
        chunked_prefill_size=1024, max_prefill_tokens=4096, enable_mixed_chunk=True),
+    sg("chunk-out-of-memory",
+       "--enable-mixed-chunk with a pool that fills while a prompt is chunked: fifteen short "
+       "prompts with long answers (max_new_tokens = the answer) from t = 0, and at 3 s a "
+       "2,142-token prompt asking for 2 tokens; chunks of 16, a pool of 8,760 tokens. Admitted at "
+       "6.6 s with its whole prompt within the budget, that prompt is chunked 3 tokens at a time "
+       "beside 13 decode rows, which grow by 13 tokens a step while their reservations shrink by "
+       "13 x new_token_ratio (decayed to 0.12); once the budget is spent a continuing chunk still "
+       "gets a whole chunk (PrefillBudget.available_chunk_tokens), and SGLang's alloc_token_slots "
+       "raises out of memory: the oracle stops with that error.",
+       lambda: [Row(prompt=p, output=o, arrival=a, max_new=m, ignore_eos=False)
+                for p, o, m, a in OOM_ROWS],
+       0, SG_README, chk_sg_out_of_memory, crashes=True, kv_capacity_tokens=8760,
+       chunked_prefill_size=16, enable_mixed_chunk=True),
     sg("conservativeness-0.5",
        "schedule_conservativeness 0.5 on the workload of retract-closed-long-b (same requests, "
        "same step times): new_token_ratio starts at 0.7 x 0.5 = 0.35 with floor 0.049 and decays "
@@ -1242,6 +1291,8 @@ def record(case, scratch):
     t0 = time.time()
     p = subprocess.run(py + args, cwd=work, env=env, capture_output=True, text=True)
     wall = time.time() - t0
+    if case.crashes:
+        return record_crash(case, work, rows, p, wall, script, args)
     if p.returncode != 0:
         sys.stderr.write(p.stdout + p.stderr)
         raise SystemExit(f"{case.key}: the oracle failed (exit {p.returncode})")
@@ -1312,6 +1363,62 @@ def record(case, scratch):
     c = sg_counts(o) if case.engine == "sglang" else vl_counts(o)
     case.results = dict(requests=len(rows), sent=len(o.reqs), steps=len(o.steps),
                         sim=c["sim"], wall=wall, recorded=recorded)
+    return case.results
+
+
+def record_crash(case, work, rows, p, wall, script, args):
+    """A case whose engine raises out of memory: the oracle must stop with that error. The fixture
+    keeps the workload, the scenario, `crash.csv` (when the error was raised — the end of the last
+    step — the tokens the batch asked for and the tokens free), the steps and `oracle.txt`; there is
+    no requests.csv (the oracle writes it only at a normal end)."""
+    if p.returncode == 0:
+        raise CheckFailed("the oracle ended normally; the case expects out of memory")
+    out_dir = os.path.join(work, "out")
+    o = Crash(out_dir, p.stderr)
+    recorded = case.check(o)
+    dst = os.path.join(FIXTURES, case.engine, case.name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    write_servesim_workload(os.path.join(dst, "workload.csv"), rows, case.prefix_columns)
+    with open(os.path.join(dst, "scenario.toml"), "w") as f:
+        f.write(scenario_toml(case, recorded))
+    with open(os.path.join(dst, "crash.csv"), "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["at_s", "need_tokens", "free_tokens"])
+        w.writerow([o.at, o.need_tokens, o.free_tokens])
+    steps_src = os.path.join(out_dir, "steps.csv")
+    need(os.path.getsize(steps_src) <= STEPS_LIMIT_BYTES, "steps.csv too large to commit")
+    shutil.copyfile(steps_src, os.path.join(dst, "steps.csv"))
+    # The exception's message (SGLang also logs it once before raising).
+    err = p.stderr.splitlines()
+    first = max(i for i, l in enumerate(err) if l.startswith("RuntimeError"))
+    error = [err[first]] + [l for l in err[first + 1:]
+                            if l.startswith(("Try to allocate", "Available full tokens"))]
+    cmd = ["$SGLANG_PY", f"scripts/golden/{script}"] + args
+    lines = [f"Golden trace {case.key}: how it was recorded (written by scripts/golden/record.py).",
+             "",
+             f"engine: sglang {EXPECTED['sglang']}",
+             f"oracle: scripts/golden/{script} (sha256 {sha256_file(os.path.join(HERE, script))})",
+             "",
+             "command (run in a scratch directory; workload.oracle.csv is workload.csv in the "
+             "oracle's input format: id = row index, arrival = arrival_s, max_new_tokens, "
+             "ignore_eos as 0/1):",
+             "  " + " ".join(cmd),
+             "",
+             f"the oracle stopped (exit {p.returncode}) with SGLang's error:"]
+    lines += ["  " + l for l in error]
+    lines += ["", "files the oracle wrote (sha256, bytes, data rows):"]
+    for fn in sorted(os.listdir(out_dir)):
+        path = os.path.join(out_dir, fn)
+        nrows = count_rows(path) if fn.endswith(".csv") else "-"
+        lines.append(f"  {fn:13s} {sha256_file(path)} {os.path.getsize(path):>9} {nrows:>7}")
+    lines += ["", "steps.csv: committed as steps.csv. crash.csv: the error's numbers and the end of "
+              "the last step (when the failing batch was being built).", ""]
+    with open(os.path.join(dst, "oracle.txt"), "w") as f:
+        f.write("\n".join(lines))
+    sent = sum(1 for r in rows if r.arrival <= float(o.at))
+    case.results = dict(requests=len(rows), sent=sent, steps=len(o.steps), sim=float(o.at),
+                        wall=wall, recorded=recorded)
     return case.results
 
 

@@ -295,7 +295,7 @@ impl LogRecord {
 
 /// A batch that needs more KV than the pool has free, the cache's evictable tokens included:
 /// the engine raises an error there and stops serving (SGLang's `alloc_token_slots`,
-/// `mem_cache/common.py`), and so does the run.
+/// `mem_cache/allocation.py`), and so does the run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutOfMemory {
     /// Tokens the batch must allocate.

@@ -621,9 +621,11 @@ fn a_run_that_cannot_progress_stops_with_a_diagnosis() {
 }
 
 /// A request between chunks takes a whole chunk even when SGLang's admission budget is spent
-/// (`PrefillAdder.add_chunked_req`); if the running requests hold the rest of the pool, SGLang's
-/// `alloc_token_slots` raises and the server stops. The run stops there too, with SGLang's words,
-/// exit code 1 and no output — on both paths (it used to panic on an invariant of the KV pool).
+/// (`PrefillBudget.available_chunk_tokens`); if the running requests hold the rest of the pool,
+/// SGLang's `alloc_token_slots` raises and the server stops. The run stops there too, with
+/// SGLang's words, exit code 1 and no output — on both paths (it used to panic on an invariant of
+/// the KV pool). The golden case `sglang/chunk-out-of-memory` has SGLang's own code do the same
+/// (with SGLang's default ratios, which this case sets otherwise to keep the arithmetic short).
 ///
 /// By hand: a pool of 870 tokens, chunks of 8, mixed chunks; request 0 (4 prompt tokens, asking
 /// for 2,000, capped to 870 − 4 − 1 − 1 = 864) and request 1 (800) arrive at once. The first

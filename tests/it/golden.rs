@@ -5,13 +5,15 @@
 //! oracle recorded them, the same prompt tokens found cached at the first admission.
 //!
 //! Each case is a directory of `tests/fixtures/golden/<engine>/`: `scenario.toml` (the case as a
-//! servesim scenario, replaying `workload.csv`) and the oracle's `requests.csv`.
+//! servesim scenario, replaying `workload.csv`) and the oracle's `requests.csv` — or, for a case
+//! where the engine raises out of memory, `crash.csv`: when (within 1 ms), the tokens its batch
+//! asked for and the tokens free, which servesim's run must stop with.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use servesim::engine::{self, RunOptions};
-use servesim::metrics::RequestRecord;
+use servesim::engine::{self, RunOptions, SimError};
+use servesim::metrics::{RequestRecord, RunResult};
 use servesim::scenario::{self, Source};
 
 use crate::root;
@@ -71,6 +73,37 @@ fn expected(dir: &Path) -> BTreeMap<u64, Expected> {
         .collect()
 }
 
+/// A case where the engine raised out of memory: servesim's run must stop with the same numbers
+/// at the same instant.
+fn crash_differences(dir: &Path, run: Result<RunResult, SimError>) -> Vec<String> {
+    let mut reader = csv::Reader::from_path(dir.join("crash.csv")).unwrap();
+    let row = reader.records().next().unwrap().unwrap();
+    let (at_s, need, free): (f64, u64, u64) = (
+        row[0].parse().unwrap(),
+        row[1].parse().unwrap(),
+        row[2].parse().unwrap(),
+    );
+    match run {
+        Err(SimError::OutOfMemory {
+            at_s: got_at,
+            need_tokens,
+            free_tokens,
+            ..
+        }) if (got_at - at_s).abs() <= TOLERANCE_S
+            && (need_tokens, free_tokens) == (need, free) =>
+        {
+            Vec::new()
+        }
+        other => vec![format!(
+            "the engine runs out of memory at {at_s} s asking for {need} tokens with {free} free; servesim: {}",
+            match other {
+                Ok(_) => "the run ended normally".to_string(),
+                Err(e) => e.to_string(),
+            }
+        )],
+    }
+}
+
 /// Replay one case; the differences from the oracle, one line each.
 fn differences(dir: &Path) -> Vec<String> {
     let src = Source::read(&dir.join("scenario.toml")).unwrap();
@@ -79,14 +112,17 @@ fn differences(dir: &Path) -> Vec<String> {
         panic!("{}: {}", dir.display(), lines.join("\n"))
     });
     let horizon_s = sc.run.max_sim.map(|d| d.as_secs_f64());
-    let r = engine::run(
+    let run = engine::run(
         &sc,
         &RunOptions {
             keep_requests: true,
             ..RunOptions::default()
         },
-    )
-    .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    );
+    if dir.join("crash.csv").exists() {
+        return crash_differences(dir, run);
+    }
+    let r = run.unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     let got: BTreeMap<u64, &RequestRecord> = r.requests.iter().map(|q| (q.seq, q)).collect();
     let mut out = Vec::new();
     for (id, want) in expected(dir) {

@@ -820,7 +820,7 @@ impl Sglang {
         // The admission pass keeps them within what is free, but for a request between
         // chunks: with the budget spent it still takes a whole chunk (`add_chunked`), and when
         // the running requests hold the rest of the pool `alloc_token_slots` raises
-        // (`mem_cache/common.py`) and the scheduler stops.
+        // (`mem_cache/allocation.py`) and the scheduler stops.
         let need_tokens = pages * self.p.page;
         if need_tokens > self.free_tokens() {
             let chunk = (continuing > 0).then(|| (reqs[items[0].id].seq, u64::from(items[0].take)));
@@ -875,7 +875,7 @@ impl Sglang {
             Some((seq, take)) => format!(
                 "request {seq} (in send order, from 0), between chunks, takes its next chunk of {take} tokens although \
                  the admission budget is spent — SGLang then gives it a whole chunk \
-                 (`PrefillAdder.add_chunked_req`, `managers/schedule_policy.py`) — while the \
+                 (`PrefillBudget.available_chunk_tokens`, `mem_cache/prefill_budget.py`) — while the \
                  running requests hold the rest of the pool{}; ",
                 if self.p.mixed_chunk {
                     " (with mixed chunks they keep decoding, and growing, while a prompt is chunked)"
@@ -889,7 +889,7 @@ impl Sglang {
             need_tokens: need,
             free_tokens: self.free_tokens(),
             reason: format!(
-                "{how}SGLang's `alloc_token_slots` (`mem_cache/common.py`) raises \"Out of memory. \
+                "{how}SGLang's `alloc_token_slots` (`mem_cache/allocation.py`) raises \"Out of memory. \
                  Try to lower your batch size.\" and the server stops"
             ),
         }
