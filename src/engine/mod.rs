@@ -368,7 +368,10 @@ impl Simulator<'_> {
                         }
                     }
                 }
-                self.start_batch(&mut actions)?;
+                self.start_batch(&mut actions);
+                if self.outbox.out_of_memory.is_some() {
+                    return Err(self.out_of_memory());
+                }
             }
             self.sync_state();
             let Some(next) = self.events.peek_time() else {
@@ -516,7 +519,9 @@ impl Simulator<'_> {
             .set_state(self.now, state, self.client.in_flight());
     }
 
-    fn start_batch(&mut self, actions: &mut Vec<ClientAction>) -> Result<(), SimError> {
+    /// Start the next batch, if any. A batch the scheduler could not allocate is left in
+    /// [`Outbox::out_of_memory`] for the caller to stop on.
+    fn start_batch(&mut self, actions: &mut Vec<ClientAction>) {
         self.outbox.clear_for_step();
         if let Some(d) = self
             .scheduler
@@ -525,20 +530,24 @@ impl Simulator<'_> {
             self.events.push(self.now + d, EventKind::StepEnd);
             self.busy = true;
         }
-        if let Some(oom) = self.outbox.out_of_memory.take() {
-            return Err(SimError::OutOfMemory {
-                at_s: self.now.as_secs_f64(),
-                need_tokens: oom.need_tokens,
-                free_tokens: oom.free_tokens,
-                reason: oom.reason,
-            });
-        }
         self.forward_abandoned_awaits();
         self.drain_outbox_logs();
         // A retraction that aborts a request answers it at once.
         self.answer_finished(actions);
         self.handle_actions(actions);
-        Ok(())
+    }
+
+    /// The error of a batch the scheduler could not allocate ([`Outbox::out_of_memory`]).
+    #[cold]
+    #[inline(never)]
+    fn out_of_memory(&mut self) -> SimError {
+        let oom = (self.outbox.out_of_memory.take()).expect("invariant: the scheduler said so");
+        SimError::OutOfMemory {
+            at_s: self.now.as_secs_f64(),
+            need_tokens: oom.need_tokens,
+            free_tokens: oom.free_tokens,
+            reason: oom.reason,
+        }
     }
 
     fn end_batch(&mut self, actions: &mut Vec<ClientAction>) {

@@ -355,8 +355,9 @@ pub struct Outbox {
     pub decode_rounds: u64,
     /// Log lines printed.
     pub log: Vec<LogRecord>,
-    /// The batch [`Scheduler::start_next`] decided needs more KV than there is: the run stops.
-    pub out_of_memory: Option<OutOfMemory>,
+    /// The batch [`Scheduler::start_next`] decided needs more KV than there is. The simulator
+    /// takes it at once and stops the run, so no clearing empties it.
+    pub out_of_memory: Option<Box<OutOfMemory>>,
 }
 
 impl Outbox {
@@ -368,7 +369,8 @@ impl Outbox {
     /// Empty what any call of a scheduler writes: all but what only
     /// [`Scheduler::skip_decode`] writes (`step_ends`, `outside_tokens`, `turns`,
     /// `decode_run`, `run_ends`, `run_line`), which the simulator reads after a run only and
-    /// empties before each attempt ([`Outbox::clear_for_run`]).
+    /// empties before each attempt ([`Outbox::clear_for_run`]), and `out_of_memory`, which
+    /// ends the run.
     #[inline]
     pub fn clear_for_step(&mut self) {
         self.finished.clear();
@@ -378,7 +380,6 @@ impl Outbox {
         self.abandoned_awaits.clear();
         self.decode_rounds = 0;
         self.log.clear();
-        self.out_of_memory = None;
     }
 
     /// Empty the whole outbox for a [`Scheduler::skip_decode`] from `at`, its turns ending

@@ -824,7 +824,7 @@ impl Sglang {
         let need_tokens = pages * self.p.page;
         if need_tokens > self.free_tokens() {
             let chunk = (continuing > 0).then(|| (reqs[items[0].id].seq, u64::from(items[0].take)));
-            out.out_of_memory = Some(self.out_of_memory(need_tokens, chunk));
+            out.out_of_memory = Some(Box::new(self.out_of_memory(need_tokens, chunk)));
             return None;
         }
         self.alloc_evicting(pages);
