@@ -124,6 +124,7 @@ def step_time(decode_base_ms, decode_per_seq_ms, decode_per_kv_token_ns, prefill
 SG_README = step_time("10.0", "0.1", "0.0", "50.0", prefill_base_ms="10.0")   # the oracle's defaults
 SG_KV = step_time("15.0", "0.3", "20.0", "40.0", prefill_base_ms="10.0")
 SG_B2 = step_time("12.0", "0.8", "60.0", "60.0", prefill_base_ms="15.0")       # scenarios/case-study-b2.toml
+SG_DEFAULTS = step_time("35.0", "0.3", "0.0", "120.0", prefill_base_ms="10.0")  # servesim's linear defaults
 # vLLM: step = a + b*decode_reqs + c*prefill_tokens + d*kv_tokens (no prefill base)
 VL_README = step_time("10.0", "0.1", "0.0", "50.0")
 VL_KV = step_time("12.0", "0.2", "10.0", "40.0")
@@ -561,6 +562,46 @@ def chk_sg_mixed(o):
             f"{c['prefill']} pure prefill steps, {c['decode']} decode steps")
 
 
+def chk_sg_first_prefill_alone(why):
+    """The first prefill takes request 0 alone while the others sent at t = 0 wait (`why` says which
+    budget stops it); they are admitted later."""
+    def chk(o):
+        sg_common(o)
+        first = o.steps[0]
+        need(first["kind"] == "prefill" and first["prefill_ids"] == "0", "the first prefill "
+             f"is not request 0 alone: {first['prefill_ids']}")
+        waiting = int(first["queued"])
+        need(waiting >= 1, "nobody waits after the first prefill")
+        later = [r for r in o.steps if r["kind"] == "prefill" and r["prefill_ids"] != "0"]
+        need(later, "the others are never admitted")
+        return (f"the first prefill admits request 0 alone with {waiting} waiting ({why}); the next "
+                f"admission at {later[0]['t_start']} s; {len(o.steps)} steps")
+    return chk
+
+
+def chk_sg_first_above_input_budget(o):
+    sg_common(o)
+    first = o.steps[0]
+    cap = o.case.engine_keys["max_prefill_tokens"]
+    need(first["kind"] == "prefill" and first["prefill_ids"] == "0"
+         and int(first["extend_tokens"]) > cap, "the first prefill is not request 0 above the cap")
+    return (f"chunking off: request 0's {first['extend_tokens']} prompt tokens are prefilled at "
+            f"once although max_prefill_tokens is {cap} (the first request of a pass may exceed "
+            f"it); {len(o.steps)} steps")
+
+
+def chk_sg_ignore_eos_queue(o):
+    sg_common(o)
+    need(all(r["ignore_eos"] == "1" for r in o.reqs), "ignore_eos")
+    both = [r for r in o.steps if r["kind"] == "prefill" and int(r["batch_size"]) >= 2
+            and int(r["running"]) >= 1]
+    need(both, "no prefill admitting two requests while another runs")
+    return (f"ignore_eos with the radix cache off: requests {both[0]['prefill_ids']} are admitted "
+            f"in one prefill at {both[0]['t_start']} s while {both[0]['running']} runs "
+            f"(add_one_req_ignore_eos counts the tokens the earlier-finishing ones free); "
+            f"finishes at " + ", ".join(r["finish"] for r in o.reqs) + " s")
+
+
 class Crash:
     """What the oracle left when SGLang raised out of memory: its steps, and the error's numbers."""
     def __init__(self, out_dir, stderr):
@@ -989,6 +1030,38 @@ CASES = [
                 for p, o, m, a in OOM_ROWS],
        0, SG_README, chk_sg_out_of_memory, crashes=True, kv_capacity_tokens=8760,
        chunked_prefill_size=16, enable_mixed_chunk=True),
+    sg("boundary-need-equals-remaining",
+       "Admission at its memory bound: a pool of 52 tokens, two requests of 5 prompt tokens asking "
+       "for 20 sent at t = 0. Request 0 takes 5 + 1 + 20 = 26 of the budget; request 1 needs "
+       "5 + 20 + 1 = 26 and exactly 26 remain: PrefillBudget.check_prefill admits only strictly "
+       "below what remains, so it waits.",
+       lambda: [Row(prompt=5, output=10, arrival=0.0, max_new=20, ignore_eos=False)] * 2,
+       2, SG_README, chk_sg_first_prefill_alone("it needs exactly what remains"),
+       kv_capacity_tokens=52),
+    sg("boundary-input-budget-spent",
+       "The input budget spent exactly: max_prefill_tokens 16, chunks of 64, two 16-token prompts "
+       "sent at t = 0. Request 0 uses the whole input budget; budget_state then answers OTHER "
+       "(rem_input_tokens <= 0) and the pass stops, though the chunk budget has 48 left.",
+       lambda: [Row(prompt=16, output=4, arrival=0.0, max_new=20, ignore_eos=False)] * 2,
+       2, SG_README, chk_sg_first_prefill_alone("the input budget is spent"),
+       kv_capacity_tokens=1000, chunked_prefill_size=64, max_prefill_tokens=16),
+    sg("boundary-first-above-input-budget",
+       "Chunking off and a prompt (20 tokens) above max_prefill_tokens (16): the first request of "
+       "a pass may exceed the input budget, so it is prefilled at once.",
+       lambda: [Row(prompt=20, output=10, arrival=0.0, max_new=20, ignore_eos=False)],
+       1, SG_README, chk_sg_first_above_input_budget,
+       kv_capacity_tokens=200, chunked_prefill_size=-1, max_prefill_tokens=16),
+    sg("ignore-eos-freed-tokens",
+       "ignore_eos requests with the radix cache off (add_one_req_ignore_eos): three requests "
+       "(545, 309 and 455 prompt tokens, 143, 286 and 1,726 new tokens) arriving within 64 ms "
+       "at a pool of 4,698 tokens, servesim's default step times. The second and third are "
+       "admitted together while the first runs: for the third, SGLang walks the requests it "
+       "would run with by tokens left and counts the tokens each one finishing earlier frees "
+       "(without them the third would wait).",
+       lambda: [Row(prompt=545, output=143, arrival=0.0, max_new=143, ignore_eos=True),
+                Row(prompt=309, output=286, arrival=0.007479, max_new=286, ignore_eos=True),
+                Row(prompt=455, output=1726, arrival=0.063973, max_new=1726, ignore_eos=True)],
+       0, SG_DEFAULTS, chk_sg_ignore_eos_queue, kv_capacity_tokens=4698),
     sg("conservativeness-0.5",
        "schedule_conservativeness 0.5 on the workload of retract-closed-long-b (same requests, "
        "same step times): new_token_ratio starts at 0.7 x 0.5 = 0.35 with floor 0.049 and decays "
