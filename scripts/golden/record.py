@@ -203,6 +203,21 @@ def gen(seed, n, prompt, output, rate=0.0, max_new=None, ignore_eos=False, group
     return rows
 
 
+def mixed_rows(seed):
+    """The small workloads of the mixed-chunk boundary cases, drawn with Python's
+    random.Random(seed): 3-30 requests, prompts of 1-60 or 60-600 tokens, outputs of 1-600,
+    max_new_tokens the output or 1-800, gaps of 0, 5 ms, 30 ms or 200 ms."""
+    rnd = random.Random(seed)
+    rows, t = [], 0.0
+    for _ in range(rnd.randint(3, 30)):
+        p = rnd.choice([rnd.randint(1, 60), rnd.randint(60, 600)])
+        o = rnd.randint(1, 600)
+        m = rnd.choice([o, rnd.randint(1, 800)])
+        rows.append(Row(prompt=p, output=o, arrival=round(t, 6), max_new=m, ignore_eos=False))
+        t += rnd.choice([0, 0, 0.005, 0.03, 0.2])
+    return rows
+
+
 def fmt_arrival(x):
     return f"{x:.6f}"
 
@@ -577,6 +592,15 @@ def chk_sg_first_prefill_alone(why):
         return (f"the first prefill admits request 0 alone with {waiting} waiting ({why}); the next "
                 f"admission at {later[0]['t_start']} s; {len(o.steps)} steps")
     return chk
+
+
+def chk_sg_mixed_chunks(o):
+    sg_common(o)
+    c = sg_counts(o)
+    chunked = sum(1 for r in o.steps if r["chunked"] == "1")
+    need(c["mixed"] > 0 and chunked > 0, "no mixed step with a chunk to go on")
+    return (f"{c['mixed']} mixed steps, {chunked} steps with a prompt still being chunked, "
+            f"{c['retracted']} retractions, {c['steps']} steps")
 
 
 def chk_sg_first_above_input_budget(o):
@@ -1062,6 +1086,13 @@ CASES = [
                 Row(prompt=309, output=286, arrival=0.007479, max_new=286, ignore_eos=True),
                 Row(prompt=455, output=1726, arrival=0.063973, max_new=1726, ignore_eos=True)],
        0, SG_DEFAULTS, chk_sg_ignore_eos_queue, kv_capacity_tokens=4698),
+    sg("mixed-chunk-budget-spent",
+       "A continuing chunk when the admission budget's remainder truncates to 0: it still gets a "
+       "whole chunk (PrefillBudget.available_chunk_tokens returns the chunk limit when "
+       "int(remaining) <= 0). Mixed chunks of 32, a pool of 2,010 tokens, 11 small requests "
+       "(mixed_rows(109)) in a closed loop of 8.",
+       lambda: mixed_rows(109), 8, SG_README, chk_sg_mixed_chunks, kv_capacity_tokens=2010,
+       chunked_prefill_size=32, enable_mixed_chunk=True),
     sg("conservativeness-0.5",
        "schedule_conservativeness 0.5 on the workload of retract-closed-long-b (same requests, "
        "same step times): new_token_ratio starts at 0.7 x 0.5 = 0.35 with floor 0.049 and decays "
