@@ -561,3 +561,51 @@ fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
     }
     assert_eq!(finished, vec![b, a]);
 }
+
+/// SGLang with pages of `page` tokens, chunks of `chunk`, the radix cache off.
+fn paged(kv: u64, page: u64, chunk: u32) -> Sglang {
+    let mut e = spec(kv, SchedulePolicy::Fcfs);
+    if let PolicySpec::Sglang(p) = &mut e.policy {
+        p.page_size = page as u32;
+        p.chunked_prefill_size = Some(chunk);
+        p.disable_radix_cache = true;
+    }
+    build(e)
+}
+
+#[test]
+fn a_pass_that_spends_the_budget_exactly_stops_for_memory_and_closes_the_latch() {
+    // Pages of 4, a pool of 64: `max_new_tokens` 20 stays (below 64 − 8 − 4 − 1). a needs
+    // 5 + 20 + 4 = 29 < 64 and reserves its paged input, a page and its 20 new tokens:
+    // 8 + 4 + 20 = 32. b needs 29 < 32 and leaves exactly 0: `budget_state` answers NO_TOKEN
+    // (only a positive remainder goes on), which closes the latch — although both were admitted.
+    let (mut s, mut reqs) = (paged(64, 4, 8192), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 5, 20, 10);
+    let b = add(&mut s, &mut reqs, 1, 5, 20, 10);
+    let mut out = Outbox::default();
+    s.start_next(SimTime::ZERO, &mut reqs, &mut out)
+        .expect("a prefill");
+    let Some(InFlight::Prefill { items, .. }) = &s.in_flight else {
+        panic!("not a prefill")
+    };
+    assert_eq!(items.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
+    assert!(s.batch_is_full);
+    assert_eq!(s.counters.memory_stops, 1);
+}
+
+#[test]
+fn a_prompt_whose_pages_fill_the_chunk_exactly_is_prefilled_whole() {
+    // Pages of 4 and chunks of 16: 13 prompt tokens take 16 paged, which is not more than the
+    // chunk (`add_one_req` chunks only a paged input above `rem_chunk_tokens`): one prefill of
+    // the 13 tokens, nothing left to chunk.
+    let (mut s, mut reqs) = (paged(200, 4, 16), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 13, 20, 10);
+    let mut out = Outbox::default();
+    s.start_next(SimTime::ZERO, &mut reqs, &mut out)
+        .expect("a prefill");
+    let Some(InFlight::Prefill { items, .. }) = &s.in_flight else {
+        panic!("not a prefill")
+    };
+    assert_eq!(items, &vec![PrefillItem { id: a, take: 13 }]);
+    assert!(s.chunked.is_none());
+}
