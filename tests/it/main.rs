@@ -1,5 +1,6 @@
 //! servesim's integration tests, in one binary.
 
+mod bounds;
 mod calibrate;
 mod cli;
 mod compare;
