@@ -203,17 +203,22 @@ def gen(seed, n, prompt, output, rate=0.0, max_new=None, ignore_eos=False, group
     return rows
 
 
-def mixed_rows(seed):
-    """The small workloads of the mixed-chunk boundary cases, drawn with Python's
+def mixed_rows(seed, half_ignore_eos=False):
+    """The small workloads of the boundary cases found by mutation, drawn with Python's
     random.Random(seed): 3-30 requests, prompts of 1-60 or 60-600 tokens, outputs of 1-600,
-    max_new_tokens the output or 1-800, gaps of 0, 5 ms, 30 ms or 200 ms."""
+    max_new_tokens the output or 1-800, gaps of 0, 5 ms, 30 ms or 200 ms; with
+    `half_ignore_eos` each request is ignore_eos with probability 1/2 (its output then its
+    max_new_tokens)."""
     rnd = random.Random(seed)
     rows, t = [], 0.0
     for _ in range(rnd.randint(3, 30)):
         p = rnd.choice([rnd.randint(1, 60), rnd.randint(60, 600)])
         o = rnd.randint(1, 600)
         m = rnd.choice([o, rnd.randint(1, 800)])
-        rows.append(Row(prompt=p, output=o, arrival=round(t, 6), max_new=m, ignore_eos=False))
+        arrival = round(t, 6)
+        ie = half_ignore_eos and rnd.random() < 0.5
+        rows.append(Row(prompt=p, output=m if ie else o, arrival=arrival, max_new=m,
+                        ignore_eos=ie))
         t += rnd.choice([0, 0, 0.005, 0.03, 0.2])
     return rows
 
@@ -600,6 +605,15 @@ def chk_sg_mixed_chunks(o):
     chunked = sum(1 for r in o.steps if r["chunked"] == "1")
     need(c["mixed"] > 0 and chunked > 0, "no mixed step with a chunk to go on")
     return (f"{c['mixed']} mixed steps, {chunked} steps with a prompt still being chunked, "
+            f"{c['retracted']} retractions, {c['steps']} steps")
+
+
+def chk_sg_some_ignore_eos(o):
+    sg_common(o)
+    c = sg_counts(o)
+    ie = sum(1 for r in o.reqs if r["ignore_eos"] == "1")
+    need(0 < ie < len(o.reqs), "not a mix of ignore_eos and other requests")
+    return (f"{ie} of {len(o.reqs)} requests ignore_eos, {c['prefill']} prefill steps, "
             f"{c['retracted']} retractions, {c['steps']} steps")
 
 
@@ -1075,6 +1089,22 @@ CASES = [
        lambda: [Row(prompt=20, output=10, arrival=0.0, max_new=20, ignore_eos=False)],
        1, SG_README, chk_sg_first_above_input_budget,
        kv_capacity_tokens=200, chunked_prefill_size=-1, max_prefill_tokens=16),
+    sg("boundary-later-request-fills-input-budget",
+       "Chunking off, max_prefill_tokens 16, two 8-token prompts sent at t = 0: after the first, "
+       "8 input tokens remain and the second's 8 are not below them, so it waits "
+       "(only the first request of a pass may reach or exceed the input budget).",
+       lambda: [Row(prompt=8, output=4, arrival=0.0, max_new=20, ignore_eos=False)] * 2,
+       2, SG_README, chk_sg_first_prefill_alone("a later request filling the input budget "
+                                                "exactly waits"),
+       kv_capacity_tokens=1000, chunked_prefill_size=-1, max_prefill_tokens=16),
+    sg("ignore-eos-input-equals-remaining",
+       "ignore_eos and other requests mixed with the radix cache off, in a closed loop of 8: "
+       "nine small requests (mixed_rows(138, half_ignore_eos=True)), a pool of 1,514 tokens, "
+       "chunks of 16. An ignore_eos request is refused when its paged input is not below "
+       "min(the current remainder, the total one) (add_one_req_ignore_eos); here one meets it "
+       "exactly.",
+       lambda: mixed_rows(138, half_ignore_eos=True), 8, SG_README, chk_sg_some_ignore_eos,
+       kv_capacity_tokens=1514, chunked_prefill_size=16),
     sg("ignore-eos-freed-tokens",
        "ignore_eos requests with the radix cache off (add_one_req_ignore_eos): three requests "
        "(545, 309 and 455 prompt tokens, 143, 286 and 1,726 new tokens) arriving within 64 ms "
