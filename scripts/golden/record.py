@@ -1411,6 +1411,27 @@ def count_rows(path):
         return sum(1 for _ in csv.reader(f)) - 1
 
 
+def new_fixture(case, rows, recorded):
+    """The case's fixture directory, emptied, with its workload.csv and scenario.toml."""
+    dst = os.path.join(FIXTURES, case.engine, case.name)
+    shutil.rmtree(dst, ignore_errors=True)
+    os.makedirs(dst)
+    write_servesim_workload(os.path.join(dst, "workload.csv"), rows, case.prefix_columns)
+    with open(os.path.join(dst, "scenario.toml"), "w") as f:
+        f.write(scenario_toml(case, recorded))
+    return dst
+
+
+def oracle_files(out_dir):
+    """oracle.txt's lines listing every file the oracle wrote."""
+    lines = ["files the oracle wrote (sha256, bytes, data rows):"]
+    for fn in sorted(os.listdir(out_dir)):
+        path = os.path.join(out_dir, fn)
+        nrows = count_rows(path) if fn.endswith(".csv") else "-"
+        lines.append(f"  {fn:13s} {sha256_file(path)} {os.path.getsize(path):>9} {nrows:>7}")
+    return lines
+
+
 def record(case, scratch):
     work = os.path.join(scratch, case.engine, case.name)
     shutil.rmtree(work, ignore_errors=True)
@@ -1443,12 +1464,7 @@ def record(case, scratch):
                  f"workload echo differs at {e['id']}")
     recorded = case.check(o)
 
-    dst = os.path.join(FIXTURES, case.engine, case.name)
-    shutil.rmtree(dst, ignore_errors=True)
-    os.makedirs(dst)
-    write_servesim_workload(os.path.join(dst, "workload.csv"), rows, case.prefix_columns)
-    with open(os.path.join(dst, "scenario.toml"), "w") as f:
-        f.write(scenario_toml(case, recorded))
+    dst = new_fixture(case, rows, recorded)
     shutil.copyfile(os.path.join(out_dir, "requests.csv"), os.path.join(dst, "requests.csv"))
     jname = "summary.json" if case.engine == "sglang" else "meta.json"
     shutil.copyfile(os.path.join(out_dir, jname), os.path.join(dst, jname))
@@ -1466,7 +1482,6 @@ def record(case, scratch):
                else f"vllm {o.summary['vllm_version']}")
     cmd = (["$SGLANG_PY" if case.engine == "sglang" else "$VLLM_PY",
             f"scripts/golden/{script}"] + args)
-    files = sorted(os.listdir(out_dir))
     lines = [f"Golden trace {case.key}: how it was recorded (written by scripts/golden/record.py).",
              "",
              f"engine: {version}",
@@ -1481,11 +1496,7 @@ def record(case, scratch):
              ""]
     if stdout:
         lines += ["oracle output line:", "  " + stdout, ""]
-    lines += ["files the oracle wrote (sha256, bytes, data rows):"]
-    for fn in files:
-        path = os.path.join(out_dir, fn)
-        nrows = count_rows(path) if fn.endswith(".csv") else "-"
-        lines.append(f"  {fn:13s} {sha256_file(path)} {os.path.getsize(path):>9} {nrows:>7}")
+    lines += oracle_files(out_dir)
     lines += ["",
               f"steps.csv: {steps_note}.",
               f"requests.csv, {jname}: committed unchanged."
@@ -1510,12 +1521,7 @@ def record_crash(case, work, rows, p, wall, script, args):
     out_dir = os.path.join(work, "out")
     o = Crash(out_dir, p.stderr)
     recorded = case.check(o)
-    dst = os.path.join(FIXTURES, case.engine, case.name)
-    shutil.rmtree(dst, ignore_errors=True)
-    os.makedirs(dst)
-    write_servesim_workload(os.path.join(dst, "workload.csv"), rows, case.prefix_columns)
-    with open(os.path.join(dst, "scenario.toml"), "w") as f:
-        f.write(scenario_toml(case, recorded))
+    dst = new_fixture(case, rows, recorded)
     with open(os.path.join(dst, "crash.csv"), "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["at_s", "need_tokens", "free_tokens"])
@@ -1541,11 +1547,7 @@ def record_crash(case, work, rows, p, wall, script, args):
              "",
              f"the oracle stopped (exit {p.returncode}) with SGLang's error:"]
     lines += ["  " + l for l in error]
-    lines += ["", "files the oracle wrote (sha256, bytes, data rows):"]
-    for fn in sorted(os.listdir(out_dir)):
-        path = os.path.join(out_dir, fn)
-        nrows = count_rows(path) if fn.endswith(".csv") else "-"
-        lines.append(f"  {fn:13s} {sha256_file(path)} {os.path.getsize(path):>9} {nrows:>7}")
+    lines += [""] + oracle_files(out_dir)
     lines += ["", "steps.csv: committed as steps.csv. crash.csv: the error's numbers and the end of "
               "the last step (when the failing batch was being built).", ""]
     with open(os.path.join(dst, "oracle.txt"), "w") as f:
