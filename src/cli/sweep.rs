@@ -96,13 +96,22 @@ pub(super) fn run(args: Args) -> Result<(), Failure> {
     })?;
     let mut rows = Vec::with_capacity(results.len());
     for r in results {
-        rows.push(r.map_err(|e| match &e {
-            PointError::Failed {
-                error: SimError::Interrupted,
-                ..
-            } => interrupt::failure(),
-            PointError::Failed { error, .. } => Failure::runtime(e.to_string(), error),
-            PointError::Invalid { error, .. } => Failure::runtime(e.to_string(), error),
+        rows.push(r.map_err(|e| {
+            let which = e.to_string();
+            match e {
+                PointError::Failed {
+                    error: SimError::Interrupted,
+                    ..
+                } => interrupt::failure(),
+                // The run's own message, its causes and hint, under the point's name.
+                PointError::Failed { error, .. } => {
+                    let mut f = Failure::from(error);
+                    f.causes
+                        .insert(0, (std::mem::replace(&mut f.error, which), None));
+                    f
+                }
+                PointError::Invalid { error, .. } => Failure::runtime(which, error),
+            }
         })?);
     }
     let keys: Vec<String> = args.vary.iter().map(|a| a.key.clone()).collect();

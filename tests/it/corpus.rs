@@ -657,6 +657,18 @@ fn a_chunk_that_outgrows_the_pool_stops_the_run_as_sglang_runs_out_of_memory() {
     assert_eq!((code, step_by_step), (1, stderr));
     let (code, _, _) = servesim(tmp.path(), &["check", "oom.toml"]);
     assert_eq!(code, 0, "check");
+    // A sweep names the point, then gives the run's message, cause and hint.
+    let (code, stderr, _) = servesim(
+        tmp.path(),
+        &[
+            "sweep",
+            "oom.toml",
+            "--vary",
+            "engine.kv_capacity_tokens=870,2000",
+            "--no-plots",
+        ],
+    );
+    check_failure("runtime-chunk-out-of-memory-sweep", code, 1, &stderr);
 }
 
 #[test]
