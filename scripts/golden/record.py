@@ -1105,6 +1105,14 @@ CASES = [
        "exactly.",
        lambda: mixed_rows(138, half_ignore_eos=True), 8, SG_README, chk_sg_some_ignore_eos,
        kv_capacity_tokens=1514, chunked_prefill_size=16),
+    sg("last-chunk-exactly-allowed",
+       "A continuing chunk whose tokens left equal what the chunk budget allows is the last "
+       "chunk (truncated only when more is left), so it reserves its max_new_tokens, which can "
+       "stop the pass for memory (NO_TOKEN, closing the latch) where it would otherwise go on. "
+       "Open loop: 24 small requests (mixed_rows(656, half_ignore_eos=True)) arriving within "
+       "1.55 s, a pool of 1,294 tokens, chunks of 16.",
+       lambda: mixed_rows(656, half_ignore_eos=True), 0, SG_README, chk_sg_some_ignore_eos,
+       kv_capacity_tokens=1294, chunked_prefill_size=16),
     sg("ignore-eos-freed-tokens",
        "ignore_eos requests with the radix cache off (add_one_req_ignore_eos): three requests "
        "(545, 309 and 455 prompt tokens, 143, 286 and 1,726 new tokens) arriving within 64 ms "
