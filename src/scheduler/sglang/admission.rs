@@ -10,7 +10,7 @@ use rand::seq::SliceRandom;
 use super::settings::SchedulePolicy;
 use super::{InFlight, Place, PrefillItem, Sglang};
 use crate::request::{Phase, ReqId, Request, Requests};
-use crate::scheduler::{OutOfMemory, Outbox, ServerSample, StepKind};
+use crate::scheduler::{Outbox, ServerSample, StepKind};
 use crate::time::{SimDuration, SimTime};
 
 /// The largest prefill batch, in tokens, that replays a CUDA graph by default.
@@ -864,34 +864,5 @@ impl Sglang {
             },
             d,
         ))
-    }
-
-    /// What SGLang does when a prefill batch's `need` tokens are more than the pool has free:
-    /// `alloc_token_slots` raises and the scheduler stops. `chunk`: the request between chunks
-    /// (its number in the workload) and its chunk, when it is in the batch (the only way the admission pass lets a batch
-    /// outgrow the pool).
-    fn out_of_memory(&self, need: u64, chunk: Option<(u64, u64)>) -> OutOfMemory {
-        let how = match chunk {
-            Some((seq, take)) => format!(
-                "request {seq} (in send order, from 0), between chunks, takes its next chunk of {take} tokens although \
-                 the admission budget is spent — SGLang then gives it a whole chunk \
-                 (`PrefillBudget.available_chunk_tokens`, `mem_cache/prefill_budget.py`) — while the \
-                 running requests hold the rest of the pool{}; ",
-                if self.p.mixed_chunk {
-                    " (with mixed chunks they keep decoding, and growing, while a prompt is chunked)"
-                } else {
-                    ""
-                }
-            ),
-            None => String::new(),
-        };
-        OutOfMemory {
-            need_tokens: need,
-            free_tokens: self.free_tokens(),
-            reason: format!(
-                "{how}SGLang's `alloc_token_slots` (`mem_cache/allocation.py`) raises \"Out of memory. \
-                 Try to lower your batch size.\" and the server stops"
-            ),
-        }
     }
 }

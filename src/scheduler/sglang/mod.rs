@@ -61,7 +61,9 @@
 //!
 //! Files: this one holds the state, the running batch's bookkeeping and the [`Scheduler`]
 //! protocol; `decode.rs` the decode step; `admission.rs` the prefill admission pass
-//! (`PrefillAdder`); `retract.rs` retraction;
+//! (`PrefillAdder`), `reserved.rs` the running requests' reservations it reads;
+//! `completions.rs` when requests complete; `retract.rs` retraction; `diagnosis.rs` why a run
+//! cannot go on (stuck, or out of memory as SGLang raises it);
 //! `cache.rs` the radix cache's use, `radix.rs` its tree; `overlap.rs` the overlapped loop;
 //! `fast_forward.rs` the exact skip over runs of identical decode steps; `log.rs` the log lines;
 //! `check.rs` the debug-build bookkeeping check; `settings.rs` the `[engine]` keys.
@@ -72,6 +74,7 @@ mod cache;
 mod check;
 mod completions;
 mod decode;
+mod diagnosis;
 mod fast_forward;
 mod log;
 mod overlap;
@@ -855,40 +858,7 @@ impl Scheduler for Sglang {
     }
 
     fn stuck_reason(&self, reqs: &Requests) -> Option<String> {
-        let &head = self.waiting.front()?;
-        let r = &reqs[head];
-        let generated = u64::from(r.out_tokens);
-        let input = u64::from(r.prompt_tokens) + generated;
-        let pool = self.kv.capacity_tokens();
-        if r.ignore_eos && !self.p.radix_cache {
-            // `add_one_req_ignore_eos`: alone on the server, it is admitted only if the pool
-            // after its input and a page still holds its remaining tokens with
-            // IGNORE_EOS_RESERVE_TOKENS to spare.
-            let left = u64::from(r.max_new_tokens).saturating_sub(generated);
-            return Some(format!(
-                "the request at the head of the waiting queue is ignore_eos and the radix cache is \
-                 disabled: SGLang admits it only if the pool of {pool} tokens, less its input \
-                 ({input} tokens) and a page ({}), holds its remaining {left} tokens with more than 1 \
-                 to spare — it never does, so SGLang would wait forever too (ask for at most {} \
-                 new tokens, or leave the radix cache on)",
-                self.p.page,
-                left.saturating_sub(1)
-            ));
-        }
-        let need = input
-            + u64::from(r.max_new_tokens)
-                .saturating_sub(generated)
-                .min(self.p.clip)
-            + self.p.page;
-        Some(format!(
-            "the request at the head of the waiting queue needs {need} KV tokens to be admitted \
-             (prompt {} + generated {generated} + min(max_new_tokens {}, clip {}) + one page of {}), \
-             but the pool holds only {pool} with nothing running",
-            r.prompt_tokens,
-            r.max_new_tokens,
-            self.p.clip,
-            self.p.page,
-        ))
+        self.why_stuck(reqs)
     }
 }
 
