@@ -514,3 +514,67 @@ fn the_issues_server_at_5k_requests_covers_its_million_request_rate_at_least_17_
     }
     assert!(covered >= 17, "covered {covered} of 20");
 }
+
+#[test]
+fn the_part_run_handles_an_answer_due_exactly_at_max_sim_s_as_the_whole_run_does() {
+    // The re-run that records the latencies before the window's start goes on until the
+    // requests sent before it are answered; when the last of them is answered exactly at
+    // `run.max_sim_s`, the re-run handles that answer (the bound is inclusive, as in the run
+    // it is subtracted from), and what is left is exactly the window's latencies.
+    let src = servesim::scenario::Source::read(
+        &crate::root().join("scenarios/teaching/lifetime-vs-steady.toml"),
+    )
+    .unwrap();
+    let load = |extra: &[String]| {
+        let mut with = vec!["workload.requests=2500".to_string()];
+        with.extend_from_slice(extra);
+        servesim::scenario::load(&src, &with).unwrap()
+    };
+    let kept = RunOptions {
+        keep_requests: true,
+        keep_token_times: true,
+        ..RunOptions::default()
+    };
+    let free = engine::run(&load(&[]), &kept).unwrap();
+    let a = analysis::analyse(&free);
+    let w = &a.steady().expect("a steady window").span;
+    let from = servesim::time::SimTime::from_secs_f64(w.start_s).unwrap();
+    // The last answer of a request sent before `from`.
+    let bound_ns = free
+        .requests
+        .iter()
+        .filter(|q| q.sent_ns < from.as_ns())
+        .map(|q| q.done_ns)
+        .max()
+        .unwrap();
+    assert!(bound_ns > from.as_ns() && free.requests.iter().any(|q| q.done_ns > bound_ns));
+    let bound = format!("run.max_sim_s={:e}", bound_ns as f64 / 1e9);
+    let sc = load(&[bound]);
+    assert_eq!(
+        sc.run.max_sim.map(|d| d.as_ns()),
+        Some(bound_ns),
+        "the bound is exactly that answer's instant"
+    );
+    let reference = engine::run(&sc, &kept).unwrap();
+    assert_eq!(reference.stop, servesim::metrics::StopReason::MaxSimTime);
+    let expected = window_latencies_by_hand(&reference, from.as_ns());
+    for stepping in [engine::Stepping::FastForward, engine::Stepping::StepByStep] {
+        let opts = RunOptions {
+            stepping,
+            ..RunOptions::default()
+        };
+        let mut r = engine::run(&sc, &opts).unwrap();
+        let part = engine::run(
+            &sc,
+            &RunOptions {
+                steady_from: servesim::metrics::SteadyFrom::StartUpClearedUntil(from),
+                ..opts.clone()
+            },
+        )
+        .unwrap();
+        r.steady_latency.subtract(&part.steady_latency);
+        // The request latencies (the inter-token gaps of a run cut short are counted to its
+        // end, unanswered requests' included, which the hand count above cannot see).
+        assert_eq!(stats(&r.steady_latency)[..5], expected[..5], "{stepping:?}");
+    }
+}
