@@ -40,6 +40,20 @@ fn no_vllm_stats_line_is_printed_after_max_sim_s() {
     assert!(at_s.contains(&10.0), "{at_s:?}");
 }
 
+/// A stats line due exactly at `run.max_sim_s` is printed (the bound is inclusive): with the
+/// bound at 20 s, the lines due at 10 and 20 s are.
+#[test]
+fn a_vllm_stats_line_due_exactly_at_max_sim_s_is_printed() {
+    let toml = "name = \"bound\"\n[run]\nmax_sim_s = 20\n[engine]\nkind = \"vllm\"\nnum_gpu_blocks_override = 1000\nblock_size = 16\n[engine.step_time]\ndecode_base_ms = 10.0\nprefill_per_token_us = 20.0\n[workload]\ntrace = \"trace.csv\"\n[client]\nmode = \"trace\"\n";
+    let r = run_with_trace(
+        toml,
+        "prompt_tokens,output_tokens,arrival_s\n100,20,0.0\n100,20,30.0\n",
+    );
+    let at_s: Vec<f64> = r.log.iter().map(|l| l.at().as_secs_f64()).collect();
+    assert!(at_s.contains(&10.0) && at_s.contains(&20.0), "{at_s:?}");
+    assert!(at_s.iter().all(|&t| t <= 20.0), "{at_s:?}");
+}
+
 /// The bound is inclusive: what happens at `run.max_sim_s` exactly is simulated, as the stats
 /// lines due then are printed. Request 0 is answered at some instant T (read from a run without
 /// the bound); with `max_sim_s = T` it is answered, and with the bound 1 ns earlier it is not.
