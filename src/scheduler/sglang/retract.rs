@@ -71,7 +71,13 @@ impl Sglang {
                 (best, at) = (key, i);
             }
         }
-        debug_assert_eq!(at, self.retraction_victim(reqs));
+        // Checked in debug builds and in every build of the unit tests, release ones included.
+        #[cfg(any(test, debug_assertions))]
+        assert_eq!(
+            at,
+            self.retraction_victim(reqs),
+            "invariant: the scan from the end finds the whole scan's victim"
+        );
         at
     }
 

@@ -528,6 +528,69 @@ fn retraction_takes_the_latest_of_equal_keys() {
 }
 
 #[test]
+fn the_victim_scan_from_the_batchs_end_finds_the_whole_scans_victim_under_many_retractions() {
+    // `next_victim` stops once a request has waited more steps than the fewest tokens found
+    // so far; in test builds every victim it finds is checked against the whole batch's scan
+    // (`retraction_victim`). In the overlapped loop a request whose first token is still to
+    // come has generated only the steps it waited, so it can tie in tokens with a later one
+    // re-admitted with its earlier output: the earlier one, with the longer prompt, is then
+    // the victim, and the scan must not stop at it. Forty requests at once on a small pool,
+    // with admission reckoning each request's growth at 2 tokens (CLIP_MAX_NEW_TOKENS 2):
+    // over a hundred retractions, and such ties among them.
+    const LENGTHS: [(u32, u32); 40] = [
+        (255, 881),
+        (145, 204),
+        (213, 497),
+        (133, 328),
+        (156, 1148),
+        (98, 1157),
+        (148, 26),
+        (104, 966),
+        (8, 693),
+        (64, 696),
+        (212, 1085),
+        (150, 1153),
+        (229, 843),
+        (28, 933),
+        (27, 67),
+        (273, 386),
+        (210, 342),
+        (235, 662),
+        (53, 363),
+        (251, 424),
+        (56, 669),
+        (203, 1033),
+        (156, 184),
+        (210, 1117),
+        (132, 279),
+        (175, 244),
+        (192, 884),
+        (194, 949),
+        (40, 93),
+        (198, 1126),
+        (208, 1),
+        (157, 586),
+        (209, 1158),
+        (147, 1130),
+        (208, 1053),
+        (217, 847),
+        (126, 1096),
+        (29, 594),
+        (252, 402),
+        (108, 1154),
+    ];
+    let (mut s, mut reqs) = (overlapped(3_912), Requests::default());
+    s.p.clip = 2;
+    for (seq, &(prompt, target)) in LENGTHS.iter().enumerate() {
+        add(&mut s, &mut reqs, seq as u64, prompt, 4_096, target);
+    }
+    let mut t = SimTime::ZERO;
+    while step(&mut s, &mut reqs, &mut t).is_some() {}
+    assert!(reqs.is_empty(), "every request finishes");
+    assert!(s.counters.evictions > 100, "{:?}", s.counters);
+}
+
+#[test]
 fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
     // A mixed batch puts the request it prefills ahead of the running ones
     // (`managers/schedule_batch.py`: `ScheduleBatch.mix_with_running` merges the running
