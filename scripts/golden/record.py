@@ -951,6 +951,23 @@ def chk_vl_own_cache(o):
     return text
 
 
+def chk_vl_whole_prompt_hit(o):
+    """A prompt that is wholly a cached prefix hits all its full blocks but the one holding its last
+    token; a longer prompt of the same group hits the whole prefix."""
+    vl_common(o)
+    bs = o.case.engine_keys["block_size"]
+    hits = [(int(r["prompt_tokens"]), int(r["prefix_tokens"]), int(r["num_cached_tokens"]))
+            for r in o.reqs[1:]]
+    whole = [(p, c) for p, x, c in hits if p == x]
+    need(whole and all(c == (p - 1) // bs * bs and p % bs == 0 for p, c in whole),
+         "a whole-prompt hit short of its last block")
+    longer = [(x, c) for p, x, c in hits if p > x]
+    need(longer and all(c == x // bs * bs for x, c in longer), "a longer prompt's hit")
+    return ("; ".join(f"a {p}-token prompt that is wholly cached hits {c} tokens" for p, c in whole)
+            + "; " + "; ".join(f"a longer one of the same {x}-token prefix hits {c}"
+                               for x, c in longer))
+
+
 # ---- the cases ----------------------------------------------------------------------------------
 LONG_B = lambda: gen(1, 300, lognormal(250, 0.3), lognormal(800, 0.6), max_new=900)
 B2_LEN = dict(prompt=lognormal(250, 0.5, 32768), output=lognormal(4116, 0.2, 16384), max_new=16384)
@@ -1287,6 +1304,16 @@ CASES = [
        VL_PFX_WL, 32, VL_KV, chk_vl_prefix_async, prefix_columns=True,
        num_gpu_blocks_override=700, max_model_len=3000, enable_prefix_caching=True,
        async_scheduling=True),
+    vl("prefix-whole-prompt-cached",
+       "A prompt that is wholly a cached prefix (prefix_tokens = prompt_tokens = 64, four full "
+       "blocks of 16): vLLM looks for hits over num_tokens - 1 tokens "
+       "(KVCacheManager.get_computed_blocks), so the block holding the last prompt token is "
+       "computed again and the request hits 48 tokens; a later request of the same group with a "
+       "longer prompt (100) hits all 64. Three requests, one at a time (0, 1 and 2 s).",
+       lambda: [Row(prompt=p, output=10, arrival=a, max_new=10, ignore_eos=True, group="a",
+                    prefix=64) for p, a in [(64, 0.0), (64, 1.0), (100, 2.0)]],
+       0, VL_README, chk_vl_whole_prompt_hit, prefix_columns=True, num_gpu_blocks_override=100,
+       max_num_seqs=8, max_model_len=1000, enable_prefix_caching=True),
 ]
 
 
