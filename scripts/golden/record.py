@@ -759,6 +759,18 @@ def chk_sg_prefix_ignore_eos(o):
             f"tokens, max KV used {kv}, {c['retracted']} retractions, {pc['evicted_tokens']} evicted")
 
 
+def chk_sg_prefix_past_chunk(o):
+    """A prefix one token longer than a chunk: the first request publishes it in two inserts, so
+    the tree has a node boundary one token before the prefix ends; later members hit it whole."""
+    sg_common(o)
+    first, *later = o.reqs
+    need(int(first["prefill_steps"]) > 1, "the first prompt is not chunked")
+    chunk = o.case.engine_keys["chunked_prefill_size"]
+    need(all(int(r["prefix_tokens"]) == chunk + 1 for r in o.reqs), "prefix of chunk + 1 tokens")
+    need(later and all(int(r["cached_tokens"]) == chunk + 1 for r in later), "a later hit")
+    return (f"the first request is prefilled in {first['prefill_steps']} chunks of {chunk}; "
+            f"the later ones hit all {chunk + 1} prefix tokens")
+
 # ---- vLLM checks --------------------------------------------------------------------------------
 def chk_vl_preempt(o):
     vl_common(o)
@@ -1185,6 +1197,16 @@ CASES = [
                    groups=PFX_SIX, none=0.15, burst=24, lead=PFX_LEAD),
        0, SG_KV, chk_sg_prefix_groups, prefix_columns=True, kv_capacity_tokens=80000,
        max_running_requests=256, chunked_prefill_size=4096, disable_radix_cache=False),
+    sg("prefix-one-past-a-chunk",
+       "A shared prefix one token longer than a chunk (17 tokens, chunks of 16), radix cache on, "
+       "three requests one at a time (0, 1 and 2 s): the first request's prompt is published in "
+       "two inserts (cache_unfinished_req after its first chunk), so the tree has a node boundary "
+       "at token 16, inside the prefix; the child below it is keyed by the prefix's last token "
+       "(RadixKey.child_key), which the later members share, and they hit all 17 tokens.",
+       lambda: [Row(prompt=p, output=5, arrival=a, max_new=10, ignore_eos=False, group="p",
+                    prefix=17) for p, a in [(40, 0.0), (30, 1.0), (25, 2.0)]],
+       0, SG_README, chk_sg_prefix_past_chunk, prefix_columns=True, chunked_prefill_size=16,
+       disable_radix_cache=False),
     sg("prefix-lpm",
        "schedule_policy lpm (longest prefix match first) with shared prefixes and a standing queue "
        "of fewer than 128 requests (closed loop 96, max_running_requests 32): the waiting queue is "
