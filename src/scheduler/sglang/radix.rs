@@ -554,6 +554,27 @@ mod tests {
     }
 
     #[test]
+    fn eviction_stops_once_exactly_the_shortfall_is_free() {
+        // SGLang evicts the shortfall (`allocator/base.py: evict_to_free_tokens` asks the tree
+        // for `num_tokens - available_size()`, and `RadixCache.evict` stops once that many are
+        // evicted): a leaf that frees exactly what was missing is the last one taken.
+        let mut kv = KvPool::new(10_000, 1);
+        let mut t = RadixTree::new(1);
+        let (a, b, c) = (grouped(0, 100), grouped(1, 100), Seq::new(2, None));
+        kv.alloc_pages(150 + 50 + 80);
+        t.insert(&a, 150);
+        t.insert(&b, 150);
+        t.insert(&c, 80);
+        t.match_prefix(&a, 150);
+        // b's tail (50) is the least recently used leaf and exactly the 50 missing: c stays.
+        let before = kv.available_tokens();
+        assert_eq!(t.evict_until(&mut kv, before + 50), 50);
+        assert_eq!(kv.available_tokens(), before + 50);
+        assert_eq!(t.evictable_tokens(), 230);
+        assert_eq!(t.match_prefix(&c, 80).0, 80);
+    }
+
+    #[test]
     fn inserting_what_the_tree_holds_walks_it_and_adds_the_rest() {
         let mut t = RadixTree::new(1);
         let a = grouped(0, 64);
