@@ -771,6 +771,19 @@ def chk_sg_prefix_past_chunk(o):
     return (f"the first request is prefilled in {first['prefill_steps']} chunks of {chunk}; "
             f"the later ones hit all {chunk + 1} prefix tokens")
 
+def chk_sg_retract_frees_for_remaining(o):
+    """Retractions with the radix cache holding shared prefixes: each release evicts the tree until
+    the remaining requests' next RETRACT_DECODE_STEPS tokens are free, and later members hit what
+    is left."""
+    sg_common(o)
+    retracted = sum(int(r["retractions"]) for r in o.reqs)
+    need(retracted > 0, "no retraction")
+    hits = sum(1 for r in o.reqs if int(r["cached_tokens"]) > 0)
+    need(hits > 0, "no hit")
+    return (f"{retracted} retractions of {sum(1 for r in o.reqs if int(r['retractions']))} "
+            f"requests; {hits} of {len(o.reqs)} requests hit a cached prefix")
+
+
 # ---- vLLM checks --------------------------------------------------------------------------------
 def chk_vl_preempt(o):
     vl_common(o)
@@ -1207,6 +1220,17 @@ CASES = [
                     prefix=17) for p, a in [(40, 0.0), (30, 1.0), (25, 2.0)]],
        0, SG_README, chk_sg_prefix_past_chunk, prefix_columns=True, chunked_prefill_size=16,
        disable_radix_cache=False),
+    sg("prefix-retract-tiny-pool",
+       "Retraction with the radix cache holding shared prefixes in a pool of 308 tokens: 154 short "
+       "requests (prompts lognormal 20, outputs lognormal 50, each stopping by length) in three "
+       "groups of 29, 94 and 35 tokens (20 % ungrouped), closed loop of 16. Each retracted "
+       "request is released (release_req) with an eviction of the tree until the remaining "
+       "requests' next SGLANG_RETRACT_DECODE_STEPS (20) tokens each are free, so how many remain "
+       "decides which cached prefixes later members still hit.",
+       lambda: gen(303460, 154, lognormal(20, 0.6, 2000), lognormal(50, 0.3, 3000),
+                   max_new="output", groups=[("a", 29), ("b", 94), ("c", 35)], none=0.2),
+       16, SG_KV, chk_sg_retract_frees_for_remaining, prefix_columns=True,
+       kv_capacity_tokens=308, disable_radix_cache=False),
     sg("prefix-lpm",
        "schedule_policy lpm (longest prefix match first) with shared prefixes and a standing queue "
        "of fewer than 128 requests (closed loop 96, max_running_requests 32): the waiting queue is "
