@@ -784,6 +784,21 @@ def chk_sg_retract_frees_for_remaining(o):
             f"requests; {hits} of {len(o.reqs)} requests hit a cached prefix")
 
 
+def chk_sg_whole_prompt_hit(o):
+    """A prompt that is wholly a cached prefix hits all of it but its last token; a longer prompt
+    of the same group hits the whole prefix."""
+    sg_common(o)
+    hits = [(int(r["prompt_tokens"]), int(r["prefix_tokens"]), int(r["cached_tokens"]))
+            for r in o.reqs[1:]]
+    whole = [(p, c) for p, x, c in hits if p == x]
+    need(whole and all(c == p - 1 for p, c in whole), "a whole-prompt hit short of its last token")
+    longer = [(x, c) for p, x, c in hits if p > x]
+    need(longer and all(c == x for x, c in longer), "a longer prompt's hit")
+    return ("; ".join(f"a {p}-token prompt that is wholly cached hits {c} tokens" for p, c in whole)
+            + "; " + "; ".join(f"a longer one of the same {x}-token prefix hits {c}"
+                               for x, c in longer))
+
+
 # ---- vLLM checks --------------------------------------------------------------------------------
 def chk_vl_preempt(o):
     vl_common(o)
@@ -1231,6 +1246,14 @@ CASES = [
                    max_new="output", groups=[("a", 29), ("b", 94), ("c", 35)], none=0.2),
        16, SG_KV, chk_sg_retract_frees_for_remaining, prefix_columns=True,
        kv_capacity_tokens=308, disable_radix_cache=False),
+    sg("prefix-whole-prompt-cached",
+       "A prompt that is wholly a cached prefix (prefix_tokens = prompt_tokens = 64), radix cache "
+       "on: SGLang matches at most input - 1 tokens (Req._compute_max_prefix_len), so the request "
+       "computes its last prompt token and hits 63; a later request of the same group with a "
+       "longer prompt (100) hits all 64. Three requests, one at a time (0, 1 and 2 s).",
+       lambda: [Row(prompt=p, output=5, arrival=a, max_new=10, ignore_eos=False, group="a",
+                    prefix=64) for p, a in [(64, 0.0), (64, 1.0), (100, 2.0)]],
+       0, SG_README, chk_sg_whole_prompt_hit, prefix_columns=True, disable_radix_cache=False),
     sg("prefix-lpm",
        "schedule_policy lpm (longest prefix match first) with shared prefixes and a standing queue "
        "of fewer than 128 requests (closed loop 96, max_running_requests 32): the waiting queue is "
