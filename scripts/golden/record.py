@@ -799,6 +799,17 @@ def chk_sg_whole_prompt_hit(o):
                                for x, c in longer))
 
 
+def chk_sg_lpm_bounds(o):
+    """lpm near its bounds: some requests are admitted out of send order, and some hit."""
+    sg_common(o)
+    hits = sum(1 for r in o.reqs if int(r["cached_tokens"]) > 0)
+    need(hits > 0, "no hit")
+    moved = out_of_order_admissions(o, "admitted")
+    need(moved > 0, "admission in send order")
+    return (f"{moved} requests admitted out of send order; {hits} of {len(o.reqs)} requests hit "
+            f"a cached prefix")
+
+
 # ---- vLLM checks --------------------------------------------------------------------------------
 def chk_vl_preempt(o):
     vl_common(o)
@@ -1254,6 +1265,26 @@ CASES = [
        lambda: [Row(prompt=p, output=5, arrival=a, max_new=10, ignore_eos=False, group="a",
                     prefix=64) for p, a in [(64, 0.0), (64, 1.0), (100, 2.0)]],
        0, SG_README, chk_sg_whole_prompt_hit, prefix_columns=True, disable_radix_cache=False),
+    sg("prefix-lpm-threshold-prefix",
+       "lpm with a group whose prefix is exactly IN_BATCH_THRESHOLD (32 tokens) long, and one of 338 "
+       "(20 % ungrouped), closed loop of 4, a pool of 862 tokens, schedule_conservativeness 0.5: "
+       "_compute_prefix_matches deprioritizes a waiting request whose cached prefix is at most 32 "
+       "tokens and that shares at least 32 with one already put in the queue's own tree.",
+       lambda: gen(653159, 165, lognormal(20, 0.6, 2000), lognormal(200, 0.3, 3000),
+                   max_new="output", groups=[("a", 32), ("b", 338)], none=0.2),
+       4, SG_README, chk_sg_lpm_bounds, prefix_columns=True, kv_capacity_tokens=862,
+       schedule_policy="lpm", schedule_conservativeness=Num("0.5"), disable_radix_cache=False),
+    sg("prefix-lpm-128-waiting",
+       "lpm with 186 requests sent at t = 0 (three groups of 323, 310 and 15 tokens, 20 % "
+       "ungrouped), a pool of 2,939 tokens, schedule_conservativeness 0.1: the queue is sorted by "
+       "cached prefix only while it holds at most WAITING_QUEUE_PREFIX_MATCH_MAX (128) requests "
+       "(SchedulePolicy._determine_active_policy falls back to fcfs above it), and it passes "
+       "through 128 as requests are admitted.",
+       lambda: gen(918394, 186, lognormal(20, 0.6, 2000), lognormal(600, 1.0, 3000),
+                   max_new=[300, 900, 2000], groups=[("a", 323), ("b", 310), ("c", 15)],
+                   none=0.2),
+       0, SG_README, chk_sg_lpm_bounds, prefix_columns=True, kv_capacity_tokens=2939,
+       schedule_policy="lpm", schedule_conservativeness=Num("0.1"), disable_radix_cache=False),
     sg("prefix-lpm",
        "schedule_policy lpm (longest prefix match first) with shared prefixes and a standing queue "
        "of fewer than 128 requests (closed loop 96, max_running_requests 32): the waiting queue is "
