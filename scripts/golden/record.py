@@ -223,6 +223,12 @@ def mixed_rows(seed, half_ignore_eos=False):
     return rows
 
 
+def one_at_a_time(prefix, prompts, output, max_new, ignore_eos=False):
+    """Members of one group (prefix `prefix` tokens) with these prompt lengths, sent 1 s apart from
+    t = 0, each done before the next comes (the hand-sized cache cases)."""
+    return [Row(prompt=p, output=output, arrival=float(i), max_new=max_new, ignore_eos=ignore_eos,
+                group="p", prefix=prefix) for i, p in enumerate(prompts)]
+
 def fmt_arrival(x):
     return f"{x:.6f}"
 
@@ -1242,8 +1248,7 @@ CASES = [
        "two inserts (cache_unfinished_req after its first chunk), so the tree has a node boundary "
        "at token 16, inside the prefix; the child below it is keyed by the prefix's last token "
        "(RadixKey.child_key), which the later members share, and they hit all 17 tokens.",
-       lambda: [Row(prompt=p, output=5, arrival=a, max_new=10, ignore_eos=False, group="p",
-                    prefix=17) for p, a in [(40, 0.0), (30, 1.0), (25, 2.0)]],
+       lambda: one_at_a_time(17, [40, 30, 25], output=5, max_new=10),
        0, SG_README, chk_sg_prefix_past_chunk, prefix_columns=True, chunked_prefill_size=16,
        disable_radix_cache=False),
     sg("prefix-retract-tiny-pool",
@@ -1262,8 +1267,7 @@ CASES = [
        "on: SGLang matches at most input - 1 tokens (Req._compute_max_prefix_len), so the request "
        "computes its last prompt token and hits 63; a later request of the same group with a "
        "longer prompt (100) hits all 64. Three requests, one at a time (0, 1 and 2 s).",
-       lambda: [Row(prompt=p, output=5, arrival=a, max_new=10, ignore_eos=False, group="a",
-                    prefix=64) for p, a in [(64, 0.0), (64, 1.0), (100, 2.0)]],
+       lambda: one_at_a_time(64, [64, 64, 100], output=5, max_new=10),
        0, SG_README, chk_sg_whole_prompt_hit, prefix_columns=True, disable_radix_cache=False),
     sg("prefix-lpm-threshold-prefix",
        "lpm with a group whose prefix is exactly IN_BATCH_THRESHOLD (32 tokens) long, and one of 338 "
@@ -1410,8 +1414,7 @@ CASES = [
        "(KVCacheManager.get_computed_blocks), so the block holding the last prompt token is "
        "computed again and the request hits 48 tokens; a later request of the same group with a "
        "longer prompt (100) hits all 64. Three requests, one at a time (0, 1 and 2 s).",
-       lambda: [Row(prompt=p, output=10, arrival=a, max_new=10, ignore_eos=True, group="a",
-                    prefix=64) for p, a in [(64, 0.0), (64, 1.0), (100, 2.0)]],
+       lambda: one_at_a_time(64, [64, 64, 100], output=10, max_new=10, ignore_eos=True),
        0, VL_README, chk_vl_whole_prompt_hit, prefix_columns=True, num_gpu_blocks_override=100,
        max_num_seqs=8, max_model_len=1000, enable_prefix_caching=True),
 ]
