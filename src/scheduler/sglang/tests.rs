@@ -639,3 +639,31 @@ fn a_prompt_whose_pages_fill_the_chunk_exactly_is_prefilled_whole() {
     assert_eq!(items, &vec![PrefillItem { id: a, take: 13 }]);
     assert!(s.chunked.is_none());
 }
+
+#[test]
+fn the_waiting_prefixes_refresh_touches_a_waiting_requests_output_too() {
+    // Cache-agnostic policies touch the waiting requests' prefixes every
+    // WAITING_PREFIX_REFRESH_INTERVAL passes over their prompt and output so far
+    // (`mem_cache/common.py: touch_waiting_prefix` matches `origin_input_ids + output_ids`):
+    // a retracted request's output still in the tree becomes as recent as its prompt.
+    let mut s = build_sharing(spec(1_000, SchedulePolicy::Fcfs), true);
+    let mut reqs = Requests::default();
+    let a = add(&mut s, &mut reqs, 0, 10, 100, 50);
+    reqs[a].out_tokens = 5;
+    let seq_a = s.cache.as_ref().unwrap().hold(a).unwrap().seq;
+    let other = radix::Seq::new(99, None);
+    s.kv.alloc_pages(10 + 5 + 20);
+    let tree = &mut s.cache.as_mut().unwrap().tree;
+    // a's prompt, then its output below it (as published chunk by chunk), then another
+    // sequence of 20 tokens, the newest leaf.
+    tree.insert(&seq_a, 10);
+    tree.insert(&seq_a, 15);
+    tree.insert(&other, 20);
+    // The first pass refreshes: a's whole path, its output's node included, is now newer
+    // than the other leaf, which is the one evicted for 5 tokens.
+    s.cache_priority(&reqs);
+    let before = s.kv.available_tokens();
+    let tree = &mut s.cache.as_mut().unwrap().tree;
+    assert_eq!(tree.evict_until(&mut s.kv, before + 5), 20);
+    assert_eq!(tree.match_prefix(&seq_a, 15).0, 15);
+}
