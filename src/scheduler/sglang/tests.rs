@@ -592,6 +592,17 @@ fn with_the_radix_cache_a_steps_completions_are_released_in_batch_order() {
     assert_eq!(finished, vec![b, a]);
 }
 
+/// Start the first batch at t = 0, which must be a prefill: its items.
+fn first_prefill(s: &mut Sglang, reqs: &mut Requests) -> Vec<PrefillItem> {
+    let mut out = Outbox::default();
+    s.start_next(SimTime::ZERO, reqs, &mut out)
+        .expect("a prefill");
+    let Some(InFlight::Prefill { items, .. }) = &s.in_flight else {
+        panic!("not a prefill")
+    };
+    items.clone()
+}
+
 /// SGLang with pages of `page` tokens, chunks of `chunk`, the radix cache off.
 fn paged(kv: u64, page: u64, chunk: u32) -> Sglang {
     let mut e = spec(kv, SchedulePolicy::Fcfs);
@@ -612,12 +623,7 @@ fn a_pass_that_spends_the_budget_exactly_stops_for_memory_and_closes_the_latch()
     let (mut s, mut reqs) = (paged(64, 4, 8192), Requests::default());
     let a = add(&mut s, &mut reqs, 0, 5, 20, 10);
     let b = add(&mut s, &mut reqs, 1, 5, 20, 10);
-    let mut out = Outbox::default();
-    s.start_next(SimTime::ZERO, &mut reqs, &mut out)
-        .expect("a prefill");
-    let Some(InFlight::Prefill { items, .. }) = &s.in_flight else {
-        panic!("not a prefill")
-    };
+    let items = first_prefill(&mut s, &mut reqs);
     assert_eq!(items.iter().map(|i| i.id).collect::<Vec<_>>(), vec![a, b]);
     assert!(s.batch_is_full);
     assert_eq!(s.counters.memory_stops, 1);
@@ -630,13 +636,8 @@ fn a_prompt_whose_pages_fill_the_chunk_exactly_is_prefilled_whole() {
     // the 13 tokens, nothing left to chunk.
     let (mut s, mut reqs) = (paged(200, 4, 16), Requests::default());
     let a = add(&mut s, &mut reqs, 0, 13, 20, 10);
-    let mut out = Outbox::default();
-    s.start_next(SimTime::ZERO, &mut reqs, &mut out)
-        .expect("a prefill");
-    let Some(InFlight::Prefill { items, .. }) = &s.in_flight else {
-        panic!("not a prefill")
-    };
-    assert_eq!(items, &vec![PrefillItem { id: a, take: 13 }]);
+    let items = first_prefill(&mut s, &mut reqs);
+    assert_eq!(items, vec![PrefillItem { id: a, take: 13 }]);
     assert!(s.chunked.is_none());
 }
 
