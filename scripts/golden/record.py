@@ -580,6 +580,32 @@ def chk_sg_clipped(o):
             f"pool: decode batch at most {dec}; {c['retracted']} retractions, {c['steps']} steps")
 
 
+def chk_sg_lone_at_cap(o):
+    """A retraction leaves one request, whose max_new_tokens the empty pool clipped, alone in the
+    batch; it grows to that cap and finishes by length: SGLang's abort of a last request that
+    cannot grow (`retract_decode`) is not taken."""
+    sg_common(o)
+    c = sg_counts(o)
+    pool = o.case.engine_keys["kv_capacity_tokens"]
+    retractions = [r for r in o.steps if r["retracted"] != "0"]
+    need(retractions, "no retraction")
+    need(all(r["batch_size"] == "1" for r in retractions), "a retraction left more than one")
+    capped = [r for w, r in zip(o.rows, o.reqs) if int(r["max_new_tokens"]) == pool - w.prompt - 2]
+    need(capped, "no request clipped to pool - prompt - 2")
+    need(all(r["finish_reason"] == "FINISH_LENGTH"
+             and r["output_tokens"] == r["max_new_tokens"] for r in capped),
+         "a clipped request stopped short of its cap")
+    need(all(r["finish_reason"] in ("FINISH_LENGTH", "FINISH_MATCHED_TOKEN") for r in o.reqs),
+         "a request was aborted")
+    alone = max(int(r["kv_used"]) for r in o.steps if r["kind"] == "decode"
+                and r["batch_size"] == "1")
+    return (f"{c['retracted']} retraction(s), each leaving one request; "
+            + ", ".join(f"request {r['id']} (prompt {r['prompt_tokens']}) reaches its cap of "
+                        f"{r['max_new_tokens']} new tokens by length" for r in capped)
+            + f"; alone, the batch uses up to {alone} of the pool's {pool} tokens; "
+            f"no request is aborted; {c['steps']} steps")
+
+
 def chk_sg_mixed(o):
     sg_common(o)
     c = sg_counts(o)
@@ -918,6 +944,21 @@ def chk_vl_async(o):
     return text
 
 
+def chk_vl_at_max_model_len(o):
+    """Every request asks for exactly what max_model_len leaves after its prompt and runs to it;
+    some are preempted and resumed on the way."""
+    vl_common(o)
+    c = vl_counts(o)
+    need(o.summary["scheduler_class"] == "AsyncScheduler", "scheduler class")
+    mml = o.case.engine_keys["max_model_len"]
+    need(all(int(r["prompt_tokens"]) + int(r["output_tokens"]) == mml for r in o.reqs),
+         "a request short of max_model_len")
+    need(c["pre_reqs"] > 0, "no preemption")
+    return (f"AsyncScheduler: all {len(o.reqs)} requests reach max_model_len = {mml} tokens "
+            f"(prompt + output); {c['preemptions']} preemptions of {c['pre_reqs']} requests; "
+            f"{c['steps']} steps")
+
+
 def vl_prefix_stats(o):
     pc = o.summary["prefix_cache"]
     need(pc["enabled"], "prefix caching on")
@@ -1122,6 +1163,15 @@ CASES = [
        "loop of 4, natural EOS.",
        lambda: gen(10, 30, lognormal(200, 0.5), lognormal(500, 1.0), max_new=4096),
        4, SG_README, chk_sg_clipped, kv_capacity_tokens=1500),
+    sg("lone-request-at-its-cap",
+       "A request whose max_new_tokens the empty pool clips (a 100-token prompt asking for 4,096 "
+       "in a pool of 1,000 tokens: 898) runs alone; at 6 s a 50-token prompt asking for 200 is "
+       "admitted beside it (the reservation of the first has decayed with new_token_ratio). "
+       "Together they overfill the pool, the newcomer is retracted, and the first is left alone to "
+       "grow to its cap, where SGLang's retract_decode would abort a last request that cannot grow.",
+       lambda: [Row(prompt=100, output=2000, arrival=0.0, max_new=4096, ignore_eos=False),
+                Row(prompt=50, output=200, arrival=6.0, max_new=200, ignore_eos=False)],
+       0, SG_README, chk_sg_lone_at_cap, kv_capacity_tokens=1000),
     sg("mixed-chunk",
        "--enable-mixed-chunk: with decodes running, a prefill (chunk) batch is mixed with the "
        "running decodes in one forward (step time: the prefill formula over the extend tokens, "
@@ -1351,6 +1401,16 @@ CASES = [
        "output is processed; one-step lag on admissions and finishes) on the workload and cache of "
        "preempt-closed.",
        VL_README_WL, 32, VL_README, chk_vl_async, max_model_len=1024, async_scheduling=True),
+    vl("async-at-max-model-len",
+       "Async scheduling with every request asking for exactly what max_model_len (1,024) leaves "
+       "after its prompt (prompts 100-1,000 tokens, ignore_eos), a closed loop of 16 in a pool of "
+       "160 blocks of 16 that preempts: each request runs to the model length, and a preempted "
+       "one resumes with its prompt and output so far, at most 1,023 tokens.",
+       lambda: [Row(prompt=w.prompt, output=1024 - w.prompt, arrival=0.0, max_new=1024 - w.prompt,
+                    ignore_eos=True)
+                for w in gen(41, 120, uniform(100, 1000), uniform(1, 2))],
+       16, VL_README, chk_vl_at_max_model_len, num_gpu_blocks_override=160, max_model_len=1024,
+       async_scheduling=True),
     vl("async-open-poisson",
        "Async scheduling with open-loop Poisson arrivals (4 req/s) and chunked prompts: an arrival "
        "is seen by the scheduler one step later than in sync mode.",

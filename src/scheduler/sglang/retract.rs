@@ -102,8 +102,21 @@ impl Sglang {
             retracted.push(victim);
         }
         let ratio_before = self.ratio;
+        // Newer SGLang aborts the last request when even it cannot grow. As servesim admits
+        // and decodes, that never happens, so debug builds (the test suite's) check it:
+        // - `arrive` caps `max_new_tokens` at what the empty pool holds (the paged prompt, a
+        //   page and one token spare), so a lone request's next step always fits the pool
+        //   less what the tree could evict;
+        // - nothing else holds KV here: no request is set aside as finishing (`try_decode`
+        //   decodes the rest at the next step instead of retracting), no chunked request is
+        //   between chunks (a continuation makes every round a prefill; a mixed step never
+        //   retracts), and every retracted request has released its KV.
+        // The branch stays, as SGLang's own guard.
+        debug_assert!(
+            self.next_step_fits(),
+            "invariant: the last request's next step fits once the others are retracted"
+        );
         if !self.next_step_fits() {
-            // Newer SGLang aborts the last request when even it cannot grow.
             let last = self.running.pop().expect("invariant: one request is kept");
             freed += self.leave_retracted(last, 0, reqs);
             reqs[last].phase = Phase::Rejected;

@@ -47,6 +47,17 @@ impl Vllm {
                 i += 1;
                 continue;
             }
+            // vLLM's `max_model_len − 1 − num_computed_tokens` never binds as servesim
+            // schedules, so debug builds (the test suite's) check that it does not: `arrive`
+            // caps `max_tokens` at `max_model_len − prompt`; a request is scheduled with at
+            // most one batch of it in flight (the queue holds `depth − 1` when `schedule` is
+            // called), so `h ≤ 1`; with `h = 0` its output is below `max_tokens`, and with
+            // `h = 1` its in-flight batch computed its known tokens (`c ≥ tokens`) and the
+            // skip above leaves `c + 1 < prompt + max_tokens`.
+            debug_assert!(
+                h <= 1 && s.tokens() + h < self.p.max_model_len,
+                "invariant: the model length does not cut a scheduled request's tokens"
+            );
             let n = cap(s.tokens() + h - c)
                 .min(budget)
                 .min(self.p.max_model_len.saturating_sub(c + 1));
