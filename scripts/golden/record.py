@@ -290,6 +290,7 @@ class Case:
     max_sim_s: Num = None     # the oracle's --horizon
     prefix_columns: bool = False
     crashes: bool = False     # the engine raises out of memory: the oracle must stop with it
+    context_len: int = 0      # SGLang: the model's context length (model.context_len); 0 = none
     results: dict = field(default_factory=dict)
 
     @property
@@ -298,13 +299,13 @@ class Case:
 
 
 def sg(name, what, rows, closed, step, check, max_sim_s=None, prefix_columns=False,
-       crashes=False, **engine):
+       crashes=False, context_len=0, **engine):
     keys = dict(SG_ENGINE)
     for k, v in engine.items():
         assert k in keys, k
         keys[k] = v
     return Case("sglang", name, what, rows, closed, keys, step, check,
-                Num(max_sim_s) if max_sim_s else None, prefix_columns, crashes)
+                Num(max_sim_s) if max_sim_s else None, prefix_columns, crashes, context_len)
 
 
 def vl(name, what, rows, closed, step, check, prefix_columns=False, **engine):
@@ -604,6 +605,25 @@ def chk_sg_lone_at_cap(o):
                         f"{r['max_new_tokens']} new tokens by length" for r in capped)
             + f"; alone, the batch uses up to {alone} of the pool's {pool} tokens; "
             f"no request is aborted; {c['steps']} steps")
+
+
+def chk_sg_context_caps(o):
+    """A context shorter than the pool sets the request-length limits: max_new_tokens is clipped
+    to max_req_len - prompt - 1, where max_req_len = context_len - 1."""
+    sg_common(o)
+    c = sg_counts(o)
+    ctx = o.case.context_len
+    clipped = [(w, r) for w, r in zip(o.rows, o.reqs) if int(r["max_new_tokens"]) < w.max_new]
+    need(clipped, "no max_new_tokens clipped")
+    need(all(int(r["max_new_tokens"]) == ctx - 1 - w.prompt - 1 for w, r in clipped), "clip value")
+    longest = max(w.prompt for w in o.rows)
+    need(longest == ctx - 1 - 5 - 1, "the longest prompt is not one below the refusal bound")
+    length = sum(1 for r in o.reqs if r["finish_reason"] == "FINISH_LENGTH")
+    need(length > 0, "no length stop at the clipped value")
+    return (f"{len(clipped)} of {len(o.reqs)} requests have max_new_tokens clipped to "
+            f"context_len - prompt - 2 (the pool would allow more), {length} stop there by "
+            f"length; the longest prompt, {longest} tokens, is one below the refusal bound "
+            f"context_len - 6; {c['steps']} steps")
 
 
 def chk_sg_mixed(o):
@@ -1163,6 +1183,14 @@ CASES = [
        "loop of 4, natural EOS.",
        lambda: gen(10, 30, lognormal(200, 0.5), lognormal(500, 1.0), max_new=4096),
        4, SG_README, chk_sg_clipped, kv_capacity_tokens=1500),
+    sg("context-len-caps-requests",
+       "A model context of 1,024 tokens in a pool of 20,000: max_req_len = min(context_len - 1, "
+       "pool - 1) = 1,023 sets the request-length limits, so max_new_tokens (4,096 asked) is "
+       "clipped to 1,023 - prompt - 1 and prompts reach 1,017 tokens, one below the refusal "
+       "bound max_req_len - 5. Closed loop of 8, natural EOS.",
+       lambda: gen(43, 60, uniform(100, 1017), uniform(1, 1100), max_new=4096)
+       + [Row(prompt=1017, output=50, arrival=0.0, max_new=4096, ignore_eos=False)],
+       8, SG_README, chk_sg_context_caps, context_len=1024),
     sg("lone-request-at-its-cap",
        "A request whose max_new_tokens the empty pool clips (a 100-token prompt asking for 4,096 "
        "in a pool of 1,000 tokens: 898) runs alone; at 6 s a 50-token prompt asking for 200 is "
@@ -1497,7 +1525,7 @@ def oracle_args(case):
                 "--max-prefill-tokens", str(e["max_prefill_tokens"]),
                 "--schedule-policy", e["schedule_policy"],
                 "--schedule-conservativeness", e["schedule_conservativeness"].scaled(1),
-                "--context-length", "0"]
+                "--context-length", str(case.context_len)]
         if not e["disable_radix_cache"]:
             args.append("--enable-radix-cache")
         if e["enable_mixed_chunk"]:
@@ -1565,6 +1593,8 @@ def scenario_toml(case, recorded):
     if case.max_sim_s:
         lines += ["", "[run]", f"max_sim_s = {toml_value(case.max_sim_s)}"
                   "   # the oracle's --horizon: it stops after the first step that ends at or after it"]
+    if case.context_len:
+        lines += ["", "[model]", f"context_len = {case.context_len}"]
     lines += ["", "[engine]", f'kind = "{case.engine}"']
     for k, v in e.items():
         lines.append(f"{k} = {toml_value(v)}")

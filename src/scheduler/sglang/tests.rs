@@ -668,3 +668,54 @@ fn the_waiting_prefixes_refresh_touches_a_waiting_requests_output_too() {
     assert_eq!(tree.evict_until(&mut s.kv, before + 5), 20);
     assert_eq!(tree.match_prefix(&seq_a, 15).0, 15);
 }
+
+#[test]
+fn intake_caps_max_new_tokens_at_the_empty_pools_pages() {
+    // `init_req_max_new_tokens` (`managers/scheduler.py`) with pages of 16 and a pool of
+    // 1,024 tokens: `max_new_tokens_for_memory` leaves the paged prompt (112 for 100), a page
+    // and one token: 1,024 − 112 − 16 − 1 = 895, below the context's 1,023 − 100 − 1 = 922.
+    let (mut s, mut reqs) = (paged(1_024, 16, 8192), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 4_096, 4_096);
+    assert_eq!(reqs[a].max_new_tokens, 895);
+    assert_eq!(reqs[a].target_output_tokens, 895);
+    // A prompt that fills its pages exactly: 1,024 − 96 − 16 − 1 = 911.
+    let b = add(&mut s, &mut reqs, 1, 96, 4_096, 50);
+    assert_eq!(reqs[b].max_new_tokens, 911);
+    assert_eq!(reqs[b].target_output_tokens, 50);
+}
+
+#[test]
+fn a_context_shorter_than_the_pool_sets_the_request_length_limits() {
+    // `max_req_len = min(context_len − 1, pool − 1)` (`managers/tp_worker.py`): with a context
+    // of 1,024 tokens and a pool of 20,000, 1,023. A prompt of `max_req_len − 5` = 1,018 tokens
+    // or more is refused (`validate_input_length`), and `max_new_tokens` is capped at
+    // `max_req_len − input − 1`.
+    let e = spec(20_000, SchedulePolicy::Fcfs);
+    let StepTimeSpec::Linear(l) = e.step_time.clone() else {
+        unreachable!("the test spec is linear")
+    };
+    let mut s = Sglang::new(
+        &e,
+        settings(&e),
+        Some(1_024),
+        false,
+        Box::new(Linear::new(l)),
+        Seeds::new(1).stream(StreamName::SchedulePolicy),
+    );
+    let mut reqs = Requests::default();
+    let a = add(&mut s, &mut reqs, 0, 100, 4_096, 2_000);
+    assert_eq!(reqs[a].max_new_tokens, 922);
+    assert_eq!(reqs[a].target_output_tokens, 922);
+    let b = add(&mut s, &mut reqs, 1, 1_017, 4_096, 10);
+    assert_eq!(reqs[b].max_new_tokens, 5);
+    let mut too_long = |seq: u64, prompt: u32| {
+        let id = reqs.insert(Request {
+            seq,
+            prompt_tokens: prompt,
+            ..reqs[a].clone()
+        });
+        s.arrive(SimTime::ZERO, id, &mut reqs).is_err()
+    };
+    assert!(too_long(2, 1_018));
+    assert!(!too_long(3, 1_016));
+}
