@@ -719,3 +719,27 @@ fn a_context_shorter_than_the_pool_sets_the_request_length_limits() {
     assert!(too_long(2, 1_018));
     assert!(!too_long(3, 1_016));
 }
+
+#[test]
+fn overlapped_the_ratio_is_not_reset_while_a_batch_is_in_flight() {
+    // `event_loop_overlap` (`managers/scheduler.py`) calls `on_idle`, which resets
+    // new_token_ratio, only when there is no batch to run and none in flight. a stops at
+    // max_new_tokens = 3: the decision made while its last decode step runs sets it aside and
+    // finds nothing to run, but that step is in flight, so the ratio keeps its two decays.
+    let (mut s, mut reqs) = (overlapped(10_000), Requests::default());
+    let a = add(&mut s, &mut reqs, 0, 100, 3, 3);
+    let mut t = SimTime::ZERO;
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 3);
+    assert_eq!(launched.len(), 3);
+    assert_eq!(finished, vec![(a, t.as_ns())]);
+    assert!(s.planned.is_none());
+    let decay = (0.7 - 0.098) / 600.0;
+    assert!((s.new_token_ratio() - (0.7 - 2.0 * decay)).abs() < 1e-12);
+    // A request arriving now is admitted under that ratio; once nothing runs or waits and
+    // nothing is in flight, the ratio is reset.
+    let c = add(&mut s, &mut reqs, 1, 100, 2, 2);
+    let (launched, finished) = run_overlapped(&mut s, &mut reqs, &mut t, 10);
+    assert_eq!(launched[0].1, Launched::Prefill(vec![c]));
+    assert_eq!(finished.len(), 1);
+    assert_eq!(s.new_token_ratio(), 0.7);
+}
