@@ -377,6 +377,23 @@ mod tests {
     }
 
     #[test]
+    fn exactly_a_thousand_recent_requests_keep_every_set() {
+        // `CachingMetrics.observe` (`v1/metrics/stats.py`) drops the oldest set only while the
+        // sum exceeds 1000: 998 misses then two half hits, 1000 in all, are all in the rate.
+        let mut log = StatsLog::new(116_160, 16, None, true);
+        for _ in 0..998 {
+            log.lookup(100, 0, false);
+        }
+        log.snapshot(1, 0, 0, 0);
+        log.lookup(100, 50, false);
+        log.lookup(100, 50, false);
+        log.snapshot(1, 0, 0, 0);
+        log.on_outputs(1, 0, 0);
+        let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
+        assert_eq!(s.prefix_cache_hit_rate, Some(100.0 / 100_000.0));
+    }
+
+    #[test]
     fn the_startup_line_gives_the_pool_and_the_concurrency() {
         // 27,746 blocks of 16 (the null block included) for 131,072-token requests.
         let mut log = StatsLog::new(27_745 * 16, 16, Some(131_072), false);
