@@ -254,3 +254,38 @@ concurrency = 2
         ((40.0 * 12.0 + 19.0 * 11.0) / 59.0 + (40.0 * 12.0 + 214.51 + 18.0 * 11.0) / 59.0) / 2.0;
     assert!((tpot - want).abs() < 1e-9, "{tpot} vs {want}");
 }
+
+/// vLLM's batch queue (`v1/engine/core.py: step_with_batch_queue`) schedules once more after a
+/// request finishes, while `has_finished_requests()` holds, to hand the finished ids on. Async
+/// scheduling, decode steps of 90 ms: request 0 finishes at about 9.0 s while the next batch,
+/// still holding its item, runs; request 1 (a 1,000-token prompt, a 5 s prefill) arrives at
+/// 9.10 s, during that batch. The empty step queued for the finished ids is taken from the
+/// queue only after request 1 is scheduled, so the stats line at 10 s sees it running, with
+/// its blocks (1,008 of 3,184 tokens): not waiting, with none.
+#[test]
+fn vllm_schedules_once_more_for_finished_requests_before_its_stats_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("trace.csv"),
+        "prompt_tokens,output_tokens,arrival_s,max_new_tokens,ignore_eos\n10,100,0.0,1000,false\n1000,5,9.10,1000,false\n",
+    )
+    .unwrap();
+    let toml = "name = \"finished ids\"\n[engine]\nkind = \"vllm\"\nnum_gpu_blocks_override = 200\nblock_size = 16\nmax_num_seqs = 8\nmax_num_batched_tokens = 2048\nmax_model_len = 2048\nasync_scheduling = true\n[engine.step_time]\ndecode_base_ms = 90.0\nprefill_per_token_us = 5000.0\n[workload]\ntrace = \"trace.csv\"\n[client]\nmode = \"trace\"\n";
+    let src = servesim::scenario::Source {
+        name: "finished-ids.toml".into(),
+        base_dir: dir.path().to_path_buf(),
+        text: toml.into(),
+    };
+    let sc = servesim::scenario::load(&src, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
+    let r = run(&sc);
+    let at_10 = r
+        .log
+        .iter()
+        .find_map(|l| match l {
+            LogRecord::Interval(i) if i.sample.at.as_secs_f64() == 10.0 => Some(i.sample.clone()),
+            _ => None,
+        })
+        .expect("a stats line at 10 s");
+    assert_eq!((at_10.running, at_10.queued), (1, 0));
+    assert_eq!(at_10.kv_used_tokens, 1_008);
+}
