@@ -405,4 +405,17 @@ mod tests {
         );
         assert!(log.startup().is_none());
     }
+
+    #[test]
+    fn a_model_length_off_the_block_grid_takes_whole_blocks_a_request() {
+        // `get_max_concurrency_for_kv_cache_config` (`v1/core/kv_cache_utils.py`): a request
+        // of 1,000 tokens takes ⌈1000 / 16⌉ = 63 blocks; 201 blocks (the null block included)
+        // hold 201 / 63 = 3.19 of them, and the line gives int(3.1905 × 1000) = 3,190 tokens.
+        let mut log = StatsLog::new(200 * 16, 16, Some(1_000), false);
+        assert_eq!(
+            log_line(&log.startup().unwrap()),
+            "(EngineCore pid=1) INFO 01-01 00:00:00 [kv_cache_utils.py:1147] GPU KV cache size: 3,190 tokens, \
+             Maximum concurrency for 1,000 tokens per request: 3.19x"
+        );
+    }
 }
