@@ -1,29 +1,6 @@
 //! What a run stopped by `run.max_sim_s` does at the bound.
 
-use servesim::engine::{self, RunOptions};
-use servesim::metrics::RunResult;
-use servesim::scenario::{self, Source};
-
-/// Run `toml` (with `trace.csv` holding `trace`) keeping its log.
-fn run_with_trace(toml: &str, trace: &str) -> RunResult {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
-    let src = Source {
-        name: "bounds.toml".into(),
-        base_dir: dir.path().to_path_buf(),
-        text: toml.into(),
-    };
-    let sc = scenario::load(&src, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
-    engine::run(
-        &sc,
-        &RunOptions {
-            keep_log: true,
-            keep_requests: true,
-            ..RunOptions::default()
-        },
-    )
-    .expect("the run stops at its bound")
-}
+use crate::run_with_trace;
 
 /// vLLM prints its stats line every 10 s on its own clock, idle or not. Request 0 is answered
 /// within half a second; request 1 comes at 30 s, after the 15 s bound: the line due at 10 s

@@ -264,20 +264,11 @@ concurrency = 2
 /// its blocks (1,008 of 3,184 tokens): not waiting, with none.
 #[test]
 fn vllm_schedules_once_more_for_finished_requests_before_its_stats_snapshot() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("trace.csv"),
-        "prompt_tokens,output_tokens,arrival_s,max_new_tokens,ignore_eos\n10,100,0.0,1000,false\n1000,5,9.10,1000,false\n",
-    )
-    .unwrap();
     let toml = "name = \"finished ids\"\n[engine]\nkind = \"vllm\"\nnum_gpu_blocks_override = 200\nblock_size = 16\nmax_num_seqs = 8\nmax_num_batched_tokens = 2048\nmax_model_len = 2048\nasync_scheduling = true\n[engine.step_time]\ndecode_base_ms = 90.0\nprefill_per_token_us = 5000.0\n[workload]\ntrace = \"trace.csv\"\n[client]\nmode = \"trace\"\n";
-    let src = servesim::scenario::Source {
-        name: "finished-ids.toml".into(),
-        base_dir: dir.path().to_path_buf(),
-        text: toml.into(),
-    };
-    let sc = servesim::scenario::load(&src, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
-    let r = run(&sc);
+    let r = crate::run_with_trace(
+        toml,
+        "prompt_tokens,output_tokens,arrival_s,max_new_tokens,ignore_eos\n10,100,0.0,1000,false\n1000,5,9.10,1000,false\n",
+    );
     let at_10 = r
         .log
         .iter()

@@ -64,6 +64,20 @@ pub fn run(sc: &Scenario) -> RunResult {
     .expect("the run finishes")
 }
 
+/// Run `toml` with `trace.csv` (beside it, in a temporary directory) holding `trace`, keeping
+/// its log and requests.
+pub fn run_with_trace(toml: &str, trace: &str) -> RunResult {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("trace.csv"), trace).unwrap();
+    let src = Source {
+        name: "test.toml".into(),
+        base_dir: dir.path().to_path_buf(),
+        text: toml.into(),
+    };
+    let sc = scenario::load(&src, &[]).unwrap_or_else(|e| panic!("{:?}", e.problems));
+    run(&sc)
+}
+
 /// The cases of a random test: `n`, or proptest's `PROPTEST_CASES` when it is set — for a soak
 /// of thousands in a release build (`tests/README.md`).
 pub fn cases(n: u32) -> u32 {
