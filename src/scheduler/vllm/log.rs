@@ -359,38 +359,26 @@ mod tests {
 
     #[test]
     fn the_hit_rate_is_over_the_most_recent_thousand_new_requests() {
-        let mut log = StatsLog::new(116_160, 16, None, true);
-        // 999 misses of 100 tokens, then one set of two requests hitting 50 of 100 each.
-        for _ in 0..999 {
-            log.lookup(100, 0, false);
-        }
-        log.snapshot(1, 0, 0, 0);
-        log.lookup(100, 50, false);
-        log.lookup(100, 50, false);
-        // A preempted request's lookup is not in the rate.
-        log.lookup(100, 100, true);
-        log.snapshot(1, 0, 0, 0);
-        log.on_outputs(1, 0, 0);
-        let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
-        // 1001 requests exceed 1000: the older set is dropped.
-        assert_eq!(s.prefix_cache_hit_rate, Some(0.5));
-    }
-
-    #[test]
-    fn exactly_a_thousand_recent_requests_keep_every_set() {
-        // `CachingMetrics.observe` (`v1/metrics/stats.py`) drops the oldest set only while the
-        // sum exceeds 1000: 998 misses then two half hits, 1000 in all, are all in the rate.
-        let mut log = StatsLog::new(116_160, 16, None, true);
-        for _ in 0..998 {
-            log.lookup(100, 0, false);
-        }
-        log.snapshot(1, 0, 0, 0);
-        log.lookup(100, 50, false);
-        log.lookup(100, 50, false);
-        log.snapshot(1, 0, 0, 0);
-        log.on_outputs(1, 0, 0);
-        let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
-        assert_eq!(s.prefix_cache_hit_rate, Some(100.0 / 100_000.0));
+        // `misses` misses of 100 tokens, then one set of two requests hitting 50 of 100 each.
+        let rate = |misses: u32| {
+            let mut log = StatsLog::new(116_160, 16, None, true);
+            for _ in 0..misses {
+                log.lookup(100, 0, false);
+            }
+            log.snapshot(1, 0, 0, 0);
+            log.lookup(100, 50, false);
+            log.lookup(100, 50, false);
+            // A preempted request's lookup is not in the rate.
+            log.lookup(100, 100, true);
+            log.snapshot(1, 0, 0, 0);
+            log.on_outputs(1, 0, 0);
+            let s = log.tick(SimTime::from_ns(10 * NS_PER_S)).unwrap();
+            s.prefix_cache_hit_rate
+        };
+        // `CachingMetrics.observe` (`v1/metrics/stats.py`) drops the oldest set while the sum
+        // exceeds 1000: 1001 requests drop the misses; exactly 1000 keep every set.
+        assert_eq!(rate(999), Some(0.5));
+        assert_eq!(rate(998), Some(100.0 / 100_000.0));
     }
 
     #[test]
