@@ -673,7 +673,8 @@ fn the_waiting_prefixes_refresh_touches_a_waiting_requests_output_too() {
 fn intake_caps_max_new_tokens_at_the_empty_pools_pages() {
     // `init_req_max_new_tokens` (`managers/scheduler.py`) with pages of 16 and a pool of
     // 1,024 tokens: `max_new_tokens_for_memory` leaves the paged prompt (112 for 100), a page
-    // and one token: 1,024 − 112 − 16 − 1 = 895, below the context's 1,023 − 100 − 1 = 922.
+    // and one token: 1,024 − 112 − 16 − 1 = 895, below `max_req_len − input − 1` = 1,023 − 100 − 1
+    // = 922 (`max_req_len` = pool − 1 without a context).
     let (mut s, mut reqs) = (paged(1_024, 16, 8192), Requests::default());
     let a = add(&mut s, &mut reqs, 0, 100, 4_096, 4_096);
     assert_eq!(reqs[a].max_new_tokens, 895);
