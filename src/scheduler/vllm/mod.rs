@@ -27,9 +27,13 @@
 //!   step_with_batch_queue`): a batch queue of 2 — batch k + 1 is scheduled before batch k's
 //!   output is processed, with one output placeholder per request whose chunk reaches its end;
 //!   a request whose last token is in flight is not scheduled again; a request preempted with
-//!   tokens in flight keeps receiving them ("stale" output) and is skipped in WAITING until they
-//!   arrive. Without it (`EngineCore.step`) each batch's output is processed before the next is
-//!   scheduled. The simulated GPU runs the queued batches back to back.
+//!   tokens in flight keeps receiving them ("stale" output). vLLM skips such a request in
+//!   WAITING until they arrive (`deferred_waiting`, "Deferred: N reqs" in the stats line), which
+//!   with a queue of 2 never happens: they come with the batch in flight when it was preempted,
+//!   whose output is processed before the next `schedule()`. servesim keeps the skip, checked
+//!   unreached in debug builds. Without async scheduling (`EngineCore.step`) each batch's output
+//!   is processed before the next is scheduled. The simulated GPU runs the queued batches back
+//!   to back.
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,
 //!   `v1/engine/input_processor.py`): a prompt of `max_model_len` tokens or more is refused;
 //!   `max_tokens` is capped at `max_model_len − prompt`.

@@ -599,7 +599,7 @@ impl Vllm {
         let block = self.p.block;
         let s = &self.seqs[id.0 as usize];
         if s.stale > 0 {
-            // Skipped for its output in flight (`deferred`).
+            // Skipped for its output in flight (`deferred`; unreached, see `schedule`).
             return Head::GiveUp;
         }
         let known = s.tokens();
