@@ -374,4 +374,109 @@ mod tests {
         assert_eq!(out, [send(1, t(1))]);
         assert_eq!(c.remaining(), 1);
     }
+
+    #[test]
+    fn a_closed_client_thinks_only_for_requests_no_slot_is_thinking_for() {
+        // Three requests, two slots, 1 s of think time: both slots send at t = 0. The first
+        // response sets its slot thinking for the third request; at the second there is
+        // nothing left for another slot to send.
+        let rng = Seeds::new(1).stream(StreamName::Arrivals);
+        let spec = ClientSpec::Closed {
+            concurrency: 2,
+            think_time: SimDuration::from_ns(1_000_000_000),
+        };
+        let mut c = Client::new(spec, 3, rng, None);
+        let mut out = Vec::new();
+        c.start(&mut out);
+        assert_eq!(out.len(), 2);
+        out.clear();
+        c.on_response(t(1), &mut out);
+        assert_eq!(out, [ClientAction::WakeAt(t(2))]);
+        out.clear();
+        c.on_response(t(1), &mut out);
+        assert!(out.is_empty());
+    }
+
+    /// The gaps between an open-loop client's first `n` arrivals (the first from t = 0).
+    fn gaps_s(spec: ClientSpec, n: u64) -> Vec<f64> {
+        let rng = Seeds::new(7).stream(StreamName::Arrivals);
+        let mut c = Client::new(spec, n, rng, None);
+        let mut out = Vec::new();
+        c.start(&mut out);
+        let mut at = Vec::new();
+        while let Some(&ClientAction::ArriveAt(t)) = out.last() {
+            at.push(t);
+            out.clear();
+            c.on_arrival(t, &mut out);
+        }
+        let mut last = SimTime::ZERO;
+        at.iter()
+            .map(|&t| {
+                let gap = (t - last).as_secs_f64();
+                last = t;
+                gap
+            })
+            .collect()
+    }
+
+    #[test]
+    fn open_loop_gaps_have_mean_one_over_the_rate_and_cv_one_over_root_shape() {
+        // n = 20,000 gamma gaps of shape k (exponential: k = 1) have cv = 1 / √k; the sample
+        // mean's relative standard error is cv / √n, the sample cv's about √((κ − 1) / 4n),
+        // with kurtosis κ = 3 + 6 / k. Each bound is five standard errors.
+        let n = 20_000;
+        let check = |g: &[f64], mean_s: f64, shape: f64| {
+            let len = g.len() as f64;
+            let mean = g.iter().sum::<f64>() / len;
+            let var = g.iter().map(|x| (x - mean) * (x - mean)).sum::<f64>() / (len - 1.0);
+            let cv = var.sqrt() / mean;
+            let want_cv = 1.0 / shape.sqrt();
+            let mean_rel = 5.0 * want_cv / len.sqrt();
+            let cv_rel = 5.0 * ((2.0 + 6.0 / shape) / (4.0 * len)).sqrt();
+            assert!(
+                (mean - mean_s).abs() <= mean_rel * mean_s
+                    && (cv - want_cv).abs() <= cv_rel * want_cv,
+                "shape {shape}: mean {mean} s (want {mean_s}), cv {cv} (want {want_cv})"
+            );
+        };
+        // Poisson at 4 req/s: the first request at t = 0, then exponential gaps of 0.25 s.
+        let g = gaps_s(
+            ClientSpec::Poisson {
+                rate_per_s: 4.0,
+                concurrency: None,
+            },
+            n + 1,
+        );
+        assert_eq!(g[0], 0.0);
+        check(&g[1..], 0.25, 1.0);
+        // Gamma at 2 req/s: shape = burstiness, scale = 1 / (rate × burstiness), so the mean
+        // stays 1 / rate = 0.5 s whatever the burstiness.
+        for burstiness in [4.0, 0.25] {
+            let spec = ClientSpec::Gamma {
+                rate_per_s: 2.0,
+                burstiness,
+                concurrency: None,
+            };
+            check(&gaps_s(spec, n), 0.5, burstiness);
+        }
+    }
+
+    #[test]
+    fn a_gamma_client_sends_its_first_request_after_a_first_gap() {
+        // `vllm bench serve` (`benchmarks/serve.py: get_request`) draws a gap before every
+        // request, the first included (a Poisson client sends its first at t = 0).
+        let rng = Seeds::new(1).stream(StreamName::Arrivals);
+        let spec = ClientSpec::Gamma {
+            rate_per_s: 1.0,
+            burstiness: 1.0,
+            concurrency: None,
+        };
+        let mut c = Client::new(spec, 2, rng, None);
+        let mut out = Vec::new();
+        c.start(&mut out);
+        let [ClientAction::ArriveAt(at)] = out[..] else {
+            panic!("{out:?}")
+        };
+        assert!(at > SimTime::ZERO);
+    }
 }

@@ -34,6 +34,17 @@ fn sglang(sc: &Scenario) -> &SglangSettings {
     }
 }
 
+/// The first problem's message of a scenario `text` that must be refused.
+fn refused(text: &str) -> String {
+    let src = servesim::scenario::Source {
+        name: "t.toml".into(),
+        base_dir: ".".into(),
+        text: text.to_string(),
+    };
+    let e = servesim::scenario::load(&src, &[]).unwrap_err();
+    e.problems[0].message.clone()
+}
+
 #[test]
 fn vllms_batch_defaults_follow_the_gpus_memory_and_name() {
     // `get_batch_defaults` for `vllm serve`: (max_num_seqs, max_num_batched_tokens).
@@ -100,16 +111,8 @@ fn sglangs_request_limits_apply_to_sglang_only() {
             WORKLOAD.replace("value = 100 }", "value = 4000 }")
         )
     };
-    let src = servesim::scenario::Source {
-        name: "t.toml".into(),
-        base_dir: ".".into(),
-        text: text("sglang"),
-    };
-    let e = servesim::scenario::load(&src, &[]).unwrap_err();
-    assert!(
-        e.problems[0].message.contains("SGLang refuses prompts"),
-        "{e:?}"
-    );
+    let e = refused(&text("sglang"));
+    assert!(e.contains("SGLang refuses prompts"), "{e}");
     let sc = scenario(&text("vllm"));
     assert_eq!(vllm(&sc).max_num_seqs, 1024);
 }
@@ -161,4 +164,48 @@ fn the_summarys_engine_section_names_each_engines_own_settings() {
     ];
     assert!(order.windows(2).all(|w| at(w[0]) < at(w[1])), "{text}");
     assert!(!text.contains("disable_radix_cache"), "{text}");
+}
+
+#[test]
+fn sglang_refuses_a_workload_whose_shortest_prompt_is_max_req_len_minus_five() {
+    // A pool of 1,000 tokens: max_req_len = 999, and prompts of 999 − 5 = 994 tokens or more
+    // are refused; 993 is admitted.
+    let text = |prompt: u32| {
+        format!(
+            "name = \"x\"\n[engine]\nkv_capacity_tokens = 1000\n{}",
+            WORKLOAD.replace("value = 100 }", &format!("value = {prompt} }}"))
+        )
+    };
+    let e = refused(&text(994));
+    assert!(
+        e.contains("SGLang refuses prompts of 994 tokens or more"),
+        "{e}"
+    );
+    scenario(&text(993));
+}
+
+#[test]
+fn sglangs_chunk_may_be_one_page_but_not_less() {
+    // A chunk must hold at least one page: 16 tokens with pages of 16 is accepted, 15 is not.
+    let sc = load(
+        "",
+        "kv_capacity_tokens = 100000\npage_size = 16\nchunked_prefill_size = 16",
+    );
+    assert_eq!(sglang(&sc).chunked_prefill_size, Some(16));
+    let e = refused(&format!(
+        "name = \"x\"\n[engine]\nkv_capacity_tokens = 100000\npage_size = 16\nchunked_prefill_size = 15\n{WORKLOAD}"
+    ));
+    assert!(e.contains("smaller than page_size"), "{e}");
+}
+
+#[test]
+fn without_a_gpu_sglang_chunks_prompts_by_8192_and_replays_graphs_up_to_256() {
+    // With no GPU memory to go by, the keys' declared defaults: SGLang's (`server_args.py`)
+    // for 60–160 GiB at TP below 4, an H100's or an H200's.
+    let sc = load("", "kv_capacity_tokens = 100000");
+    let s = sglang(&sc);
+    assert_eq!(
+        (s.chunked_prefill_size, s.cuda_graph_max_bs),
+        (Some(8192), 256)
+    );
 }
