@@ -29,9 +29,9 @@
 //!   a request whose last token is in flight is not scheduled again; a request preempted with
 //!   tokens in flight keeps receiving them ("stale" output). vLLM skips such a request in
 //!   WAITING until they arrive (`deferred_waiting`, "Deferred: N reqs" in the stats line), which
-//!   with a queue of 2 never happens: they come with the batch in flight when it was preempted,
-//!   whose output is processed before the next `schedule()`. servesim keeps the skip, checked
-//!   unreached in debug builds. Without async scheduling (`EngineCore.step`) each batch's output
+//!   with a queue of 2 never happens: they are all in the one batch in flight when it was
+//!   preempted, whose output is processed before the next `schedule()`. servesim keeps the skip,
+//!   checked unreached in debug builds. Without async scheduling (`EngineCore.step`) each batch's output
 //!   is processed before the next is scheduled. The simulated GPU runs the queued batches back
 //!   to back.
 //! * **Request limits** (`entrypoints/serve/utils/api_utils.py: get_max_tokens`,

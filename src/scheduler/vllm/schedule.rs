@@ -122,9 +122,9 @@ impl Vllm {
                     // Its in-flight output is still to come: skip it this step. Unreached with
                     // a batch queue of at most 2 (vLLM 0.33's `step_with_batch_queue` without
                     // pipeline parallelism, the only depths servesim runs): `schedule` is
-                    // called with at most one batch queued, so a request preempted in it has
-                    // tokens in flight only in that batch, which fills the queue and is
-                    // processed, draining them, before the next call.
+                    // called with at most one batch queued, so a request it preempts has tokens
+                    // in flight only in that batch; the batch the call builds fills the queue,
+                    // so the older one is processed, draining them, before the next call.
                     debug_assert!(
                         self.p.depth > 2,
                         "invariant: a preempted request's stale output arrives before the next \
