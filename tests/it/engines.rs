@@ -14,10 +14,13 @@ const WORKLOAD: &str = "[workload]\nrequests = 10\n\
     prompt_tokens = { dist = \"constant\", value = 100 }\n\
     output_tokens = { dist = \"constant\", value = 10 }\n[client]\nconcurrency = 4\n";
 
+/// A scenario's text: `hardware`, then `engine` as the engine section, then [`WORKLOAD`].
+fn scenario_text(hardware: &str, engine: &str) -> String {
+    format!("name = \"x\"\n{hardware}\n[engine]\n{engine}\n{WORKLOAD}")
+}
+
 fn load(hardware: &str, engine: &str) -> Scenario {
-    scenario(&format!(
-        "name = \"x\"\n{hardware}\n[engine]\n{engine}\n{WORKLOAD}"
-    ))
+    scenario(&scenario_text(hardware, engine))
 }
 
 fn vllm(sc: &Scenario) -> &VllmSettings {
@@ -192,8 +195,9 @@ fn sglangs_chunk_may_be_one_page_but_not_less() {
         "kv_capacity_tokens = 100000\npage_size = 16\nchunked_prefill_size = 16",
     );
     assert_eq!(sglang(&sc).chunked_prefill_size, Some(16));
-    let e = refused(&format!(
-        "name = \"x\"\n[engine]\nkv_capacity_tokens = 100000\npage_size = 16\nchunked_prefill_size = 15\n{WORKLOAD}"
+    let e = refused(&scenario_text(
+        "",
+        "kv_capacity_tokens = 100000\npage_size = 16\nchunked_prefill_size = 15",
     ));
     assert!(e.contains("smaller than page_size"), "{e}");
 }
