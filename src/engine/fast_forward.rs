@@ -190,6 +190,11 @@ impl Simulator<'_> {
             // Lines stamped later inside the same step (vLLM's, with the instant they were
             // due), each after the points before it: another point may fall in this step.
             let step_end = r.start + at_next;
+            // Else the next point would be this one again, forever.
+            assert!(
+                step_end > point,
+                "invariant: the step a point falls in ends after it"
+            );
             while let Some(rec) = lines.next_if(|rec| rec.at() < step_end) {
                 self.recorder.advance_to(rec.at());
                 self.recorder.on_log(rec);
