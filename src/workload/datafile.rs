@@ -442,4 +442,62 @@ mod tests {
         assert_eq!(at.line, 2);
         assert!(at.field.is_some());
     }
+
+    #[test]
+    fn a_json_lines_column_refuses_a_zero_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.jsonl");
+        std::fs::write(&p, "{\"n\": 5}\n{\"n\": 0}\n").unwrap();
+        let e = json_lines_column(&p, "n", 10).unwrap_err();
+        assert_eq!(
+            e.message,
+            "line 2, key \"n\": 0 is not a positive token count"
+        );
+    }
+
+    #[test]
+    fn a_json_lines_column_may_hold_exactly_max_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.jsonl");
+        std::fs::write(&p, "{\"n\": 5}\n{\"n\": 7}\n").unwrap();
+        assert_eq!(json_lines_column(&p, "n", 2).unwrap(), vec![5.0, 7.0]);
+        let e = json_lines_column(&p, "n", 1).unwrap_err();
+        assert_eq!(e.message, "has 2 values, more than 1");
+    }
+
+    #[test]
+    fn a_header_with_an_empty_name_among_others_is_a_header() {
+        let t = csv_table("a,,b\n1,2,3\n").unwrap();
+        assert_eq!(t.columns, vec!["a", "", "b"]);
+        assert_eq!(
+            csv_table(",\n1,2\n").unwrap_err().message,
+            "has no header row"
+        );
+    }
+
+    #[test]
+    fn json_lines_skip_lines_of_spaces() {
+        let t = json_lines("{\"a\": 1}\n  \t\n{\"a\": 2}\n").unwrap();
+        let lines: Vec<u64> = t.rows.iter().map(|r| r.0.line).collect();
+        assert_eq!(lines, vec![1, 3]);
+    }
+
+    #[test]
+    fn jsonl_and_ndjson_files_are_read_as_json_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["t.jsonl", "t.ndjson", "u.NDJSON"] {
+            let p = dir.path().join(name);
+            std::fs::write(&p, "{\"a\": 1}\n").unwrap();
+            let t = read(&p).unwrap();
+            assert_eq!(t.format, Format::JsonLines, "{name}");
+            assert_eq!(t.columns, vec!["a"], "{name}");
+        }
+    }
+
+    #[test]
+    fn header_names_lose_a_byte_order_mark() {
+        // The csv crate drops one at the start of the file; one before a later name is ours.
+        let t = csv_table("a,\u{feff}b\n1,2\n").unwrap();
+        assert_eq!(t.columns, vec!["a", "b"]);
+    }
 }

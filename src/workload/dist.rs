@@ -853,4 +853,35 @@ mod tests {
         assert!(xs.iter().all(|&x| x == 7 || x == 11));
         assert!(xs.contains(&7) && xs.contains(&11));
     }
+
+    #[test]
+    fn a_csv_column_refuses_a_zero_or_an_infinite_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.csv");
+        for cell in ["0", "inf"] {
+            std::fs::write(&path, format!("n\n5\n{cell}\n")).unwrap();
+            match read_csv_column(&path, "n") {
+                Err(CsvError::NotACount { row, cell: got, .. }) => {
+                    assert_eq!((row, got.as_str()), (3, cell))
+                }
+                other => panic!("{cell}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_csv_column_is_found_by_its_name_without_the_spaces_around_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.csv");
+        std::fs::write(&path, "a, n\n1, 5\n2, 9\n").unwrap();
+        assert_eq!(read_csv_column(&path, "n").unwrap(), vec![5.0, 9.0]);
+    }
+
+    #[test]
+    fn the_nominal_mean_of_empirical_values_is_their_plain_mean_before_the_clamps() {
+        // (1000 + 3000 + 500) / 3 = 1500.
+        let values = vec![1000.0, 3000.0, 500.0].into();
+        let d = LengthDist::new(Shape::Empirical { values }, 600, 2000);
+        assert_eq!(d.nominal_mean(), 1500.0);
+    }
 }

@@ -214,4 +214,30 @@ mod tests {
         assert!((frac(counts[1]) - 0.2).abs() < 0.02, "{counts:?}");
         assert!((frac(counts[2]) - 0.3).abs() < 0.02, "{counts:?}");
     }
+
+    #[test]
+    fn a_drawn_prefix_length_counts_with_its_distributions_mean() {
+        // Uniform on [100, 900]: mean (100 + 900) / 2 = 500.
+        let d = LengthDist::new(crate::workload::dist::Shape::Uniform, 100, 900);
+        assert_eq!(GroupTokens::Drawn(d).mean(), 500.0);
+        assert_eq!(GroupTokens::Fixed(64).mean(), 64.0);
+    }
+
+    #[test]
+    fn shares_adding_up_to_one_with_a_rounding_error_are_accepted() {
+        // 0.56 + 0.34 + 0.1 is 1.0000000000000002 in doubles: 1 within the tolerance.
+        let text = "name = \"t\"\n[engine]\nkv_capacity_tokens = 100000\n[workload]\nrequests = 10\n\
+                    prompt_tokens = { dist = \"constant\", value = 100 }\n\
+                    output_tokens = { dist = \"constant\", value = 50 }\n\
+                    prefix_groups = { a = { tokens = 20, share = 0.56 }, b = { tokens = 30, share = 0.34 }, c = { tokens = 40, share = 0.1 } }\n\
+                    [client]\nconcurrency = 4\n";
+        let src = crate::scenario::Source {
+            name: "t.toml".into(),
+            base_dir: std::path::PathBuf::from("."),
+            text: text.into(),
+        };
+        let sc = crate::scenario::load(&src, &[]).unwrap();
+        let shares: Vec<f64> = sc.workload.prefix_groups.iter().map(|g| g.share).collect();
+        assert_eq!(shares, vec![0.56, 0.34, 0.1]);
+    }
 }

@@ -529,4 +529,67 @@ mod tests {
             .any(|e| e.message.contains("unknown column `output_token`")
                 && e.hint.contains("`output_tokens`")));
     }
+
+    #[test]
+    fn a_token_count_of_exactly_the_maximum_is_accepted_and_one_more_is_refused() {
+        let t = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens\n10000000,5\n10,10000000\n",
+        )
+        .unwrap();
+        assert_eq!(t.rows[0].prompt_tokens, MAX_TOKENS_PER_REQUEST);
+        assert_eq!(t.rows[1].output_tokens, MAX_TOKENS_PER_REQUEST);
+        let errs = load_text("t.csv", "prompt_tokens,output_tokens\n10000001,5\n").unwrap_err();
+        assert_eq!(
+            errs[0].message,
+            "10000001 is more than the 10000000 tokens a request may have"
+        );
+    }
+
+    #[test]
+    fn an_arrival_of_exactly_one_year_is_accepted() {
+        // MAX_ARRIVAL_S = 365 × 24 × 3600 s = 31,536,000 s.
+        let t = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,arrival_s\n10,5,0\n10,5,31536000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            t.rows[1].arrival,
+            Some(SimTime::from_ns(31_536_000_000_000_000))
+        );
+    }
+
+    #[test]
+    fn twelve_bad_cells_are_all_reported_and_a_thirteenth_is_counted() {
+        let rows = |n: usize| format!("prompt_tokens,output_tokens\n{}", "x,5\n".repeat(n));
+        let errs = load_text("t.csv", &rows(12)).unwrap_err();
+        assert_eq!(errs.len(), 12);
+        assert!(errs.iter().all(|e| e.at.is_some()), "{errs:?}");
+        let errs = load_text("t.csv", &rows(13)).unwrap_err();
+        assert_eq!(errs.len(), 13);
+        assert_eq!(errs[12].message, "… and 1 more bad cells");
+    }
+
+    #[test]
+    fn ignore_eos_reads_1_and_0_as_true_and_false() {
+        let t = load_text(
+            "t.csv",
+            "prompt_tokens,output_tokens,ignore_eos\n10,5,1\n10,5,0\n10,5,\n",
+        )
+        .unwrap();
+        let got: Vec<Option<bool>> = t.rows.iter().map(|r| r.ignore_eos).collect();
+        assert_eq!(got, vec![Some(true), Some(false), None]);
+    }
+
+    #[test]
+    fn a_blank_prefix_group_in_json_lines_is_no_group() {
+        let t = load_text(
+            "t.jsonl",
+            "{\"prompt_tokens\": 10, \"output_tokens\": 5, \"prefix_group\": \"  \"}\n",
+        )
+        .unwrap();
+        assert_eq!(t.rows[0].prefix, None);
+        assert!(t.groups.is_empty());
+    }
 }

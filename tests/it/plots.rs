@@ -270,3 +270,33 @@ fn the_prefix_cache_figure_draws_what_the_run_found_cached_and_only_when_it_can_
         assert_eq!(out.join("prefix-cache.png").exists(), name == "on");
     }
 }
+
+#[test]
+fn the_window_share_of_cached_tokens_counts_what_completed_after_the_point_a_window_back() {
+    // Reference: the window (t − 5 s, t] holds what completed by t less what completed by the
+    // last point at or before t − 5 s (nothing before a whole window has passed).
+    let r = run(&scenario(SHARED_PREFIX));
+    let pts = r.timeline();
+    let tokens = |s: &servesim::metrics::Sample| {
+        (
+            s.completed_cached_tokens as f64,
+            s.completed_prompt_tokens as f64,
+        )
+    };
+    let mut want = Vec::new();
+    for s in &pts {
+        let back = pts.iter().rev().find(|b| b.t_s <= s.t_s - 5.0);
+        let (c0, p0) = back.map_or((0.0, 0.0), |b| tokens(b));
+        let (c, p) = tokens(s);
+        if p > p0 {
+            want.push((s.t_s, (c - c0) / (p - p0)));
+        }
+    }
+    // Points exactly a window apart exist: the bound of the window is exercised.
+    let exact = pts
+        .iter()
+        .filter(|s| pts.iter().any(|b| b.t_s == s.t_s - 5.0))
+        .count();
+    assert!(exact > 10, "{exact}");
+    assert_eq!(r.cache_hits().window, want);
+}

@@ -171,3 +171,53 @@ fn check_names_the_table_and_its_ranges() {
         "{stdout}"
     );
 }
+
+/// The problems of a scenario that must be refused, one line each.
+fn refused(text: &str) -> String {
+    let src = Source {
+        name: "t.toml".into(),
+        base_dir: ".".into(),
+        text: text.into(),
+    };
+    let e = sc_mod::load(&src, &[]).expect_err("the scenario is refused");
+    let lines: Vec<String> = e.problems.iter().map(|p| e.problem_line(p)).collect();
+    lines.join("\n")
+}
+
+/// An inline table of these batch sizes and decode times (KV sizes 0 and 100,000).
+fn inline_table(batch: &str, decode_ms: &str) -> String {
+    with_step_time(&format!(
+        "[engine.step_time]\nmodel = \"table\"\ndecode_batch = {batch}\n\
+         decode_kv_tokens = [0, 100000]\ndecode_ms = {decode_ms}\n\
+         prefill_tokens = [512, 8192]\nprefill_ms = [21.0, 240.0]"
+    ))
+}
+
+#[test]
+fn an_inline_axis_needs_two_values_strictly_increasing() {
+    scenario(&inline_table("[1, 8]", "[8.0, 9.0, 10.0, 11.0]"));
+    for (batch, decode_ms) in [
+        ("[8]", "[8.0, 9.0]"),
+        ("[1, 8, 8]", "[8.0, 9.0, 10.0, 11.0, 10.0, 11.0]"),
+    ] {
+        let e = refused(&inline_table(batch, decode_ms));
+        assert!(
+            e.contains("engine.step_time.decode_batch")
+                && e.contains("must hold at least two values, strictly increasing"),
+            "{batch}: {e}"
+        );
+    }
+}
+
+#[test]
+fn inline_decode_times_must_fill_the_grid_exactly() {
+    // 2 batch sizes × 2 KV sizes: 4 values, not 3 and not 5.
+    for decode_ms in ["[8.0, 9.0, 10.0]", "[8.0, 9.0, 10.0, 11.0, 12.0]"] {
+        let e = refused(&inline_table("[1, 8]", decode_ms));
+        assert!(
+            e.contains("engine.step_time.decode_ms")
+                && e.contains("2 batch sizes × 2 KV sizes need 4"),
+            "{decode_ms}: {e}"
+        );
+    }
+}

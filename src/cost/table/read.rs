@@ -491,4 +491,29 @@ mod tests {
         assert_eq!(e[0].message, "unknown column `kv_token`");
         assert_eq!(e[0].hint, "did you mean `kv_tokens`?");
     }
+
+    #[test]
+    fn a_step_time_of_exactly_the_longest_accepted_is_read() {
+        // MAX_MS = 1,000,000 ms = 10¹⁵ ps.
+        let t = load_text(
+            "step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,1,100,,8\ndecode,64,0,,12\n\
+             decode,64,100,,12\nprefill,,,512,21\nprefill,,,8192,1000000\n",
+        )
+        .unwrap();
+        assert_eq!(t.prefill_ps, vec![21_000_000_000, 1_000_000_000_000_000]);
+    }
+
+    #[test]
+    fn a_decode_grid_with_one_kv_size_is_refused_however_many_batch_sizes() {
+        let e = load_text(
+            "step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,64,0,,12\n\
+             prefill,,,512,21\nprefill,,,8192,240\n",
+        )
+        .unwrap_err();
+        let msgs: Vec<&str> = e.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            msgs,
+            vec!["has decode points at 2 batch sizes and 1 KV sizes; the table needs at least two of each"]
+        );
+    }
 }
