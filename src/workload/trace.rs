@@ -302,7 +302,10 @@ pub fn load(path: &Path) -> Result<Trace, Vec<DataError>> {
         errors.push(DataError {
             at: None,
             column: None,
-            message: format!("… and {} more bad cells", failed - MAX_REPORTED),
+            message: match failed - MAX_REPORTED {
+                1 => "… and 1 more bad cell".to_string(),
+                more => format!("… and {more} more bad cells"),
+            },
             hint: "fix the ones above first".to_string(),
         });
     }
@@ -568,7 +571,9 @@ mod tests {
         assert!(errs.iter().all(|e| e.at.is_some()), "{errs:?}");
         let errs = load_text("t.csv", &rows(13)).unwrap_err();
         assert_eq!(errs.len(), 13);
-        assert_eq!(errs[12].message, "… and 1 more bad cells");
+        assert_eq!(errs[12].message, "… and 1 more bad cell");
+        let errs = load_text("t.csv", &rows(14)).unwrap_err();
+        assert_eq!(errs[12].message, "… and 2 more bad cells");
     }
 
     #[test]
