@@ -464,6 +464,23 @@ mod tests {
     }
 
     #[test]
+    fn a_decode_row_of_batch_zero_is_refused_at_its_line() {
+        let e = load_text(
+            "step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,0,100,,8\n\
+             decode,64,0,,12\ndecode,64,100,,12\nprefill,,,512,21\nprefill,,,8192,240\n",
+        )
+        .unwrap_err();
+        let got: Vec<(Option<u64>, &str)> = e
+            .iter()
+            .map(|e| (e.at.map(|a| a.line), e.message.as_str()))
+            .collect();
+        assert_eq!(
+            got[0],
+            (Some(3), "batch: 0 is not a whole number from 1 to 16777216")
+        );
+    }
+
+    #[test]
     fn a_hole_in_the_grid_and_a_short_axis_are_refused() {
         let e = load_text("step,batch,kv_tokens,tokens,ms\ndecode,1,0,,8\ndecode,1,100,,8\ndecode,64,0,,12\nprefill,,,512,21\n")
             .unwrap_err();
