@@ -385,4 +385,21 @@ mod tests {
         assert_eq!(interval(&g, 2.0, 100.0).unwrap().batch_s, 3.0);
         assert!(interval(&grid(&[5]), 5.0, 1.0).is_none());
     }
+
+    #[test]
+    fn an_interval_wider_than_the_rate_stops_at_zero() {
+        // Four completions in the first of six seconds: rate 2/3. One-second batches: means 4
+        // and five 0s, Σ(x − 2/3)² = 100/9 + 5 × 4/9 = 40/3, variance 1/(6·5) × 40/3 = 4/9,
+        // df 7, half 2.365 × 2/3 = 1.577. Two-second batches: means 2 and four 0s,
+        // Σ = 16/9 + 4 × 4/9 = 32/9, variance 2/(5·4) × 32/9 = 16/45, df 3, half 3.182 × 0.596
+        // = 1.897, the wider. Its low end, 2/3 − 1.897, is no rate: 0.
+        let i = interval(&grid(&[4, 0, 0, 0, 0, 0]), 4.0 / 6.0, 1.0).unwrap();
+        assert_eq!(i.batch_s, 2.0);
+        assert_eq!(i.req_per_s_ci95[0], 0.0);
+        let half = 3.182 * (16.0f64 / 45.0).sqrt();
+        assert!(
+            (i.req_per_s_ci95[1] - (4.0 / 6.0 + half)).abs() < 1e-12,
+            "{i:?}"
+        );
+    }
 }

@@ -455,6 +455,121 @@ mod tests {
     }
 
     #[test]
+    fn attention_wider_than_the_ffn_counts_both_keys_and_values() {
+        // Llama-3.1-8B's shapes with an FFN of 1024: the FFN's 3 × 1024 = 3072 falls below the
+        // attention's (2 × 32 query/output + 2 × 8 key/value heads) × 128 = 10 240, which is the
+        // peak: (8192 + 10 240) × 2 B = 36 864 B.
+        let mut m = model("llama-3.1-8b");
+        m.intermediate_size = 1024;
+        assert_eq!(ForwardShapes::new(&m, 1).bytes_per_token, 36_864.0);
+    }
+
+    #[test]
+    fn mla_prefill_attention_counts_queries_keys_and_their_products_by_hand() {
+        // DeepSeek-V3 at TP 1 (it does not fit one GPU; the shapes do not care): 128 heads of
+        // qk 128 + 64 = 192 and v 128, so 128 × (3 × 192 + 2 × 128) = 106 496, plus the latents
+        // 512 + 64 and the query LoRA 1536: 108 608. That beats the dense FFN, 3 × 18 432 =
+        // 55 296, and the MoE layer, 8 × max(3 × 2048, 2048 + 7168) + 2 × 256 = 74 240.
+        // Residual 2 × 7168 = 14 336: (14 336 + 108 608) × 2 B = 245 888 B.
+        let s = ForwardShapes::new(&model("deepseek-v3"), 1);
+        assert_eq!(s.bytes_per_token, 245_888.0);
+    }
+
+    #[test]
+    fn shared_experts_wider_than_the_routed_rows_are_the_peak() {
+        // Qwen3-30B-A3B's shapes with 2 routed experts a token and 8 shared ones: the routed
+        // rows, 2 × max(3 × 768, 768 + 2048) + 2 × 128 = 5888, fall below the shared experts'
+        // 3 × 8 × 768 = 18 432, which also beats the attention's (64 + 8) × 128 = 9216:
+        // (4096 + 18 432) × 2 B = 45 056 B.
+        let mut m = model("qwen3-30b-a3b");
+        let moe = m.moe.as_mut().unwrap();
+        moe.experts_per_token = 2;
+        moe.shared_experts = 8;
+        assert_eq!(ForwardShapes::new(&m, 1).bytes_per_token, 45_056.0);
+    }
+
+    #[test]
+    fn sglangs_running_requests_are_capped_at_half_the_pool() {
+        // A pool of 3000 tokens: the estimate 3000 / 131 072 × 512 = 11 is raised to 2048, then
+        // capped at 3000 / 2 = 1500; a given 5000 too; a given 100 stays; a pool of 1 allows 1.
+        let ctx = Some(131_072);
+        assert_eq!(sglang_max_running_requests(None, 3000, ctx), 1500);
+        assert_eq!(sglang_max_running_requests(Some(5000), 3000, ctx), 1500);
+        assert_eq!(sglang_max_running_requests(Some(100), 3000, ctx), 100);
+        assert_eq!(sglang_max_running_requests(None, 1, ctx), 1);
+    }
+
+    #[test]
+    fn a_client_never_has_more_requests_in_flight_than_it_sends() {
+        use crate::workload::Lengths;
+        let w = WorkloadSpec {
+            requests: 100,
+            lengths: Lengths::Rows {
+                file: "rows.csv".into(),
+                rows: std::sync::Arc::from(vec![(100, 50)]),
+            },
+            max_new_tokens: None,
+            ignore_eos: false,
+            prefix_groups: Vec::new(),
+        };
+        // 100 requests under a concurrency of 1000: 100 in flight at most; of 10: 10.
+        assert_eq!(ClientLoad::new(&w, Some(1000)).max_in_flight, 100);
+        assert_eq!(ClientLoad::new(&w, Some(10)).max_in_flight, 10);
+        assert_eq!(ClientLoad::new(&w, None).max_in_flight, 100);
+        assert_eq!(ClientLoad::new(&w, None).mean_prompt_tokens, 100.0);
+    }
+
+    #[test]
+    fn a_decode_batch_as_large_as_the_largest_graph_runs_in_the_graph() {
+        // Llama-3.1-8B, chunks of 2048 tokens, graphs up to 256: a batch of 256 replays the
+        // largest graph, so the peak is the prefill, 2048 × 102 400 B; a batch of 257 runs
+        // eagerly, 257 × (102 400 + 128 256 × 10) B = 355 934 720 B, more than the prefill's
+        // 209 715 200 B.
+        let need = |in_flight: u64| SglangNeed {
+            shapes: ForwardShapes::new(&model("llama-3.1-8b"), 1),
+            prefill_tokens: 2048,
+            cuda_graph_max_bs: 256,
+            mla: false,
+            max_running_requests: None,
+            context_len_tokens: 131_072,
+            load: Some(Box::new(ClientLoad {
+                max_in_flight: in_flight,
+                mean_prompt_tokens: 100.0,
+                cached_prefixes: None,
+            })),
+        };
+        let t = need(256).terms(400_000);
+        assert!(
+            (t.activations_gib - 2048.0 * 102_400.0 / GIB).abs() < 1e-12,
+            "{t:?}"
+        );
+        assert!(t.activations_for.contains("prefill forward of 2048 tokens"));
+        let t = need(257).terms(400_000);
+        assert!(
+            (t.activations_gib - 355_934_720.0 / GIB).abs() < 1e-12,
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn vllm_captures_max_num_batched_tokens_when_it_is_the_largest_size() {
+        // max_num_seqs 256, max_num_batched_tokens 100: the largest size is min(512, 512, 100) =
+        // 100: 1, 2, 4, every 8 up to 96 (12 sizes), and 100 itself.
+        let v = vllm_capture_sizes(256, 100);
+        assert_eq!(v.len(), 3 + 12 + 1);
+        assert_eq!(&v[v.len() - 2..], &[96, 100]);
+    }
+
+    #[test]
+    fn vllms_sampler_rows_are_at_most_max_num_batched_tokens() {
+        // max_num_seqs 1024 but 512 tokens a step: the dummy sampler runs on 512 rows,
+        // 512 × (128 256 × 10 + 102 400) B = 709 099 520 B, above the forward's 512 × 102 400 B.
+        let s = ForwardShapes::new(&model("llama-3.1-8b"), 1);
+        let peak = vllm_activation_peak_gib(&s, 1024, 512);
+        assert!((peak - 709_099_520.0 / GIB).abs() < 1e-12, "{peak}");
+    }
+
+    #[test]
     fn sglang_terms_for_llama_on_one_h100() {
         let need = SglangNeed {
             shapes: ForwardShapes::new(&model("llama-3.1-8b"), 1),

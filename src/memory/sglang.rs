@@ -360,6 +360,63 @@ mod tests {
     }
 
     #[test]
+    fn a_prefill_chunk_below_2048_tokens_is_reserved_as_2048() {
+        // SGLang sizes the activations for at least 2048 tokens, 1.5 MiB each: a chunk of 1024
+        // reserves 2048 × 1.5 = 3072 MiB, the same as a chunk of 2048; 4096 reserve 6144 MiB.
+        assert_eq!(
+            HeuristicReserve::sglang(1024, 1, false, 8).activations_mib,
+            3072.0
+        );
+        assert_eq!(
+            HeuristicReserve::sglang(2048, 1, false, 8).activations_mib,
+            3072.0
+        );
+        assert_eq!(
+            HeuristicReserve::sglang(4096, 1, false, 8).activations_mib,
+            6144.0
+        );
+    }
+
+    #[test]
+    fn a_gpu_above_60_gib_reserves_at_least_10_gib_for_the_default_fraction() {
+        // An H100 (81 559 MiB) with a 2048-token chunk at TP 1 and decode graphs up to 256:
+        // 512 + 2048 × 1.5 + 1/8 × 1024 + (256 × 2 + 416) = 512 + 3072 + 128 + 928 = 4640 MiB,
+        // below the 10 GiB floor, so the default is round((81 559 − 10 240) / 81 559, 3) =
+        // round(0.87445…, 3) = 0.874 — not round((81 559 − 4640) / 81 559, 3) = 0.943.
+        let h = HeuristicReserve::sglang(2048, 1, false, 256);
+        assert_eq!(h.total_mib(), 4640.0);
+        assert_eq!(sglang_default_fraction(81_559, &h, 1.0), 0.874);
+        // A 48 GB GPU (46 068 MiB) has no floor: round((46 068 − 4640) / 46 068, 3) =
+        // round(0.89928…, 3) = 0.899.
+        assert_eq!(sglang_default_fraction(46_068, &h, 1.0), 0.899);
+    }
+
+    #[test]
+    fn more_free_memory_seen_than_the_slack_is_a_need_of_zero_not_less() {
+        // 10 GiB seen free at 0.90 of M_pre = 80 GiB, whose slack is only 0.1 × 80 = 8 GiB:
+        // nothing measurable was used outside the pool, so the need is 0 (not 8 − 10 = −2 GiB),
+        // the margin is its floor of 0.5 GiB, the largest safe fraction 1 − 0.5 / 80 = 0.99375
+        // and nothing below 1 runs out of memory.
+        let m = SglangInputs {
+            gpu_memory_mib: 81_920,
+            memory_before_weights_gib: 80.0,
+            weight_gib_per_gpu: 20.0,
+            kv_bytes_per_token: 1000,
+            page_size_tokens: 1,
+            mem_fraction_static: 0.9,
+            need: SlackNeed::Observed {
+                free_gib: 10.0,
+                at_fraction: 0.9,
+            },
+        }
+        .derive();
+        assert_eq!(m.need_gib, 0.0);
+        assert_eq!(m.verdict, Verdict::Safe);
+        assert!((m.largest_safe_fraction - 0.99375).abs() < 1e-12, "{m:?}");
+        assert_eq!(m.oom_above_fraction, 1.0);
+    }
+
+    #[test]
     fn sglangs_own_default_fraction_is_never_out_of_memory_by_its_own_heuristic() {
         for (mib, tp, mla) in [
             (81_559u64, 4u32, false),

@@ -119,6 +119,26 @@ mod tests {
     }
 
     #[test]
+    fn the_requested_budget_is_rounded_up_to_a_whole_byte() {
+        // vLLM requests ceil(total × utilisation) bytes. A 1 MiB GPU at 1/2 + 2⁻²¹ requests
+        // 2²⁰ × (1/2 + 2⁻²¹) = 524 288.5 B (exact in binary), rounded up to 524 289 B; with
+        // nothing else in use that holds one block of 524 289 B, which 524 288 B would not.
+        let v = VllmInputs {
+            gpu_memory_mib: 1,
+            gpu_memory_utilization: 0.5 + 0.5 / 1_048_576.0,
+            weight_gib_per_gpu: 0.0,
+            non_torch_gib: 0.0,
+            activation_peak_gib: 0.0,
+            cuda_graph_gib: 0.0,
+            kv_bytes_per_token: 524_289,
+            block_size_tokens: 1,
+        }
+        .derive();
+        assert_eq!(v.requested_gib * GIB, 524_289.0);
+        assert_eq!(v.num_blocks, 1);
+    }
+
+    #[test]
     fn vllm_without_room_for_a_block_refuses_and_names_the_setting_that_would_do() {
         // 80 GiB total; 70 GiB of weights + 2.5 GiB measured = 72.5 GiB used; one block of
         // 16 × 1 MiB = 16 MiB. At 0.90 (72 GiB requested) nothing is left; the smallest

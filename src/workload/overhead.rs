@@ -104,4 +104,19 @@ mod tests {
         assert_eq!(o.ttft_added().as_ns(), 3 + 10 + 100);
         assert!(!o.is_zero() && Overhead::default().is_zero());
     }
+
+    #[test]
+    fn a_refusal_comes_back_with_half_the_round_trip_and_no_tokens_streaming_time() {
+        // Round trip 3 ns (2 on the way back), 100 ns per token: a response without tokens
+        // (k = 0) the engine sends at 1000 ns reaches the client at 1002 ns; its first token at
+        // 1102 ns.
+        let o = Overhead {
+            network_rtt: SimDuration::from_ns(3),
+            request: SimDuration::from_ns(10),
+            per_token: SimDuration::from_ns(100),
+        };
+        let at = SimTime::from_ns(1000);
+        assert_eq!(o.seen_at(at, 0), SimTime::from_ns(1002));
+        assert_eq!(o.seen_at(at, 1), SimTime::from_ns(1102));
+    }
 }

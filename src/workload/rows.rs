@@ -158,4 +158,22 @@ mod tests {
             vec![3.0, 5.0]
         );
     }
+
+    #[test]
+    fn a_row_of_zero_tokens_is_refused_and_one_token_is_accepted() {
+        let (_d, one) = file("one.csv", "p,o\n1,1\n");
+        assert_eq!(load(&one, "p", "o").unwrap(), vec![(1, 1)]);
+        let (_d, zero) = file("zero.csv", "p,o\n10,3\n0,3\n");
+        let e = load(&zero, "p", "o").unwrap_err();
+        assert_eq!(e.message, "line 3, column \"p\": 0 is not a token count");
+        let (_d, zero) = file("zero.jsonl", "{\"p\": 10, \"o\": 0}\n");
+        assert!(load(&zero, "p", "o").is_err());
+    }
+
+    #[test]
+    fn a_sharegpt_file_is_known_by_its_extension_in_any_case() {
+        let share = r#"[{"conversations": [{"from": "human", "n": 10}, {"from": "gpt", "n": 3}]}]"#;
+        let (_d, upper) = file("S.JSON", share);
+        assert_eq!(load(&upper, "n", "n").unwrap(), vec![(10, 3)]);
+    }
 }

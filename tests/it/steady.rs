@@ -578,3 +578,61 @@ fn the_part_run_handles_an_answer_due_exactly_at_max_sim_s_as_the_whole_run_does
         assert_eq!(stats(&r.steady_latency)[..5], expected[..5], "{stepping:?}");
     }
 }
+
+/// A run's result whose time series is replaced by one point a second, `counts[i]` requests
+/// completed in second `i` (the window's search reads only the times and the completions).
+fn with_grid(counts: &[u64]) -> servesim::metrics::RunResult {
+    let mut r = run(&scenario(
+        r#"
+name = "grid"
+[engine]
+kv_capacity_tokens = 10000
+[workload]
+requests = 2
+prompt_tokens = { dist = "constant", value = 10 }
+output_tokens = { dist = "constant", value = 2 }
+[client]
+concurrency = 1
+"#,
+    ));
+    let template = r.samples[0].clone();
+    let mut completed = 0;
+    r.samples = std::iter::once(&0)
+        .chain(counts)
+        .enumerate()
+        .map(|(i, c)| {
+            completed += c;
+            servesim::metrics::Sample {
+                t_s: i as f64,
+                completed,
+                ..template.clone()
+            }
+        })
+        .collect();
+    r
+}
+
+#[test]
+fn twenty_bins_are_enough_for_mser_5() {
+    // 40 one-second points, nothing completed in the first 2 s, then 8 a second: 304 in all,
+    // so bins of ⌈10 × 40 / 304⌉ = 2 s, 20 of them: rates 0, then 8 × 19. With 20 bins MSER-5
+    // runs on 4 means of 5 bins, 6.4, 8, 8, 8, and cuts the first mean, 5 bins = 10 s (MSER-1
+    // on the 20 bins would cut only the first, at 2 s).
+    let counts: Vec<u64> = (0..40).map(|i| if i < 2 { 0 } else { 8 }).collect();
+    let r = with_grid(&counts);
+    let found = analysis::window::find(&r, &r.samples[0], 40.0).expect("a window");
+    assert!(found.mser_cut);
+    assert_eq!(found.start.t_s, 10.0);
+    assert_eq!(found.grid.len(), 31);
+}
+
+#[test]
+fn a_window_that_would_end_where_the_start_up_clears_is_no_window() {
+    // The start-up clears at the 5 s point and the drain begins at 5.5 s, before the next
+    // point: the window would be that one instant.
+    let r = with_grid(&[1, 1, 1, 1, 1, 1]);
+    assert!(analysis::window::find(&r, &r.samples[5], 5.5).is_none());
+    // With one more point before the drain there is a window, from 5 s to 6 s.
+    let found = analysis::window::find(&r, &r.samples[5], 6.0).expect("a window");
+    assert_eq!((found.start.t_s, found.end.t_s), (5.0, 6.0));
+}
