@@ -64,10 +64,15 @@ pub fn load(path: &Path, prompt: &str, output: &str) -> Result<Vec<(u32, u32)>, 
         }
         rows
     };
+    within(rows, MAX_ROWS)
+}
+
+/// The rows, if there are some and at most `max_rows` of them.
+fn within(rows: Vec<(u32, u32)>, max_rows: usize) -> Result<Vec<(u32, u32)>, DataError> {
     match rows.len() {
         0 => Err(problem("has no rows", "give at least one row")),
-        n if n > MAX_ROWS => Err(problem(
-            format!("has {n} rows, more than {MAX_ROWS}"),
+        n if n > max_rows => Err(problem(
+            format!("has {n} rows, more than {max_rows}"),
             "take a sample of its rows",
         )),
         _ => Ok(rows),
@@ -127,6 +132,17 @@ mod tests {
         let p = dir.path().join(name);
         std::fs::write(&p, text).unwrap();
         (dir, p)
+    }
+
+    #[test]
+    fn a_file_may_hold_exactly_the_most_rows_and_not_one_more() {
+        // With a limit of 2 (the real one, 10⁷ rows, would take a 40 MB file): 2 rows are
+        // kept, 3 are refused naming both counts, none is refused.
+        let two = vec![(10, 3), (20, 5)];
+        assert_eq!(within(two.clone(), 2).unwrap(), two);
+        let e = within(vec![(10, 3), (20, 5), (30, 7)], 2).unwrap_err();
+        assert_eq!(e.message, "has 3 rows, more than 2");
+        assert_eq!(within(Vec::new(), 2).unwrap_err().message, "has no rows");
     }
 
     #[test]
