@@ -500,6 +500,17 @@ mod tests {
     }
 
     #[test]
+    fn sglangs_estimate_of_running_requests_lies_between_2048_and_4096() {
+        // Contexts of 131 072 tokens: a pool of 6 of them gives 6 × 512 = 3072; of 20, 10 240,
+        // cut to 4096; of 1, 512, raised to 2048. Without a context length, 4096.
+        let ctx = Some(131_072);
+        assert_eq!(sglang_max_running_requests(None, 6 * 131_072, ctx), 3072);
+        assert_eq!(sglang_max_running_requests(None, 20 * 131_072, ctx), 4096);
+        assert_eq!(sglang_max_running_requests(None, 131_072, ctx), 2048);
+        assert_eq!(sglang_max_running_requests(None, 20 * 131_072, None), 4096);
+    }
+
+    #[test]
     fn a_client_never_has_more_requests_in_flight_than_it_sends() {
         use crate::workload::Lengths;
         let w = WorkloadSpec {

@@ -106,6 +106,27 @@ mod tests {
     }
 
     #[test]
+    fn any_one_overhead_alone_is_not_zero() {
+        let one = SimDuration::from_ns(1);
+        for o in [
+            Overhead {
+                network_rtt: one,
+                ..Overhead::default()
+            },
+            Overhead {
+                request: one,
+                ..Overhead::default()
+            },
+            Overhead {
+                per_token: one,
+                ..Overhead::default()
+            },
+        ] {
+            assert!(!o.is_zero(), "{o:?}");
+        }
+    }
+
+    #[test]
     fn a_refusal_comes_back_with_half_the_round_trip_and_no_tokens_streaming_time() {
         // Round trip 3 ns (2 on the way back), 100 ns per token: a response without tokens
         // (k = 0) the engine sends at 1000 ns reaches the client at 1002 ns; its first token at
