@@ -229,4 +229,35 @@ mod tests {
             (2026, 3, 1, 1, 1, 1)
         );
     }
+
+    #[test]
+    fn february_is_dated_in_the_year_it_belongs_to() {
+        // 31 days after 2026-01-01 is 2026-02-01; 58 days and 23:59:59 later, 2026-02-28 at
+        // 23:59:59 (2026 is not a leap year: the next second is 1 March).
+        let day = 86_400_000_000_000;
+        let w = SimTime::from_ns(31 * day).wall_clock();
+        assert_eq!((w.year, w.month, w.day), (2026, 2, 1));
+        let w = SimTime::from_ns(59 * day - 1_000_000_000).wall_clock();
+        assert_eq!(
+            (w.year, w.month, w.day, w.hour, w.minute, w.second),
+            (2026, 2, 28, 23, 59, 59)
+        );
+        let w = SimTime::from_ns(59 * day).wall_clock();
+        assert_eq!((w.year, w.month, w.day), (2026, 3, 1));
+    }
+
+    #[test]
+    fn two_to_the_64_nanoseconds_is_beyond_a_duration() {
+        // u64::MAX as f64 is 2⁶⁴ (the nearest double): a duration of that many nanoseconds,
+        // about 584.5 years, does not fit in a u64 and is refused rather than saturated.
+        let s = 2f64.powi(64) / 1e9;
+        assert_eq!((s * NS_PER_S as f64).round(), 2f64.powi(64));
+        assert_eq!(SimDuration::from_secs_f64(s), None);
+        // 2⁶³ ns (the engine's limit) is a duration.
+        let half = 2f64.powi(63) / 1e9;
+        assert_eq!(
+            SimDuration::from_secs_f64(half).map(SimDuration::as_ns),
+            Some(1 << 63)
+        );
+    }
 }

@@ -475,3 +475,6 @@ fn convergence(r: &RunResult, s: &Span) -> Convergence {
         deficit_s: deficit,
     }
 }
+
+#[cfg(test)]
+mod tests;

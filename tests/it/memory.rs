@@ -615,3 +615,99 @@ fn a_traces_groups_are_held_once_each() {
     assert_eq!(c.resident_tokens, groups.values().sum::<f64>());
     assert!((c.mean_own_prompt_tokens - own / n).abs() < 1e-6);
 }
+
+/// The problem `text` is refused with, as `problem line` and hint.
+fn refused(text: String) -> (String, String) {
+    let src = Source {
+        name: "x.toml".into(),
+        base_dir: root(),
+        text,
+    };
+    let e = sc_mod::load(&src, &[]).unwrap_err();
+    assert_eq!(e.problems.len(), 1, "{:?}", e.problems);
+    let p = &e.problems[0];
+    (e.problem_line(p), p.hint.clone().unwrap_or_default())
+}
+
+#[test]
+fn weights_equal_to_the_memory_before_weights_leave_no_fraction_to_raise() {
+    // M_pre = 40 GiB and W = 40 GiB: the static budget f × 40 GiB holds the weights only at
+    // f ≥ 1, so no mem_fraction_static helps — the hint says the weights exceed the memory.
+    let (line, hint) = refused(with(
+        "memory_mib = 81920\nmemory_before_weights_gib = 40.0",
+        "kv_bytes_per_token = 1000\nweight_gib_per_gpu = 40.0",
+        "mem_fraction_static = 0.85",
+    ));
+    assert!(line.contains("leave no KV cache"), "{line}");
+    assert!(
+        hint.starts_with("the weights exceed the memory before weights"),
+        "{hint}"
+    );
+}
+
+#[test]
+fn memory_before_weights_may_be_all_of_the_gpus_memory_but_not_more() {
+    // 81 920 MiB is 80 GiB exactly: an M_pre of 80 GiB is at most the GPU's memory.
+    let sc = scenario(&with(
+        "memory_mib = 81920\nmemory_before_weights_gib = 80.0",
+        "kv_bytes_per_token = 1000\nweight_gib_per_gpu = 10.0",
+        "mem_fraction_static = 0.85",
+    ));
+    assert_eq!(sglang(&sc).inputs.memory_before_weights_gib, 80.0);
+    let (line, _) = refused(with(
+        "memory_mib = 81920\nmemory_before_weights_gib = 80.001",
+        "kv_bytes_per_token = 1000\nweight_gib_per_gpu = 10.0",
+        "mem_fraction_static = 0.85",
+    ));
+    assert!(line.contains("is more than the GPU's memory"), "{line}");
+}
+
+#[test]
+fn a_gpu_of_exactly_the_assumed_cuda_context_leaves_nothing() {
+    // 1024 MiB is 1 GiB, all of it the 1 GiB assumed for the CUDA context and NCCL at TP 1.
+    let (line, hint) = refused(with(
+        "memory_mib = 1024",
+        "kv_bytes_per_token = 1000\nweight_gib_per_gpu = 0",
+        "mem_fraction_static = 0.85",
+    ));
+    assert!(
+        line.contains("hardware.memory_mib = 1024: leaves nothing after the 1 GiB assumed"),
+        "{line}"
+    );
+    assert!(
+        hint.contains("hardware.memory_before_weights_gib"),
+        "{hint}"
+    );
+}
+
+/// vLLM on a 16 GiB GPU (16 384 MiB = 2³⁴ bytes) with blocks of 16 tokens × 2²⁵ bytes = 2²⁹
+/// bytes (0.5 GiB), weights `weights` GiB and no other memory, at `utilization`.
+fn vllm_half_gib_blocks(weights: &str, utilization: &str) -> String {
+    with(
+        "memory_mib = 16384",
+        &format!("kv_bytes_per_token = 33554432\nweight_gib_per_gpu = {weights}"),
+        &format!(
+            "kind = \"vllm\"\nblock_size = 16\ngpu_memory_utilization = {utilization}\n\
+             non_torch_gib = 0\nactivation_peak_gib = 0\ncuda_graph_gib = 0"
+        ),
+    )
+}
+
+#[test]
+fn one_kv_block_is_only_vllms_null_block_and_is_refused_with_the_utilization_for_two() {
+    // Utilization 0.5 requests 8 GiB; 7.25 GiB of weights leave 0.75 GiB: one 0.5 GiB block,
+    // vLLM's null block, and none to use. Two blocks need (7.25 + 0.5) / 16 + 0.5 / 16
+    // = 0.484375 + 0.03125 = 0.515625 of the GPU: "at least 0.516".
+    let (line, hint) = refused(vllm_half_gib_blocks("7.25", "0.5"));
+    assert!(
+        line.contains("engine.gpu_memory_utilization: the memory leaves 1 KV block(s)"),
+        "{line}"
+    );
+    assert!(
+        hint.starts_with("raise engine.gpu_memory_utilization to at least 0.516"),
+        "{hint}"
+    );
+    // 7 GiB of weights leave 1 GiB: two blocks, one usable, 16 tokens.
+    let sc = scenario(&vllm_half_gib_blocks("7", "0.5"));
+    assert_eq!(sc.engine.kv_capacity_tokens, 16);
+}

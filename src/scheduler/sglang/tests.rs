@@ -744,3 +744,44 @@ fn overlapped_the_ratio_is_not_reset_while_a_batch_is_in_flight() {
     assert_eq!(finished.len(), 1);
     assert_eq!(s.new_token_ratio(), 0.7);
 }
+
+/// [`overlapped`] with `--enable-mixed-chunk`: a prefill batch carries the running requests'
+/// decode rows.
+fn overlapped_mixed(kv: u64) -> Sglang {
+    let mut s = spec(kv, SchedulePolicy::Fcfs);
+    if let PolicySpec::Sglang(p) = &mut s.policy {
+        p.disable_overlap_schedule = false;
+        p.enable_mixed_chunk = true;
+    }
+    s.step_time = StepTimeSpec::Linear(LinearStepTime {
+        decode_base_ns: 10_000,
+        decode_per_seq_ns: 1_000,
+        decode_per_kv_token_ps: 0,
+        prefill_base_ns: 10_000,
+        prefill_per_token_ps: 1_000,
+    });
+    build(s)
+}
+
+#[test]
+fn overlapped_a_mixed_batch_launched_beside_running_requests_reopens_admission() {
+    // A pool of 810 tokens; every request has a 100-token prompt and max_new_tokens 200, and
+    // a new one reserves 100 + 1 + 200 = 301.
+    let (mut s, mut reqs) = (overlapped_mixed(810), Requests::default());
+    add(&mut s, &mut reqs, 0, 100, 200, 50);
+    let mut t = SimTime::ZERO;
+    // a's prefill ends; the decode step decided with it in flight is next.
+    run_overlapped(&mut s, &mut reqs, &mut t, 1);
+    let b = add(&mut s, &mut reqs, 1, 100, 200, 50);
+    let c = add(&mut s, &mut reqs, 2, 100, 200, 50);
+    let (launched, _) = run_overlapped(&mut s, &mut reqs, &mut t, 3);
+    // Deciding with a's decode step in flight: a holds about 101 tokens and reserves about
+    // 199 × 0.7 ≈ 139; b (301) fits, c then does not (810 − 101 − 139 − 301 ≈ 269 < 301): a
+    // mixed batch of b and a's row, the latch closed by the memory stop. Its launch hands the
+    // running batch to the mixed batch, and what comes back is a new batch with the latch
+    // open: the next decision tries c again, and b now reserves only 200 × 0.7 = 140 beside
+    // its 100 prompt tokens: 810 − 102 − 100 − 138.6 − 140 ≈ 329 ≥ 301, so c is admitted.
+    assert_eq!(launched[0].1, Launched::Decode(1));
+    assert_eq!(launched[1].1, Launched::Prefill(vec![b]));
+    assert_eq!(launched[2].1, Launched::Prefill(vec![c]));
+}
