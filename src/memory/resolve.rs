@@ -794,4 +794,13 @@ mod tests {
     fn the_vision_factor_of_kimi_k25_is_about_0_91() {
         assert!((vlm_factor(27, 1152) - 0.910).abs() < 0.001);
     }
+
+    #[test]
+    fn the_vision_factor_is_clamped_between_0_8_and_1_05_before_its_0_95() {
+        // A tower of 24 layers of 1024 is size 1: 0.95 × 1. Size 0.25 (6 layers of 1024)
+        // would be 1.075, clamped to 1.05: 0.9975. Size 4 would be 0.7, clamped to 0.8: 0.76.
+        assert_eq!(vlm_factor(24, 1024), 0.95);
+        assert_eq!(vlm_factor(6, 1024), 0.95 * 1.05);
+        assert_eq!(vlm_factor(96, 1024), 0.95 * 0.8);
+    }
 }

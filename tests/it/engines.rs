@@ -105,6 +105,26 @@ fn vllms_pool_leaves_out_the_null_block() {
 }
 
 #[test]
+fn a_given_pool_is_floored_to_whole_blocks_or_pages() {
+    // 1,000 tokens are 62 whole blocks of 16, 992 tokens (vLLM allocates blocks), or 15 whole
+    // pages of 64, 960 tokens (SGLang floors its pool to pages: `pool_configurator.py`).
+    let sc = load(
+        "",
+        "kind = \"vllm\"\nkv_capacity_tokens = 1000\nblock_size = 16",
+    );
+    assert_eq!(sc.engine.kv_capacity_tokens, 992);
+    assert_eq!(sc.engine.kv_source, KvSource::Given);
+    let sc = load("", "kv_capacity_tokens = 1000\npage_size = 64");
+    assert_eq!(sc.engine.kv_capacity_tokens, 960);
+    // Less than one page is no pool.
+    let text = scenario_text("", "kv_capacity_tokens = 63\npage_size = 64");
+    assert_eq!(
+        refused(&text),
+        "the KV pool holds less than one page of 64 tokens"
+    );
+}
+
+#[test]
 fn sglangs_request_limits_apply_to_sglang_only() {
     // Prompts of 4,000 tokens in a pool of 2,000: SGLang refuses every one (max_req_len − 5);
     // vLLM has no such rule.

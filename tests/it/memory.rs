@@ -711,3 +711,30 @@ fn one_kv_block_is_only_vllms_null_block_and_is_refused_with_the_utilization_for
     let sc = scenario(&vllm_half_gib_blocks("7", "0.5"));
     assert_eq!(sc.engine.kv_capacity_tokens, 16);
 }
+
+#[test]
+fn the_derived_slack_need_counts_shared_prefixes_once_only_with_the_radix_cache() {
+    // Llama-3.1-8B on an H100 whose every request shares a 2,000-token system prompt: with the
+    // radix cache (SGLang's default) the need's client load holds the prefix once; with
+    // `disable_radix_cache` every request holds its own copy, so the load has no cached
+    // prefixes (`ClientLoad::with_cache`).
+    let load = |engine: &str| {
+        let text = with(
+            "gpu = \"h100\"",
+            "name = \"llama-3.1-8b\"",
+            &format!("mem_fraction_static = 0.85\n{engine}"),
+        )
+        .replace(
+            "[client]",
+            "prefix_groups = { system = { tokens = 2000, share = 1.0 } }\n[client]",
+        );
+        match sglang(&scenario(&text)).inputs.need {
+            servesim::memory::SlackNeed::Derived(n) => *n.load.expect("a client load"),
+            other => panic!("a derived need, not {other:?}"),
+        }
+    };
+    let cached = load("").cached_prefixes.expect("the prefix held once");
+    assert_eq!(cached.resident_tokens, 2000.0);
+    assert_eq!(cached.mean_own_prompt_tokens, 100.0);
+    assert!(load("disable_radix_cache = true").cached_prefixes.is_none());
+}
