@@ -57,6 +57,11 @@ fn sched(kv: u64, policy: SchedulePolicy) -> Sglang {
 /// The overlapped loop (SGLang's default), with decode steps of 10 µs + 1 µs per request and
 /// prefill batches of 10 µs + 1 ns per token.
 fn overlapped(kv: u64) -> Sglang {
+    build(overlapped_spec(kv))
+}
+
+/// [`overlapped`]'s engine, before it is built.
+fn overlapped_spec(kv: u64) -> EngineSpec {
     let mut s = spec(kv, SchedulePolicy::Fcfs);
     if let PolicySpec::Sglang(p) = &mut s.policy {
         p.disable_overlap_schedule = false;
@@ -68,7 +73,7 @@ fn overlapped(kv: u64) -> Sglang {
         prefill_base_ns: 10_000,
         prefill_per_token_ps: 1_000,
     });
-    build(s)
+    s
 }
 
 fn build(s: EngineSpec) -> Sglang {
@@ -748,18 +753,10 @@ fn overlapped_the_ratio_is_not_reset_while_a_batch_is_in_flight() {
 /// [`overlapped`] with `--enable-mixed-chunk`: a prefill batch carries the running requests'
 /// decode rows.
 fn overlapped_mixed(kv: u64) -> Sglang {
-    let mut s = spec(kv, SchedulePolicy::Fcfs);
+    let mut s = overlapped_spec(kv);
     if let PolicySpec::Sglang(p) = &mut s.policy {
-        p.disable_overlap_schedule = false;
         p.enable_mixed_chunk = true;
     }
-    s.step_time = StepTimeSpec::Linear(LinearStepTime {
-        decode_base_ns: 10_000,
-        decode_per_seq_ns: 1_000,
-        decode_per_kv_token_ps: 0,
-        prefill_base_ns: 10_000,
-        prefill_per_token_ps: 1_000,
-    });
     build(s)
 }
 
